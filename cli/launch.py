@@ -1,0 +1,32 @@
+"""Handing over to a frontend process once the options are resolved."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def redact(argv: list[str]) -> list[str]:
+    """argv for logging: values of --api-key and token-like args replaced."""
+    out = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        if arg in ("--api-key", "--token"):
+            hide_next = True
+        out.append(arg)
+    return out
+
+
+def exec_rust(binary: Path, subcommand: str, args: dict[str, Any]) -> None:
+    """Replace this process with `vrs-rs SUBCOMMAND --args-json ...` (never returns)."""
+    argv = [str(binary), subcommand, "--args-json", json.dumps(args)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)

@@ -1,0 +1,41 @@
+"""The `vrs` command line: one entry point, one module per subcommand (cli/commands/)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from cli import __version__
+from cli.commands import serve as serve_command
+
+app = typer.Typer(
+    name="vrs",
+    help="vrs: LLM serving with a Rust frontend and a Python engine, vLLM-style.",
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("serve")(serve_command.serve)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vrs {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")]
+        = None,
+) -> None:
+    """vrs: LLM serving with a Rust frontend and a Python engine, vLLM-style."""
+
+
+def main() -> None:
+    from cli.errors import run_cli
+
+    run_cli(app)

@@ -1,0 +1,124 @@
+"""Turning `vrs serve` options into the args-json that vrs-rs (or the Python frontend) takes.
+
+The typer command only declares options; this module resolves the model and builds
+the one dict both frontends read (its keys are documented in docs/internals.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+
+class ModelNotFoundError(ValueError):
+    """MODEL is neither a local directory nor a model in the local Hugging Face cache."""
+
+
+@dataclass
+class ServeOptions:
+    model: str | None
+    host: str
+    port: int
+    served_model_name: str | None
+    mock: bool
+    max_model_len: int | None
+    log_level: str
+    shutdown_timeout: float
+    chat_template: Path | None
+    device: str
+    dtype: str
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_memory_bytes: int | None
+    gpu_memory_utilization: float
+    enable_prefix_caching: bool
+    seed: int
+    mock_step_delay_ms: float
+
+
+def resolve_model(model: str | None, console: Console) -> tuple[Path, str]:
+    """(model directory, default served name). No MODEL means the built-in demo model."""
+    if model is None:
+        from engine.demo_model import DEMO_MODEL_NAME, demo_model_dir, ensure_demo_model
+
+        if not (demo_model_dir() / "model.safetensors").exists():
+            with console.status("building the demo model (first run only)…"):
+                path = ensure_demo_model()
+        else:
+            path = ensure_demo_model()
+        return path, DEMO_MODEL_NAME
+    local = Path(model).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise ModelNotFoundError(f"{local} has no config.json; is it a Hugging Face model dir?")
+        return local.resolve(), model
+    if local.exists():
+        raise ModelNotFoundError(f"MODEL {model} is a file; pass a model directory")
+    return _from_hf_cache(model), model
+
+
+def _from_hf_cache(repo_id: str) -> Path:
+    """A hub id resolves through the local HF cache only; nothing is downloaded."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception as exc:  # not cached, or not a valid id: one clear message
+        raise ModelNotFoundError(
+            f"MODEL {repo_id!r} is not a local directory and is not in the local Hugging Face "
+            "cache (vrs never downloads). Pass a model directory, or download it first."
+        ) from exc
+
+
+def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
+    """The args-json dict for `vrs-rs serve` and the Python frontend."""
+    model_dir, default_name = resolve_model(options.model, console)
+    served = options.served_model_name or default_name
+    engine_config: dict[str, Any] = {
+        "model": str(model_dir),
+        "served_model_name": served,
+        "mock": options.mock,
+        "device": options.device,
+        "dtype": options.dtype,
+        "max_model_len": options.max_model_len,
+        "block_size": options.block_size,
+        "max_num_seqs": options.max_num_seqs,
+        "max_num_batched_tokens": options.max_num_batched_tokens,
+        "kv_cache_memory_bytes": options.kv_cache_memory_bytes,
+        "gpu_memory_utilization": options.gpu_memory_utilization,
+        "enable_prefix_caching": options.enable_prefix_caching,
+        "seed": options.seed,
+        "mock_step_delay_ms": options.mock_step_delay_ms,
+        "log_level": options.log_level,
+    }
+    from engine.config import config_from_map
+
+    config_from_map(engine_config)  # refuse bad values here, before anything starts
+    return {
+        "model": str(model_dir),
+        "served_model_name": served,
+        "host": options.host,
+        "port": options.port,
+        "log_level": options.log_level,
+        "shutdown_timeout": options.shutdown_timeout,
+        "python_executable": sys.executable,
+        "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
+        "engine_config": engine_config,
+    }
+
+
+def print_banner(args: dict[str, Any], console: Console) -> None:
+    """One line on what is about to run; the demo model says its weights are random."""
+    from engine.demo_model import DEMO_MODEL_NAME
+
+    engine = "mock engine" if args["engine_config"]["mock"] else "engine"
+    console.print(f"[bold]vrs[/bold] serving [cyan]{args['served_model_name']}[/cyan] "
+                  f"({engine}) on http://{args['host']}:{args['port']}")
+    if args["served_model_name"] == DEMO_MODEL_NAME:
+        console.print("[yellow]note:[/yellow] the built-in demo model has random weights: "
+                      "it generates nonsense, but every code path is real.")

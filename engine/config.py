@@ -1,0 +1,71 @@
+"""The engine's one validated configuration.
+
+The typer app builds it from the user's flags, it travels inside INIT as a msgpack map
+(opaque to the frontend) and the engine validates it here. Errors name the field and
+the allowed range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; the message names the field."""
+
+
+class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
+    model: str
+    served_model_name: str | None = None
+    mock: bool = False
+    device: str = "auto"
+    dtype: str = "auto"
+    max_model_len: int | None = None  # None: the model's own limit
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    kv_cache_memory_bytes: int | None = None  # None: a default sized for the device
+    gpu_memory_utilization: float = 0.9
+    enable_prefix_caching: bool = True
+    seed: int = 0
+    # Mock engine knobs (ignored by the real engine).
+    mock_step_delay_ms: float = 0.0
+    log_level: str = "info"
+
+    def validate(self) -> EngineConfig:
+        _check(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
+        _check(self.dtype in DTYPES, "dtype", f"one of {', '.join(DTYPES)}", self.dtype)
+        if self.max_model_len is not None:
+            _check(self.max_model_len >= 1, "max_model_len", ">= 1", self.max_model_len)
+        _check(self.block_size in (1, 2, 4, 8, 16, 32, 64, 128), "block_size",
+               "a power of two from 1 to 128", self.block_size)
+        _check(1 <= self.max_num_seqs <= 65536, "max_num_seqs", "1..65536", self.max_num_seqs)
+        _check(self.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",
+               self.max_num_batched_tokens)
+        if self.kv_cache_memory_bytes is not None:
+            _check(self.kv_cache_memory_bytes > 0, "kv_cache_memory_bytes", "> 0",
+                   self.kv_cache_memory_bytes)
+        _check(0.0 < self.gpu_memory_utilization <= 1.0, "gpu_memory_utilization",
+               "(0, 1]", self.gpu_memory_utilization)
+        _check(self.mock_step_delay_ms >= 0.0, "mock_step_delay_ms", ">= 0",
+               self.mock_step_delay_ms)
+        return self
+
+
+def _check(ok: bool, field: str, allowed: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"invalid engine config: {field}={value!r}; allowed: {allowed}")
+
+
+def config_from_map(data: dict[str, Any]) -> EngineConfig:
+    """Build and validate an EngineConfig from INIT's ``engine_config`` map."""
+    try:
+        config = msgspec.convert(data, EngineConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid engine config: {exc}") from exc
+    return config.validate()

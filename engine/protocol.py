@@ -1,0 +1,208 @@
+"""The frontend <-> engine wire, version 1 (design §3).
+
+Every struct is a msgspec ``array_like`` struct: it travels as a positional msgpack
+array. The Rust mirror (``rust/cli/src/protocol.rs``) declares the same fields in the
+same order with the same names. Rules:
+
+* append-only: a new field goes at the end and has a default, so an older peer's
+  shorter array still decodes;
+* floats are float64, integers are plain msgpack ints, optional values are nil;
+* compatibility is proved by bytes: ``tests/wire`` makes fixtures by importing this
+  module and the Rust test suite decodes and re-encodes each one.
+
+Sockets (the frontend always binds):
+
+* handshake: launcher ROUTER <- engine DEALER (identity = engine index, 2 bytes LE).
+  Frames ``[kind_byte, msgpack_body]``: HELLO (engine), INIT (launcher), READY or
+  FAILED (engine).
+* input: frontend ROUTER <- engine DEALER. The engine's first message is READY
+  (``[HandshakeKind.READY, body]``) so the ROUTER learns its identity; after that the
+  frontend sends ``[identity, request_type_byte, msgpack_body]``.
+* output: frontend PULL <- engine PUSH. Frames ``[msgpack(EngineOutputs)]``; a fatal
+  engine error sends the single frame ``ENGINE_DEAD_SENTINEL`` before exiting.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+ENGINE_DEAD_SENTINEL = b"VRS_ENGINE_DEAD"
+
+
+class HandshakeKind(enum.IntEnum):
+    """First frame of every handshake message (one byte)."""
+
+    HELLO = 0x10
+    INIT = 0x11
+    READY = 0x12
+    FAILED = 0x13
+
+
+class RequestType(enum.IntEnum):
+    """Type byte of frames sent on the input socket."""
+
+    ADD = 0x00
+    ABORT = 0x01
+    UTILITY = 0x02
+
+
+class FinishReason(str, enum.Enum):
+    STOP = "stop"
+    LENGTH = "length"
+    ABORT = "abort"
+    ERROR = "error"
+
+
+def engine_identity(engine_index: int) -> bytes:
+    """ZMQ routing identity of an engine: its index as 2 bytes little-endian."""
+    return engine_index.to_bytes(2, "little")
+
+
+# --------------------------------------------------------------------------- handshake
+
+
+class Hello(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    protocol_version: int
+    engine_index: int
+    pid: int
+
+
+class Init(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    input_address: str
+    output_address: str
+    # The engine's configuration as a msgpack map, opaque to the frontend: the typer
+    # app builds it, vrs-rs forwards it, ``engine.config.EngineConfig`` validates it.
+    engine_config: dict[str, Any]
+
+
+class Ready(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    engine_index: int
+    max_model_len: int
+    vocab_size: int
+    block_size: int
+    num_kv_blocks: int
+    eos_token_ids: list[int]
+    model_name: str
+    is_mock: bool
+
+
+class Failed(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    engine_index: int
+    message: str
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    max_tokens: int
+    min_tokens: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = disabled
+    min_p: float = 0.0
+    seed: int | None = None
+    stop_token_ids: list[int] = []
+    ignore_eos: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logprobs: int | None = None  # None = off; k >= 0: sampled token + top-k
+
+
+class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """ADD: one generation request, already tokenized by the frontend."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    arrival_time: float
+
+
+class AbortRequests(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """ABORT: stop these requests now; each ends with finish_reason ``abort``."""
+
+    request_ids: list[str]
+
+
+class UtilityRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """UTILITY: call a named engine method; the answer comes back as UtilityOutput."""
+
+    call_id: int
+    method: str
+    args: list[Any] = []
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class TokenLogprobs(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """Log-probabilities of one generated position."""
+
+    token_id: int
+    logprob: float
+    rank: int  # 1-based rank of the sampled token in the distribution
+    top_token_ids: list[int]
+    top_logprobs: list[float]
+
+
+class EngineCoreOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    request_id: str
+    new_token_ids: list[int]
+    finish_reason: str | None = None  # a FinishReason value
+    stop_token_id: int | None = None  # the token that ended it, when it was one
+    new_logprobs: list[TokenLogprobs] | None = None
+    num_cached_tokens: int = 0
+    error_message: str | None = None  # with finish_reason "error"
+
+
+class UtilityOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    call_id: int
+    success: bool
+    result: Any = None
+    error_message: str | None = None
+
+
+class SchedulerStats(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    num_running: int = 0
+    num_waiting: int = 0
+    kv_cache_usage: float = 0.0  # fraction of KV blocks in use, 0..1
+    prefix_cache_queries: int = 0  # prompt tokens looked up (cumulative)
+    prefix_cache_hits: int = 0  # of which found in the cache (cumulative)
+    num_preemptions: int = 0  # cumulative
+    num_free_blocks: int = 0
+    num_total_blocks: int = 0
+
+
+class EngineOutputs(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """One message on the output socket: everything one engine step produced."""
+
+    engine_index: int
+    outputs: list[EngineCoreOutput]
+    timestamp: float
+    scheduler_stats: SchedulerStats | None = None
+    utility_output: UtilityOutput | None = None
+
+
+# --------------------------------------------------------------------------- codecs
+
+_encoder = msgspec.msgpack.Encoder()
+
+ENCODER = _encoder
+HELLO_DECODER = msgspec.msgpack.Decoder(Hello)
+INIT_DECODER = msgspec.msgpack.Decoder(Init)
+READY_DECODER = msgspec.msgpack.Decoder(Ready)
+FAILED_DECODER = msgspec.msgpack.Decoder(Failed)
+ADD_DECODER = msgspec.msgpack.Decoder(EngineCoreRequest)
+ABORT_DECODER = msgspec.msgpack.Decoder(AbortRequests)
+UTILITY_DECODER = msgspec.msgpack.Decoder(UtilityRequest)
+OUTPUTS_DECODER = msgspec.msgpack.Decoder(EngineOutputs)
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    return _encoder.encode(message)

@@ -1,0 +1,148 @@
+"""One generation request as the engine tracks it between ADD and its last output."""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+
+from engine import protocol as p
+
+# Below this temperature sampling is greedy (argmax), as in vLLM.
+GREEDY_EPSILON = 1e-5
+
+
+class RequestStatus(enum.IntEnum):
+    WAITING = 0  # new, or preempted and waiting to be recomputed
+    RUNNING = 1
+    FINISHED = 2
+
+
+class Request:
+    """Token ids, progress and KV blocks of one request.
+
+    ``token_ids`` holds the prompt followed by every generated token;
+    ``num_computed_tokens`` of them have their K/V in the cache. A request is due to
+    sample once all its known tokens are computed.
+    """
+
+    __slots__ = (
+        "request_id",
+        "token_ids",
+        "num_prompt_tokens",
+        "params",
+        "arrival_time",
+        "eos_token_ids",
+        "status",
+        "num_computed_tokens",
+        "block_ids",
+        "block_hashes",
+        "num_cached_blocks",
+        "num_cached_tokens",
+        "num_preemptions",
+        "generator",
+        "stop_ids",
+        "finish_reason",
+        "stop_token_id",
+        "first_scheduled",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: p.SamplingParams,
+        arrival_time: float,
+        eos_token_ids: frozenset[int],
+    ) -> None:
+        self.request_id = request_id
+        self.token_ids: list[int] = list(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.params = params
+        self.arrival_time = arrival_time
+        self.eos_token_ids = frozenset() if params.ignore_eos else eos_token_ids
+        self.status = RequestStatus.WAITING
+        self.num_computed_tokens = 0
+        self.block_ids: list[int] = []
+        # Chained hashes of this request's full blocks, extended as tokens arrive.
+        self.block_hashes: list[bytes] = []
+        # How many leading blocks are registered in the prefix cache (or were hits).
+        self.num_cached_blocks = 0
+        self.num_cached_tokens = 0  # prefix-cache hit length at first admission
+        self.num_preemptions = 0
+        self.generator: torch.Generator | None = None
+        if params.seed is not None:
+            self.generator = torch.Generator(device="cpu")
+            self.generator.manual_seed(params.seed)
+        self.stop_ids = frozenset(params.stop_token_ids)
+        self.finish_reason: str | None = None
+        self.stop_token_id: int | None = None
+        self.first_scheduled = False
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.params.temperature < GREEDY_EPSILON
+
+    @property
+    def max_total_tokens(self) -> int:
+        return self.num_prompt_tokens + self.params.max_tokens
+
+    @property
+    def needs_min_tokens_mask(self) -> bool:
+        """True while EOS and stop tokens must not be sampled (min_tokens not reached)."""
+        return self.num_output_tokens < self.params.min_tokens and bool(
+            self.eos_token_ids or self.stop_ids
+        )
+
+    @property
+    def has_penalties(self) -> bool:
+        sp = self.params
+        return (
+            sp.presence_penalty != 0.0
+            or sp.frequency_penalty != 0.0
+            or sp.repetition_penalty != 1.0
+        )
+
+    # ------------------------------------------------------------------ updates
+
+    def append_token(self, token_id: int, max_model_len: int) -> bool:
+        """Record a sampled token; returns True when it finishes the request."""
+        self.token_ids.append(token_id)
+        if self.num_output_tokens >= self.params.min_tokens:
+            if token_id in self.stop_ids or token_id in self.eos_token_ids:
+                self.finish_reason = p.FinishReason.STOP.value
+                self.stop_token_id = token_id
+                return True
+        if self.num_output_tokens >= self.params.max_tokens or self.num_tokens >= max_model_len:
+            self.finish_reason = p.FinishReason.LENGTH.value
+            return True
+        return False
+
+    def reset_for_recompute(self) -> None:
+        """After preemption: every token (prompt and output) is computed again."""
+        self.status = RequestStatus.WAITING
+        self.num_computed_tokens = 0
+        self.num_cached_blocks = 0
+        self.block_ids = []
+        self.num_preemptions += 1
+
+    def __repr__(self) -> str:
+        return (
+            f"Request({self.request_id!r}, tokens={self.num_tokens}, "
+            f"computed={self.num_computed_tokens}, blocks={len(self.block_ids)}, "
+            f"status={self.status.name})"
+        )

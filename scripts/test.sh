@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's test command: install vrs with its test extras, then run every test.
+# Builds vrs-rs through maturin (release), then pytest, ruff, cargo fmt/clippy/test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/vrs-target}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+export TOKENIZERS_PARALLELISM=false
+PYTHON="${PYTHON:-python3}"
+
+echo "== install (pip install '.[test]': builds vrs-rs in release mode)"
+"$PYTHON" -m pip install --quiet '.[test]'
+
+echo "== lint"
+"$PYTHON" -m ruff check .
+(cd rust && cargo fmt --all -- --check)
+(cd rust && cargo clippy --release --workspace --all-targets -- -D warnings)
+
+echo "== cargo test"
+(cd rust && cargo test --release --workspace)
+
+echo "== pytest"
+# Use the installed vrs-rs (auto discovery finds it next to the interpreter).
+"$PYTHON" -m pytest -q
