@@ -1,8 +1,8 @@
 """The frontend <-> engine wire, version 1 (design §3).
 
 Every struct is a msgspec ``array_like`` struct: it travels as a positional msgpack
-array. The Rust mirror (``rust/cli/src/protocol.rs``) declares the same fields in the
-same order with the same names. Rules:
+array. The Rust mirror (crate ``vrs-wire``, ``rust/wire/src/lib.rs``) declares the
+same fields in the same order with the same names. Rules:
 
 * append-only: a new field goes at the end and has a default, so an older peer's
   shorter array still decodes;
@@ -51,7 +51,7 @@ class RequestType(enum.IntEnum):
     UTILITY = 0x02
 
 
-class FinishReason(str, enum.Enum):
+class FinishReason(enum.StrEnum):
     STOP = "stop"
     LENGTH = "length"
     ABORT = "abort"

