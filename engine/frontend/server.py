@@ -1,0 +1,256 @@
+"""``serve(args)``: the Python frontend process (``vrs serve --frontend python``).
+
+Order of events (design §2, "bind first, hand over second"):
+
+1. bind the HTTP listening socket (connections queue in the kernel from now on);
+2. bind the ZMQ input ROUTER and output PULL on ipc:// in a private temp dir;
+3. start the engine(s) with ``engine.launcher`` and wait for READY on the handshake and
+   on the input socket, while the tokenizer loads in a worker thread;
+4. serve HTTP with uvicorn (uvloop, httptools) on the pre-bound socket.
+
+Exit: SIGINT/SIGTERM stop accepting, drain in-flight requests for up to
+``shutdown_timeout`` seconds, stop the engines, exit 0. An engine's death fails the open
+requests (503 / an SSE error event), closes the server and exits 1. A startup failure
+exits 1, bad arguments 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import Any
+
+import msgspec
+import uvicorn
+
+from engine.frontend.app import App
+from engine.frontend.client import EngineClient, EngineConnectError
+from engine.frontend.text import ModelText, TextError
+
+logger = logging.getLogger("vrs.frontend")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+ENGINE_STOP_GRACE_S = 5.0
+# After the engine died: keep answering (503) this long so clients see why, then give
+# open streams this long to end (as vrs-rs does).
+DEATH_LINGER_S = 1.0
+DEATH_DRAIN_S = 3.0
+PY_LEVELS = {"trace": "DEBUG", "warn": "WARNING"}
+LOG_LEVELS = ("trace", "debug", "info", "warning", "warn", "error", "critical")
+DEFAULT_HOST = "0.0.0.0"
+DEFAULT_PORT = 8000
+DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
+
+
+class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """The args-json map (docs/internals.md); defaults as in ``rust/cli/src/args.rs``."""
+
+    model: str
+    served_model_name: str | None = None
+    host: str | None = None
+    port: int | None = None
+    log_level: str | None = None
+    shutdown_timeout: float | None = None
+    python_executable: str | None = None
+    chat_template: str | None = None
+    engine_config: dict[str, Any] | None = None
+
+
+class _Interrupted(BaseException):
+    """SIGINT/SIGTERM arrived while the engines were starting."""
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server with our signal handling: no re-raise of the signal at exit."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            if not self.should_exit:
+                logger.info("received %s: draining (up to %.0f s)", signal.Signals(sig).name,
+                            self.config.timeout_graceful_shutdown or 0)
+            self.should_exit = True
+
+
+class Config(msgspec.Struct):
+    """ServeArgs with the defaults filled in and the values checked."""
+
+    model: str
+    served_model_name: str
+    host: str
+    port: int
+    log_level: str
+    shutdown_timeout: float
+    python_executable: str
+    chat_template: str | None
+    engine_config: dict[str, Any]
+
+
+def parse_args(args: dict[str, Any]) -> Config:
+    """Check the args-json map; raises ValueError naming the problem."""
+    try:
+        raw = msgspec.convert(args, ServeArgs)
+    except msgspec.ValidationError as exc:
+        raise ValueError(str(exc)) from None
+    if not os.path.isdir(raw.model):
+        raise ValueError(f"model directory {raw.model!r} does not exist")
+    timeout = DEFAULT_SHUTDOWN_TIMEOUT_S if raw.shutdown_timeout is None else raw.shutdown_timeout
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {timeout}")
+    level = (raw.log_level or "info").lower()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}; got {level!r}")
+    port = DEFAULT_PORT if raw.port is None else raw.port
+    if not 0 <= port < 65536:
+        raise ValueError(f"port must be in 0..65535; got {port}")
+    if raw.chat_template is not None and not os.path.isfile(raw.chat_template):
+        raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
+    engine_config = dict(raw.engine_config or {})
+    engine_config.setdefault("model", raw.model)
+    return Config(model=raw.model, served_model_name=raw.served_model_name or raw.model,
+                  host=raw.host or DEFAULT_HOST, port=port, log_level=level,
+                  shutdown_timeout=timeout,
+                  python_executable=raw.python_executable or sys.executable,
+                  chat_template=raw.chat_template, engine_config=engine_config)
+
+
+def bind_http(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (IPv4 or IPv6, whichever host resolves to)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(4096)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(args: dict[str, Any]) -> int:
+    """Run the Python frontend with its engine(s); returns the process exit code."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        config = parse_args(args)
+    except ValueError as exc:
+        print(f"vrs frontend: invalid arguments: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    level = PY_LEVELS.get(config.log_level, config.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("vrs").setLevel(level)
+
+    try:
+        sock = bind_http(config.host, config.port)
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc)
+        return EXIT_FAILURE
+    tmpdir = tempfile.mkdtemp(prefix="vrs-frontend-")
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _serve(config, sock, tmpdir)
+    except _Interrupted as exc:
+        logger.info("%s during startup: stopped", exc)
+        return EXIT_OK
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _raise_interrupted(sig: int, frame: FrameType | None) -> None:
+    raise _Interrupted(signal.Signals(sig).name)
+
+
+def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
+    from engine.handshake import ready_timeout_s
+    from engine.launcher import EngineStartError, start_engines
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _raise_interrupted)
+    executor = ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2),
+                                  thread_name_prefix="vrs-text")
+    client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
+    group = None
+    try:
+        text_future = executor.submit(ModelText, config.model, config.chat_template)
+        try:
+            group = start_engines(config.engine_config, client.input_address,
+                                  client.output_address, python=config.python_executable)
+            client.wait_engines(group, ready_timeout_s())
+            text = text_future.result()
+        except (EngineStartError, EngineConnectError, TextError) as exc:
+            logger.error("startup failed: %s", exc)
+            return EXIT_FAILURE
+        ready = next(iter(client.readies.values()))
+        logger.info("engine ready: %s (max_model_len %d%s); serving %s on http://%s:%d",
+                    ready.model_name, client.max_model_len, ", mock" if ready.is_mock else "",
+                    config.served_model_name, config.host, sock.getsockname()[1])
+        app = App(client, text, config.served_model_name, config.model, executor)
+        return _run_http(config, sock, app, client)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # stopping already; bounded below
+            signal.signal(sig, signal.SIG_IGN)
+        if group is not None:
+            group.stop(ENGINE_STOP_GRACE_S)
+        client.close()
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_http(config: Config, sock: socket.socket, app: App, client: EngineClient) -> int:
+    import uvloop
+
+    uv_config = uvicorn.Config(
+        app,
+        loop="none",
+        http="httptools",
+        ws="none",
+        lifespan="off",
+        log_level=PY_LEVELS.get(config.log_level, config.log_level.upper()).lower(),
+        access_log=config.log_level in ("trace", "debug"),
+        timeout_graceful_shutdown=config.shutdown_timeout,
+        timeout_keep_alive=30,
+    )
+    server = DrainingServer(uv_config)
+    # From here on a signal means "drain and stop" (uvicorn installs the same handler
+    # while it serves); one that arrives before uvicorn starts is not lost.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, server.handle_exit)
+    died: list[str] = []
+
+    def on_dead(reason: str) -> None:
+        died.append(reason)
+        server.config.timeout_graceful_shutdown = DEATH_DRAIN_S
+
+        def stop() -> None:
+            server.should_exit = True
+
+        asyncio.get_running_loop().call_later(DEATH_LINGER_S, stop)
+
+    async def main() -> None:
+        client.start(on_dead)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            await client.stop()
+
+    uvloop.run(main())
+    if died:
+        logger.error("exiting: %s", died[0])
+        return EXIT_FAILURE
+    return EXIT_OK
