@@ -41,6 +41,27 @@ class ServeOptions:
     mock_step_delay_ms: float
 
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> ServeOptions:
+        """From a command's parameters (its ``locals()``): enums to values, sizes parsed.
+
+        Parameters that are not ServeOptions fields (e.g. ``frontend``) are ignored.
+        """
+        from dataclasses import fields
+        from enum import Enum
+
+        from cli.options import size_or_none
+
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "kv_cache_memory_bytes":
+                values[f.name] = size_or_none(params["kv_cache_memory"])
+                continue
+            value = params[f.name]
+            values[f.name] = value.value if isinstance(value, Enum) else value
+        return cls(**values)
+
+
 def resolve_model(model: str | None, console: Console) -> tuple[Path, str]:
     """(model directory, default served name). No MODEL means the built-in demo model."""
     if model is None:
@@ -122,3 +143,34 @@ def print_banner(args: dict[str, Any], console: Console) -> None:
     if args["served_model_name"] == DEMO_MODEL_NAME:
         console.print("[yellow]note:[/yellow] the built-in demo model has random weights: "
                       "it generates nonsense, but every code path is real.")
+
+
+def run_serve(options: ServeOptions, frontend: str, console: Console) -> None:
+    """Resolve, validate and hand over to the chosen frontend (does not return on Rust)."""
+    from cli.launch import exec_rust
+
+    if frontend == "rust":
+        from cli.binary import find_rust_frontend
+
+        binary = find_rust_frontend()
+        args = build_args(options, console)
+        print_banner(args, console)
+        exec_rust(binary, "serve", args)
+        return
+    from engine.frontend.server import serve as serve_python
+
+    args = build_args(options, console)
+    print_banner(args, console)
+    raise SystemExit(serve_python(args))
+
+
+def run_frontend(options: ServeOptions, api_server_count: int, console: Console) -> int:
+    """`vrs frontend`: bind, start engines, run and supervise vrs-rs; returns the exit code."""
+    from cli.binary import find_rust_frontend
+    from cli.supervisor import Supervisor, warn_api_server_count
+
+    warn_api_server_count(api_server_count, console)
+    binary = find_rust_frontend()
+    args = build_args(options, console)
+    print_banner(args, console)
+    return Supervisor(binary, args, data_parallel_size=1, console=console).run()

@@ -1,0 +1,46 @@
+"""`vrs frontend`: Python binds the sockets and supervises the Rust frontend."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from cli import options as o
+from cli.serve_args import ServeOptions
+
+console = Console(stderr=True)
+
+
+def frontend(
+    model: o.Model = None,
+    host: o.Host = "127.0.0.1",
+    port: o.Port = 8000,
+    served_model_name: o.ServedModelName = None,
+    mock: o.Mock = False,
+    max_model_len: o.MaxModelLen = None,
+    log_level: o.LogLevelOpt = o.LogLevel.info,
+    shutdown_timeout: o.ShutdownTimeout = 30.0,
+    chat_template: o.ChatTemplate = None,
+    device: o.DeviceOpt = o.Device.auto,
+    dtype: o.DTypeOpt = o.DType.auto,
+    block_size: o.BlockSize = 16,
+    max_num_seqs: o.MaxNumSeqs = 256,
+    max_num_batched_tokens: o.MaxNumBatchedTokens = 2048,
+    kv_cache_memory: o.KvCacheMemory = None,
+    gpu_memory_utilization: o.GpuMemoryUtilization = 0.9,
+    enable_prefix_caching: o.EnablePrefixCaching = True,
+    seed: o.Seed = 0,
+    mock_step_delay_ms: o.MockStepDelayMs = 0.0,
+    api_server_count: Annotated[int, typer.Option(
+        min=1, help="Accepted for vLLM compatibility; values above 1 warn and use 1 "
+                    "(vrs-rs is multi-threaded).")] = 1,
+) -> None:
+    """Serve MODEL with Python in charge: it binds the HTTP and ZMQ sockets, starts the
+    engine, then runs vrs-rs on the inherited sockets and supervises both.
+    """
+    options = ServeOptions.from_params(locals())
+    from cli.serve_args import run_frontend
+
+    raise typer.Exit(run_frontend(options, api_server_count, console))
