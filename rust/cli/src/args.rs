@@ -88,7 +88,7 @@ pub struct ServeArgs {
     pub engine_config: Option<Map<String, Value>>,
 }
 
-pub const DEFAULT_HOST: &str = "0.0.0.0";
+pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8000;
 pub const DEFAULT_SHUTDOWN_TIMEOUT_S: f64 = 30.0;
 pub const DEFAULT_PYTHON: &str = "python3";
@@ -193,7 +193,8 @@ impl ServeArgs {
     /// The map sent in INIT: `engine_config` as given, with `model` filled in when absent.
     pub fn engine_config(&self) -> Map<String, Value> {
         let mut map = self.engine_config.clone().unwrap_or_default();
-        map.entry("model").or_insert_with(|| Value::String(self.model.clone()));
+        map.entry("model")
+            .or_insert_with(|| Value::String(self.model.clone()));
         map
     }
 }
@@ -239,7 +240,10 @@ mod tests {
         let args = ServeArgs::from_json(&text).unwrap();
         assert_eq!(args.served_model_name(), "demo");
         assert_eq!(args.port(), 8123);
-        assert_eq!(args.shutdown_timeout(), std::time::Duration::from_millis(2500));
+        assert_eq!(
+            args.shutdown_timeout(),
+            std::time::Duration::from_millis(2500)
+        );
         assert_eq!(args.engine_config()["model"], "/m");
         assert_eq!(tracing_level(args.log_level()).unwrap(), "warn");
     }
@@ -265,13 +269,19 @@ mod tests {
         let err = ServeArgs::from_json("{").unwrap_err();
         assert!(err.starts_with("invalid --args-json"), "{err}");
         let unknown = format!(r#"{{"model": {:?}, "bogus": 1}}"#, model_dir());
-        assert!(ServeArgs::from_json(&unknown).unwrap_err().contains("bogus"));
+        assert!(ServeArgs::from_json(&unknown)
+            .unwrap_err()
+            .contains("bogus"));
         let missing = ServeArgs::from_json(r#"{"model": "/definitely/not/here"}"#).unwrap_err();
         assert!(missing.contains("does not exist"), "{missing}");
         let level = format!(r#"{{"model": {:?}, "log_level": "loud"}}"#, model_dir());
-        assert!(ServeArgs::from_json(&level).unwrap_err().contains("log_level"));
+        assert!(ServeArgs::from_json(&level)
+            .unwrap_err()
+            .contains("log_level"));
         let timeout = format!(r#"{{"model": {:?}, "shutdown_timeout": -1}}"#, model_dir());
-        assert!(ServeArgs::from_json(&timeout).unwrap_err().contains("shutdown_timeout"));
+        assert!(ServeArgs::from_json(&timeout)
+            .unwrap_err()
+            .contains("shutdown_timeout"));
         let port = format!(r#"{{"model": {:?}, "port": 70000}}"#, model_dir());
         assert!(ServeArgs::from_json(&port).is_err());
     }
@@ -280,8 +290,15 @@ mod tests {
     fn standalone_flags_build_the_engine_config() {
         let dir = model_dir();
         let w = Wrapper::try_parse_from([
-            "x", &dir, "--mock", "--max-model-len", "128", "--port", "0",
-            "--engine-config", r#"{"seed": 3}"#,
+            "x",
+            &dir,
+            "--mock",
+            "--max-model-len",
+            "128",
+            "--port",
+            "0",
+            "--engine-config",
+            r#"{"seed": 3}"#,
         ])
         .unwrap();
         let args = ServeArgs::from_cli(w.serve).unwrap();
@@ -297,8 +314,13 @@ mod tests {
     fn args_json_conflicts_with_flags() {
         let r = Wrapper::try_parse_from(["x", "--args-json", "{}", "--port", "1"]);
         assert!(r.is_err());
-        assert!(Wrapper::try_parse_from(["x"]).is_err(), "MODEL or --args-json is required");
+        assert!(
+            Wrapper::try_parse_from(["x"]).is_err(),
+            "MODEL or --args-json is required"
+        );
         let bad = Wrapper::try_parse_from(["x", "/tmp", "--engine-config", "[1]"]).unwrap();
-        assert!(ServeArgs::from_cli(bad.serve).unwrap_err().contains("JSON object"));
+        assert!(ServeArgs::from_cli(bad.serve)
+            .unwrap_err()
+            .contains("JSON object"));
     }
 }

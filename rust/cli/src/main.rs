@@ -1,1 +1,118 @@
-fn main() {}
+//! `vrs-rs`: the vrs Rust frontend binary.
+
+mod args;
+mod chat;
+mod completions;
+mod engine_client;
+mod error;
+mod job;
+mod launcher;
+mod openai;
+mod params;
+mod response;
+mod server;
+mod sse;
+mod stream;
+#[cfg(test)]
+mod testutil;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::args::{ServeArgs, ServeCli};
+
+#[derive(Parser)]
+#[command(
+    name = "vrs-rs",
+    version,
+    about = "vrs Rust frontend: OpenAI-compatible HTTP in front of the vrs engine"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start the engine (`python -m engine --headless`) and serve the OpenAI API.
+    ///
+    /// Normally run by `vrs serve`, which passes every setting as --args-json; the
+    /// individual flags allow running it on its own.
+    Serve(Box<ServeCli>),
+    /// Benchmarks (`bench serve`: load-test an OpenAI-compatible server).
+    Bench(vrs_bench::BenchCli),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Bench(bench) => vrs_bench::run(bench),
+        Cmd::Serve(serve) => {
+            let args = match ServeArgs::from_cli(*serve) {
+                Ok(args) => args,
+                Err(e) => {
+                    eprintln!("vrs-rs serve: error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            init_tracing(args.log_level());
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .thread_name("vrs-rs-worker")
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("vrs-rs serve: error: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let code = runtime.block_on(server::run(args));
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn init_tracing(level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let level = args::tracing_level(level).unwrap_or("info");
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("warn,vrs_rs={level}")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent_and_versioned() {
+        Cli::command().debug_assert();
+        let err = Cli::try_parse_from(["vrs-rs", "--version"]).err().unwrap();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert!(err.to_string().contains(env!("CARGO_PKG_VERSION")));
+        let help = Cli::command()
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for flag in [
+            "--args-json",
+            "--host",
+            "--port",
+            "--served-model-name",
+            "--mock",
+            "--max-model-len",
+        ] {
+            assert!(help.contains(flag), "serve --help lacks {flag}");
+        }
+    }
+}

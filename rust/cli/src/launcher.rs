@@ -1,0 +1,386 @@
+//! Starting and supervising the engine process: bind the three sockets in a private
+//! directory, spawn `python -m engine --headless` in its own process group, run the
+//! handshake (HELLO → INIT → READY/FAILED, then READY on the input socket), and later
+//! stop the whole group.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use vrs_wire::{Failed, HandshakeKind, Hello, Init, Ready, PROTOCOL_VERSION};
+
+/// Why the engine did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("the engine sent no {stage} within {secs} s (raise VRS_ENGINE_READY_TIMEOUT_S for slow starts)")]
+    Timeout { stage: &'static str, secs: f64 },
+    #[error("the engine process exited ({status}) while vrs-rs waited for its {stage}")]
+    Exited {
+        stage: &'static str,
+        status: ExitStatus,
+    },
+    #[error("the engine failed to start: {0}")]
+    Failed(String),
+    #[error("engine handshake protocol error: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Text(String),
+    #[error("startup task failed: {0}")]
+    Task(String),
+    #[error("startup interrupted")]
+    Cancelled,
+    #[error("cannot start the engine ({0}): {1}")]
+    Spawn(String, std::io::Error),
+    #[error("engine socket error: {0}")]
+    Zmq(#[from] zmq::Error),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The frontend's three bound sockets and the private directory holding them.
+pub struct Sockets {
+    pub dir: tempfile::TempDir,
+    pub handshake: zmq::Socket,
+    pub input: zmq::Socket,
+    pub output: zmq::Socket,
+    pub handshake_address: String,
+    pub input_address: String,
+    pub output_address: String,
+}
+
+/// The engine after a successful handshake.
+pub struct Connected {
+    pub input: zmq::Socket,
+    pub output: zmq::Socket,
+    pub identity: Vec<u8>,
+    pub ready: Ready,
+}
+
+/// Binds handshake ROUTER, input ROUTER and output PULL on ipc:// paths in a new
+/// private (0700) temporary directory.
+pub fn bind_sockets() -> Result<Sockets, LaunchError> {
+    let dir = tempfile::Builder::new().prefix("vrs-").tempdir()?;
+    let ctx = zmq::Context::new();
+    let address = |name: &str| format!("ipc://{}/{name}", dir.path().display());
+    let handshake_address = address("handshake");
+    // sun_path holds 107 bytes: refuse a TMPDIR too long for it with a clear message.
+    if handshake_address.len() - "ipc://".len() > 100 {
+        return Err(LaunchError::Protocol(format!(
+            "temporary directory path {:?} is too long for ipc sockets; set TMPDIR to a shorter one",
+            dir.path()
+        )));
+    }
+    let handshake = ctx.socket(zmq::ROUTER)?;
+    let input = ctx.socket(zmq::ROUTER)?;
+    let output = ctx.socket(zmq::PULL)?;
+    for socket in [&handshake, &input, &output] {
+        socket.set_linger(0)?;
+        socket.set_sndhwm(0)?;
+        socket.set_rcvhwm(0)?;
+    }
+    input.set_router_mandatory(true)?;
+    let input_address = address("input");
+    let output_address = address("output");
+    handshake.bind(&handshake_address)?;
+    input.bind(&input_address)?;
+    output.bind(&output_address)?;
+    Ok(Sockets {
+        dir,
+        handshake,
+        input,
+        output,
+        handshake_address,
+        input_address,
+        output_address,
+    })
+}
+
+/// Starts the headless engine in its own process group. Must run on a thread that lives
+/// as long as the process (the main thread): the child's parent-death signal fires when
+/// the spawning thread exits.
+pub fn spawn_engine(
+    python: &str,
+    handshake_address: &str,
+    log_level: &str,
+) -> Result<Child, LaunchError> {
+    let mut command = Command::new(python);
+    command
+        .args([
+            "-m",
+            "engine",
+            "--headless",
+            "--handshake-address",
+            handshake_address,
+        ])
+        .args(["--engine-index", "0"])
+        .stdin(Stdio::null());
+    if std::env::var_os("VRS_LOG_LEVEL").is_none() {
+        command.env("VRS_LOG_LEVEL", log_level);
+    }
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    command
+        .spawn()
+        .map_err(|e| LaunchError::Spawn(format!("{python} -m engine"), e))
+}
+
+/// Each stage's bound: `VRS_ENGINE_READY_TIMEOUT_S`, default 600 s.
+pub fn ready_timeout() -> Duration {
+    std::env::var("VRS_ENGINE_READY_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map_or(Duration::from_secs(600), Duration::from_secs_f64)
+}
+
+/// Runs the launcher side of the handshake. Checks `cancel` and the child every 100 ms.
+pub fn handshake(
+    sockets: Sockets,
+    exit: watch::Receiver<Option<ExitStatus>>,
+    engine_config: rmpv::Value,
+    timeout: Duration,
+    cancel: &AtomicBool,
+) -> Result<(Connected, tempfile::TempDir), LaunchError> {
+    let Sockets {
+        dir,
+        handshake,
+        input,
+        output,
+        input_address,
+        output_address,
+        ..
+    } = sockets;
+    let wait = Waiter {
+        exit,
+        timeout,
+        cancel,
+    };
+
+    let frames = wait.message(&handshake, "HELLO")?;
+    let [identity, kind, body] = three(frames, "HELLO")?;
+    expect_kind(&kind, HandshakeKind::Hello)?;
+    let hello: Hello = decode(&body, "HELLO")?;
+    if hello.protocol_version != PROTOCOL_VERSION {
+        return Err(LaunchError::Protocol(format!(
+            "engine speaks protocol version {}, vrs-rs speaks {PROTOCOL_VERSION}; install matching versions",
+            hello.protocol_version
+        )));
+    }
+    tracing::info!(
+        pid = hello.pid,
+        "engine {} connected; loading",
+        hello.engine_index
+    );
+    let init = Init {
+        input_address,
+        output_address,
+        engine_config,
+    };
+    let body = vrs_wire::encode(&init).map_err(|e| LaunchError::Protocol(e.to_string()))?;
+    handshake.send(&identity[..], zmq::SNDMORE)?;
+    handshake.send(&[HandshakeKind::Init.as_byte()][..], zmq::SNDMORE)?;
+    handshake.send(body, 0)?;
+
+    let frames = wait.message(&handshake, "READY")?;
+    let [_, kind, body] = three(frames, "READY")?;
+    match kind.first().copied().map(HandshakeKind::try_from) {
+        Some(Ok(HandshakeKind::Ready)) => {}
+        Some(Ok(HandshakeKind::Failed)) => {
+            let failed: Failed = decode(&body, "FAILED")?;
+            return Err(LaunchError::Failed(failed.message));
+        }
+        _ => {
+            return Err(LaunchError::Protocol(format!(
+                "expected READY or FAILED, got {kind:?}"
+            )))
+        }
+    }
+    let ready: Ready = decode(&body, "READY")?;
+
+    let frames = wait.message(&input, "READY on the input socket")?;
+    let [identity, kind, body] = three(frames, "input READY")?;
+    expect_kind(&kind, HandshakeKind::Ready)?;
+    let _: Ready = decode(&body, "input READY")?;
+    Ok((
+        Connected {
+            input,
+            output,
+            identity,
+            ready,
+        },
+        dir,
+    ))
+}
+
+struct Waiter<'a> {
+    exit: watch::Receiver<Option<ExitStatus>>,
+    timeout: Duration,
+    cancel: &'a AtomicBool,
+}
+
+impl Waiter<'_> {
+    /// The next multipart message on `socket`, or why none came.
+    fn message(
+        &self,
+        socket: &zmq::Socket,
+        stage: &'static str,
+    ) -> Result<Vec<Vec<u8>>, LaunchError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Err(LaunchError::Cancelled);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(LaunchError::Timeout {
+                    stage,
+                    secs: self.timeout.as_secs_f64(),
+                });
+            }
+            let slice = (deadline - now).min(Duration::from_millis(100));
+            if socket.poll(zmq::POLLIN, slice.as_millis() as i64)? > 0 {
+                return Ok(socket.recv_multipart(0)?);
+            }
+            let status = *self.exit.borrow();
+            if let Some(status) = status {
+                // What it said last (a FAILED) is worth more than its exit code.
+                if socket.poll(zmq::POLLIN, 200)? > 0 {
+                    return Ok(socket.recv_multipart(0)?);
+                }
+                return Err(LaunchError::Exited { stage, status });
+            }
+        }
+    }
+}
+
+fn three(frames: Vec<Vec<u8>>, stage: &str) -> Result<[Vec<u8>; 3], LaunchError> {
+    let n = frames.len();
+    <[Vec<u8>; 3]>::try_from(frames)
+        .map_err(|_| LaunchError::Protocol(format!("{stage}: expected 3 frames, got {n}")))
+}
+
+fn expect_kind(kind: &[u8], expected: HandshakeKind) -> Result<(), LaunchError> {
+    if kind == [expected.as_byte()] {
+        Ok(())
+    } else {
+        Err(LaunchError::Protocol(format!(
+            "expected {expected:?}, got kind bytes {kind:?}"
+        )))
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, LaunchError> {
+    vrs_wire::decode(body).map_err(|e| LaunchError::Protocol(format!("{what}: {e}")))
+}
+
+/// JSON engine settings as the msgpack map INIT carries.
+pub fn json_to_msgpack(value: &serde_json::Value) -> rmpv::Value {
+    use serde_json::Value as J;
+    match value {
+        J::Null => rmpv::Value::Nil,
+        J::Bool(b) => rmpv::Value::Boolean(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => rmpv::Value::from(i),
+            (None, Some(u)) => rmpv::Value::from(u),
+            _ => rmpv::Value::F64(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => rmpv::Value::from(s.as_str()),
+        J::Array(items) => rmpv::Value::Array(items.iter().map(json_to_msgpack).collect()),
+        J::Object(map) => rmpv::Value::Map(
+            map.iter()
+                .map(|(k, v)| (rmpv::Value::from(k.as_str()), json_to_msgpack(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// The running engine process group.
+pub struct EngineProcess {
+    pid: i32,
+    exit: watch::Receiver<Option<ExitStatus>>,
+}
+
+impl EngineProcess {
+    /// Watches `child` from a dedicated thread that reaps it when it exits.
+    pub fn supervise(mut child: Child) -> std::io::Result<Self> {
+        let pid = child.id() as i32;
+        let (tx, exit) = watch::channel(None);
+        std::thread::Builder::new()
+            .name("vrs-engine-wait".into())
+            .spawn(move || {
+                if let Ok(status) = child.wait() {
+                    let _ = tx.send(Some(status));
+                }
+            })?;
+        Ok(Self { pid, exit })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The exit status as it becomes known (for code outside the runtime).
+    pub fn exit_receiver(&self) -> watch::Receiver<Option<ExitStatus>> {
+        self.exit.clone()
+    }
+
+    /// Resolves when the engine process exits.
+    pub async fn exited(&self) -> ExitStatus {
+        let mut exit = self.exit.clone();
+        loop {
+            if let Some(status) = *exit.borrow_and_update() {
+                return status;
+            }
+            if exit.changed().await.is_err() {
+                // The waiter thread is gone without a status: waitpid failed.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Sends `signal` to every process of the engine's group.
+    pub fn signal_group(&self, signal: libc::c_int) {
+        // SAFETY: plain syscall; ESRCH (group already gone) is fine.
+        unsafe {
+            libc::killpg(self.pid, signal);
+        }
+    }
+
+    /// SIGTERM the group, SIGKILL whatever is left after `grace`.
+    pub async fn stop(&self, grace: Duration) -> Option<ExitStatus> {
+        self.signal_group(libc::SIGTERM);
+        let status = tokio::time::timeout(grace, self.exited()).await.ok();
+        if status.is_none() {
+            tracing::warn!("engine did not stop within {grace:?}; killing it");
+        }
+        // Stragglers of the group (the engine's own children) go too.
+        self.signal_group(libc::SIGKILL);
+        match status {
+            Some(s) => Some(s),
+            None => tokio::time::timeout(Duration::from_secs(2), self.exited())
+                .await
+                .ok(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "launcher_tests.rs"]
+mod tests;

@@ -1,0 +1,132 @@
+use super::*;
+use crate::testutil::Harness;
+use std::time::Duration;
+use vrs_wire::{EngineCoreRequest, SamplingParams};
+
+const PROMPT: [u32; 2] = [3, 4]; // "hello world"
+
+fn start(h: &Harness, id: &str, sampling: SamplingParams, stop: &[&str]) -> Generation {
+    let request = EngineCoreRequest {
+        request_id: id.into(),
+        prompt_token_ids: PROMPT.to_vec(),
+        sampling_params: sampling,
+        arrival_time: 0.0,
+    };
+    let handle = h.client.submit(request).unwrap();
+    let stop: Vec<String> = stop.iter().map(|s| (*s).to_owned()).collect();
+    Generation::new(
+        handle,
+        &h.state.tokenizer,
+        &PROMPT,
+        true,
+        &stop,
+        PROMPT.len(),
+    )
+    .unwrap()
+}
+
+/// All text, the finish reason (or the error).
+async fn run(mut g: Generation) -> (String, Result<&'static str, ApiError>, Usage) {
+    let mut text = String::new();
+    loop {
+        let piece = tokio::time::timeout(Duration::from_secs(5), g.next())
+            .await
+            .unwrap();
+        match piece {
+            Some(Piece::Text(t)) => {
+                assert!(!t.is_empty(), "text pieces are never empty");
+                text.push_str(&t);
+            }
+            Some(Piece::Finished { text: t, reason }) => {
+                text.push_str(&t);
+                assert!(g.next().await.is_none(), "nothing after the finish");
+                return (text, Ok(reason), g.usage());
+            }
+            Some(Piece::Failed(e)) => return (text, Err(e), g.usage()),
+            None => panic!("ended without a finish"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn text_and_usage_follow_the_tokens() {
+    let h = Harness::start(vec![5, 6, 8], Duration::ZERO);
+    let (text, reason, usage) = run(start(&h, "a", SamplingParams::new(4), &[])).await;
+    assert_eq!(text, " foo bar baz foo");
+    assert_eq!(reason.unwrap(), "length");
+    assert_eq!(usage, Usage::new(2, 4));
+}
+
+#[tokio::test]
+async fn stop_string_ends_the_text_and_aborts_the_engine() {
+    let h = Harness::start(vec![5, 7, 6, 6], Duration::from_millis(5));
+    let (text, reason, usage) = run(start(&h, "s", SamplingParams::new(50), &["STOP"])).await;
+    assert_eq!(text, " foo ");
+    assert_eq!(reason.unwrap(), "stop");
+    assert_eq!(
+        usage.completion_tokens, 2,
+        "tokens up to the one completing the stop string"
+    );
+    assert!(
+        h.engine.wait_for(|e| e.aborted() == ["s"]),
+        "the engine is told to stop"
+    );
+}
+
+#[tokio::test]
+async fn stop_string_across_tokens() {
+    let h = Harness::start(vec![5, 6, 8], Duration::ZERO);
+    let (text, reason, _) = run(start(&h, "x", SamplingParams::new(50), &["o bar b"])).await;
+    assert_eq!(text, " fo");
+    assert_eq!(reason.unwrap(), "stop");
+}
+
+#[tokio::test]
+async fn stop_token_is_counted_but_not_shown() {
+    let h = Harness::start(vec![5, 6, 8], Duration::ZERO);
+    let mut sampling = SamplingParams::new(50);
+    sampling.stop_token_ids = vec![8];
+    let (text, reason, usage) = run(start(&h, "t", sampling, &[])).await;
+    assert_eq!(text, " foo bar");
+    assert_eq!(reason.unwrap(), "stop");
+    assert_eq!(usage.completion_tokens, 3);
+    assert!(h.engine.aborted().is_empty());
+}
+
+#[tokio::test]
+async fn engine_death_is_a_failure_piece() {
+    let h = Harness::start(vec![5], Duration::from_millis(10));
+    let g = start(&h, "d", SamplingParams::new(10_000), &[]);
+    h.engine
+        .kill
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (_, reason, _) = run(g).await;
+    assert_eq!(reason.unwrap_err().status().as_u16(), 503);
+}
+
+#[tokio::test]
+async fn dropping_an_unfinished_generation_aborts() {
+    let h = Harness::start(vec![5], Duration::from_millis(10));
+    let mut g = start(&h, "gone", SamplingParams::new(10_000), &[]);
+    assert!(matches!(g.next().await, Some(Piece::Text(_))));
+    drop(g);
+    assert!(h.engine.wait_for(|e| e.aborted() == ["gone"]));
+}
+
+#[test]
+fn stop_token_hidden_only_when_last() {
+    let mut out = EngineCoreOutput {
+        request_id: "r".into(),
+        new_token_ids: vec![5, 8],
+        finish_reason: Some("stop".into()),
+        stop_token_id: Some(8),
+        new_logprobs: None,
+        num_cached_tokens: 0,
+        error_message: None,
+    };
+    assert_eq!(visible_ids(&out), &[5]);
+    out.stop_token_id = None;
+    assert_eq!(visible_ids(&out), &[5, 8]);
+    out.stop_token_id = Some(5);
+    assert_eq!(visible_ids(&out), &[5, 8]);
+}
