@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,23 @@ def redact(argv: list[str]) -> list[str]:
     return out
 
 
+def rust_argv(binary: Path, subcommand: str, args: dict[str, Any]) -> list[str]:
+    """`vrs-rs SUBCOMMAND --args-json JSON`; SUBCOMMAND may be nested ("bench serve")."""
+    return [str(binary), *subcommand.split(), "--args-json", json.dumps(args)]
+
+
+def spawn_rust(binary: Path, subcommand: str, args: dict[str, Any],
+               **popen: Any) -> subprocess.Popen[str]:
+    """Start `vrs-rs SUBCOMMAND --args-json ...` as a child (text mode, line-buffered)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.Popen(rust_argv(binary, subcommand, args), text=True, bufsize=1,
+                            **popen)
+
+
 def exec_rust(binary: Path, subcommand: str, args: dict[str, Any]) -> None:
     """Replace this process with `vrs-rs SUBCOMMAND --args-json ...` (never returns)."""
-    argv = [str(binary), subcommand, "--args-json", json.dumps(args)]
+    argv = rust_argv(binary, subcommand, args)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(argv[0], argv)

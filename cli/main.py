@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from cli import __version__
+from cli.commands import bench as bench_command
+from cli.commands import render as render_command
 from cli.commands import serve as serve_command
 
 app = typer.Typer(
@@ -18,6 +20,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("serve")(serve_command.serve)
+app.add_typer(bench_command.app, name="bench")
+app.command("render")(render_command.render)
 
 
 def _version(value: bool) -> None:
@@ -28,7 +32,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: Annotated[Optional[bool], typer.Option(
+    version: Annotated[bool | None, typer.Option(
         "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")]
         = None,
 ) -> None:

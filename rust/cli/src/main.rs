@@ -9,6 +9,9 @@ mod job;
 mod launcher;
 mod openai;
 mod params;
+mod prompt;
+mod render;
+mod render_args;
 mod response;
 mod server;
 mod sse;
@@ -21,6 +24,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::args::{ServeArgs, ServeCli};
+use crate::render_args::{RenderArgs, RenderCli};
 
 #[derive(Parser)]
 #[command(
@@ -42,6 +46,11 @@ enum Cmd {
     Serve(Box<ServeCli>),
     /// Benchmarks (`bench serve`: load-test an OpenAI-compatible server).
     Bench(vrs_bench::BenchCli),
+    /// Serve template rendering + tokenization only (no engine, no weights): what the
+    /// engine would receive for a chat or completions request.
+    ///
+    /// Normally run by `vrs render`, which passes every setting as --args-json.
+    Render(Box<RenderCli>),
 }
 
 fn main() -> ExitCode {
@@ -57,22 +66,38 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(args.log_level());
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .thread_name("vrs-rs-worker")
-                .build()
-            {
-                Ok(rt) => rt,
+            run_async("serve", server::run(args))
+        }
+        Cmd::Render(render) => {
+            let args = match RenderArgs::from_cli(*render) {
+                Ok(args) => args,
                 Err(e) => {
-                    eprintln!("vrs-rs serve: error: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
+                    eprintln!("vrs-rs render: error: {e}");
+                    return ExitCode::from(2);
                 }
             };
-            let code = runtime.block_on(server::run(args));
-            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-            ExitCode::from(code)
+            init_tracing(args.log_level());
+            run_async("render", render::run(args))
         }
     }
+}
+
+/// Runs a subcommand's future on a multi-threaded runtime; its value is the exit code.
+fn run_async(name: &str, future: impl std::future::Future<Output = u8>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("vrs-rs-worker")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("vrs-rs {name}: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(future);
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    ExitCode::from(code)
 }
 
 fn init_tracing(level: &str) {

@@ -1,0 +1,103 @@
+"""Turning `vrs bench serve` options into the args-json that `vrs-rs bench serve` takes.
+
+The typer command only declares options; this module parses the list-like strings and
+builds the one dict the Rust load generator reads (keys in docs/internals.md). Checks of
+values (metric names, ranges) live in Rust, next to the code that uses them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+@dataclass
+class BenchOptions:
+    base_url: str | None
+    host: str
+    port: int
+    endpoint: str | None
+    backend: str
+    model: str | None
+    tokenizer: Path | None
+    dataset: str
+    random_input_len: int
+    random_output_len: int
+    random_range_ratio: float
+    seed: int
+    num_prompts: int
+    max_concurrency: int | None
+    request_rate: float
+    ignore_eos: bool
+    warmup_requests: int
+    percentile_metrics: str
+    metric_percentiles: str
+    goodput: list[str]
+    result_file: Path | None
+    label: str | None
+
+
+def _items(text: str) -> list[str]:
+    return [item for item in re.split(r"[,\s]+", text.strip()) if item]
+
+
+def parse_percentiles(text: str) -> list[float]:
+    """'50,90,99' -> [50.0, 90.0, 99.0]."""
+    try:
+        return [float(item) for item in _items(text)]
+    except ValueError:
+        raise typer.BadParameter(f"expected numbers like 50,90,99; got {text!r}",
+                                 param_hint="'--metric-percentiles'") from None
+
+
+def parse_goodput(values: list[str]) -> dict[str, float] | None:
+    """['ttft:500 tpot:50'] or ['ttft:500', 'tpot:50'] -> {'ttft': 500.0, 'tpot': 50.0}."""
+    slos: dict[str, float] = {}
+    for item in (i for value in values for i in _items(value)):
+        name, sep, ms = item.partition(":")
+        try:
+            if not sep:
+                raise ValueError(item)
+            slos[name.strip()] = float(ms)
+        except ValueError:
+            raise typer.BadParameter(f"expected NAME:MILLISECONDS like ttft:500; got {item!r}",
+                                     param_hint="'--goodput'") from None
+    return slos or None
+
+
+def base_url(options: BenchOptions) -> str:
+    if options.base_url:
+        return options.base_url.rstrip("/")
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    return f"http://{host}:{options.port}"
+
+
+def build_args(options: BenchOptions) -> dict[str, Any]:
+    """The args-json dict for `vrs-rs bench serve`."""
+    return {
+        "base_url": base_url(options),
+        "endpoint": options.endpoint,
+        "backend": options.backend,
+        "model": options.model,
+        "tokenizer": str(options.tokenizer.resolve()) if options.tokenizer else None,
+        "dataset": options.dataset,
+        "random_input_len": options.random_input_len,
+        "random_output_len": options.random_output_len,
+        "random_range_ratio": options.random_range_ratio,
+        "seed": options.seed,
+        "num_prompts": options.num_prompts,
+        "max_concurrency": options.max_concurrency,
+        # JSON has no infinity: null means "all at once".
+        "request_rate": None if math.isinf(options.request_rate) else options.request_rate,
+        "ignore_eos": options.ignore_eos,
+        "warmup_requests": options.warmup_requests,
+        "percentile_metrics": _items(options.percentile_metrics),
+        "metric_percentiles": parse_percentiles(options.metric_percentiles),
+        "goodput": parse_goodput(options.goodput),
+        "label": options.label,
+    }

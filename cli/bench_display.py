@@ -1,0 +1,169 @@
+"""What `vrs bench serve` shows: a rich progress bar and results table on a terminal,
+plain lines (vLLM's result block) otherwise."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+METRIC_TITLES = {
+    "ttft": ("Time to First Token", "TTFT"),
+    "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
+    "itl": ("Inter-token Latency", "ITL"),
+    "e2el": ("End-to-end Latency", "E2EL"),
+}
+PLAIN_PROGRESS_EVERY_S = 1.0
+
+
+def _number(value: Any, digits: int = 2) -> str:
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return "-" if value is None else str(value)
+
+
+def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(section title, [(label, value)]) in vLLM's order; only metrics present appear."""
+    rate = result.get("request_rate")
+    summary = [
+        ("Successful requests", _number(result.get("completed"))),
+        ("Failed requests", _number(result.get("failed"))),
+        ("Maximum request concurrency", _number(result.get("max_concurrency"))),
+        ("Request rate (req/s)", _number(rate) if rate != "inf" else "inf"),
+        ("Benchmark duration (s)", _number(result.get("duration"))),
+        ("Total input tokens", _number(result.get("total_input_tokens"))),
+        ("Total generated tokens", _number(result.get("total_output_tokens"))),
+        ("Request throughput (req/s)", _number(result.get("request_throughput"))),
+    ]
+    if "request_goodput" in result:
+        summary.append(("Request goodput (req/s)", _number(result["request_goodput"])))
+    summary += [
+        ("Output token throughput (tok/s)", _number(result.get("output_throughput"))),
+        ("Total token throughput (tok/s)", _number(result.get("total_token_throughput"))),
+    ]
+    sections = [("Serving Benchmark Result", summary)]
+    for metric, (title, short) in METRIC_TITLES.items():
+        if f"mean_{metric}_ms" not in result:
+            continue
+        rows = [(f"Mean {short} (ms)", _number(result[f"mean_{metric}_ms"])),
+                (f"Median {short} (ms)", _number(result[f"median_{metric}_ms"])),
+                (f"Std {short} (ms)", _number(result[f"std_{metric}_ms"]))]
+        pattern = re.compile(rf"^p([0-9.]+)_{metric}_ms$")
+        for key, value in result.items():
+            match = pattern.match(key)
+            if match:
+                rows.append((f"P{match.group(1)} {short} (ms)", _number(value)))
+        sections.append((title, rows))
+    return sections
+
+
+def plain_result(result: dict[str, Any]) -> str:
+    """vLLM's text block: `====== title ======`, `label:  value` lines, `---- section ----`."""
+    width = 50
+    lines = []
+    for index, (title, rows) in enumerate(result_sections(result)):
+        fill = "=" if index == 0 else "-"
+        lines.append(f" {title} ".center(width, fill))
+        lines += [f"{label + ':':<40} {value}" for label, value in rows]
+    lines.append("=" * width)
+    return "\n".join(lines)
+
+
+def rich_result(result: dict[str, Any]) -> Table:
+    title = "Serving benchmark" + (f": {result['label']}" if result.get("label") else "")
+    table = Table(title=title, title_justify="left", show_header=False, box=None,
+                  padding=(0, 2))
+    table.add_column("metric")
+    table.add_column("value", justify="right", style="bold")
+    for index, (section, rows) in enumerate(result_sections(result)):
+        if index:
+            table.add_row(f"[dim]{section}[/dim]", "")
+        for label, value in rows:
+            style = "red" if label == "Failed requests" and value not in ("0", "-") else None
+            table.add_row(label, value, style=style)
+        table.add_row("", "")
+    return table
+
+
+class BenchDisplay:
+    """Renders the events of `vrs-rs bench serve` as they arrive."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.last_plain = 0.0
+
+    def __enter__(self) -> BenchDisplay:
+        if self.live:
+            self.progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                MofNCompleteColumn(), TextColumn("[red]{task.fields[failed]}"),
+                TimeElapsedColumn(), console=self.console,
+            )
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def _start_task(self, description: str, total: int | None) -> None:
+        if self.progress is None:
+            return
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(description, total=total, failed="")
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "info":
+            self.console.print(
+                f"[bold]vrs bench[/bold] {event.get('url')}  model [cyan]{event.get('model')}"
+                f"[/cyan]  tokenizer {event.get('tokenizer')}", highlight=False, soft_wrap=True)
+        elif kind == "phase":
+            name, total = event.get("phase"), event.get("total")
+            if name == "warmup":
+                self._start_task(f"warm-up ({total} requests)", None)
+            else:
+                self._start_task("benchmark", total)
+            if not self.live:
+                print(f"{name}: {total} requests", flush=True)
+        elif kind == "progress":
+            self._progress(int(event.get("completed", 0)), int(event.get("failed", 0)),
+                           int(event.get("total", 0)))
+
+    def _progress(self, completed: int, failed: int, total: int) -> None:
+        done = completed + failed
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, completed=done,
+                                 failed=f"{failed} failed" if failed else "")
+            return
+        now = time.monotonic()
+        if done == total or now - self.last_plain >= PLAIN_PROGRESS_EVERY_S:
+            self.last_plain = now
+            print(f"progress: {done}/{total} requests ({failed} failed)", flush=True)
+
+    def result(self, result: dict[str, Any]) -> None:
+        if self.live:
+            self.console.print(rich_result(result))
+        else:
+            print(plain_result(result), flush=True)
+        samples = result.get("error_samples") or []
+        if result.get("failed") and samples:
+            self.console.print("[yellow]errors of failed requests:[/yellow]")
+            for message in samples:
+                self.console.print(f"  {message}", highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,105 @@
+"""`vrs bench serve`: load-test an OpenAI-compatible server (the load generator is vrs-rs)."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="bench",
+    help="Benchmarks: measure a running server.",
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Backend(StrEnum):
+    openai_completions = "openai-completions"
+    openai_chat = "openai-chat"
+
+
+class Dataset(StrEnum):
+    random = "random"
+
+
+@app.command("serve")
+def serve(
+    base_url: Annotated[str | None, typer.Option(
+        help="Server address, e.g. http://127.0.0.1:8000. Default: http://HOST:PORT.")] = None,
+    host: Annotated[str, typer.Option(help="Server host (when --base-url is not given).")]
+        = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        min=1, max=65535, help="Server port (when --base-url is not given).")] = 8000,
+    endpoint: Annotated[str | None, typer.Option(
+        help="Request path. Default: /v1/completions, or /v1/chat/completions for "
+             "openai-chat.")] = None,
+    backend: Annotated[Backend, typer.Option(help="Which OpenAI API the requests use.")]
+        = Backend.openai_completions,
+    model: Annotated[str | None, typer.Option(
+        help="Model name sent in requests. Default: the first model of GET /v1/models.")]
+        = None,
+    tokenizer: Annotated[Path | None, typer.Option(
+        exists=True, file_okay=False, help="Tokenizer directory (with tokenizer.json). "
+        "Default: the served model's directory, when the server reports a local one.")]
+        = None,
+    dataset: Annotated[Dataset, typer.Option(help="Where prompts come from.")]
+        = Dataset.random,
+    random_input_len: Annotated[int, typer.Option(
+        min=0, help="Random dataset: prompt length in tokens (exact for the tokenizer).")]
+        = 1024,
+    random_output_len: Annotated[int, typer.Option(
+        min=1, help="Random dataset: max_tokens of each request.")] = 128,
+    random_range_ratio: Annotated[float, typer.Option(
+        min=0.0, max=1.0,
+        help="Random dataset: lengths vary uniformly within len*(1-r) .. len*(1+r).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the prompts and arrival times.")] = 0,
+    num_prompts: Annotated[int, typer.Option(min=1, help="Requests to send.")] = 1000,
+    max_concurrency: Annotated[int | None, typer.Option(
+        min=1, help="Most requests in flight at once. Default: no limit.")] = None,
+    request_rate: Annotated[float, typer.Option(
+        min=0.0,
+        help="Requests per second, Poisson arrivals; inf sends all at once.")] = math.inf,
+    ignore_eos: Annotated[bool, typer.Option(
+        "--ignore-eos", help="Ask the server to ignore EOS, so every request generates "
+                             "exactly its max_tokens.")] = False,
+    warmup_requests: Annotated[int, typer.Option(
+        min=0, help="Requests sent (and not measured) before the run.")] = 0,
+    percentile_metrics: Annotated[str, typer.Option(
+        help="Comma-separated metrics to report: ttft, tpot, itl, e2el.")]
+        = "ttft,tpot,itl,e2el",
+    metric_percentiles: Annotated[str, typer.Option(
+        help="Comma-separated percentiles to report, e.g. 50,90,99.")] = "99",
+    goodput: Annotated[list[str] | None, typer.Option(
+        help="Service level objectives in ms, e.g. ttft:500 or 'ttft:500 tpot:50' "
+             "(repeatable); adds request_goodput.")] = None,
+    result_file: Annotated[Path | None, typer.Option(
+        dir_okay=False, help="Write the result JSON (vLLM's key names) to this file.")]
+        = None,
+    label: Annotated[str | None, typer.Option(help="A name for this run, kept in the "
+                                                      "result.")] = None,
+) -> None:
+    """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
+
+    Works against any OpenAI-compatible server (vrs serve, vrs serve --frontend python,
+    vLLM, SGLang...). The load generator runs in vrs-rs; this shows its progress and
+    results.
+    """
+    from cli.bench_args import BenchOptions
+    from cli.bench_runner import run_bench
+
+    run_bench(BenchOptions(
+        base_url=base_url, host=host, port=port, endpoint=endpoint, backend=backend.value,
+        model=model, tokenizer=tokenizer, dataset=dataset.value,
+        random_input_len=random_input_len, random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio, seed=seed, num_prompts=num_prompts,
+        max_concurrency=max_concurrency, request_rate=request_rate, ignore_eos=ignore_eos,
+        warmup_requests=warmup_requests, percentile_metrics=percentile_metrics,
+        metric_percentiles=metric_percentiles, goodput=goodput or [],
+        result_file=result_file, label=label,
+    ))

@@ -1,0 +1,363 @@
+//! `vrs-rs bench serve` settings: the `--args-json` document the `vrs bench serve` app
+//! builds (keys in docs/internals.md), parsed and checked once, here.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Which OpenAI API the requests use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// `POST /v1/completions` with `prompt`.
+    OpenaiCompletions,
+    /// `POST /v1/chat/completions` with one user message.
+    OpenaiChat,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::OpenaiCompletions => "openai-completions",
+            Backend::OpenaiChat => "openai-chat",
+        }
+    }
+
+    pub fn default_endpoint(self) -> &'static str {
+        match self {
+            Backend::OpenaiCompletions => "/v1/completions",
+            Backend::OpenaiChat => "/v1/chat/completions",
+        }
+    }
+}
+
+/// A per-request latency metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2el,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::E2el => "e2el",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.key() == name)
+    }
+}
+
+fn default_backend() -> Backend {
+    Backend::OpenaiCompletions
+}
+fn default_dataset() -> String {
+    "random".into()
+}
+fn default_input_len() -> usize {
+    1024
+}
+fn default_output_len() -> usize {
+    128
+}
+fn default_num_prompts() -> usize {
+    1000
+}
+fn default_percentile_metrics() -> Vec<String> {
+    Metric::ALL.iter().map(|m| m.key().to_string()).collect()
+}
+fn default_metric_percentiles() -> Vec<f64> {
+    vec![99.0]
+}
+
+/// The document as sent. `request_rate: null` means infinite (all requests at once).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArgs {
+    base_url: String,
+    #[serde(default)]
+    endpoint: Option<String>,
+    #[serde(default = "default_backend")]
+    backend: Backend,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    tokenizer: Option<String>,
+    #[serde(default = "default_dataset")]
+    dataset: String,
+    #[serde(default = "default_input_len")]
+    random_input_len: usize,
+    #[serde(default = "default_output_len")]
+    random_output_len: usize,
+    #[serde(default)]
+    random_range_ratio: f64,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default = "default_num_prompts")]
+    num_prompts: usize,
+    #[serde(default)]
+    max_concurrency: Option<usize>,
+    #[serde(default)]
+    request_rate: Option<f64>,
+    #[serde(default)]
+    ignore_eos: bool,
+    #[serde(default)]
+    warmup_requests: usize,
+    #[serde(default = "default_percentile_metrics")]
+    percentile_metrics: Vec<String>,
+    #[serde(default = "default_metric_percentiles")]
+    metric_percentiles: Vec<f64>,
+    #[serde(default)]
+    goodput: Option<BTreeMap<String, f64>>,
+    #[serde(default)]
+    label: Option<String>,
+}
+
+/// Checked settings of one benchmark run.
+#[derive(Debug, Clone)]
+pub struct BenchArgs {
+    /// `http://host:port`, no trailing slash.
+    pub base_url: String,
+    /// Path appended to `base_url` for the generation requests.
+    pub endpoint: String,
+    pub backend: Backend,
+    pub model: Option<String>,
+    pub tokenizer: Option<String>,
+    pub random_input_len: usize,
+    pub random_output_len: usize,
+    pub random_range_ratio: f64,
+    pub seed: u64,
+    pub num_prompts: usize,
+    pub max_concurrency: Option<usize>,
+    /// Requests per second; `None` is infinite.
+    pub request_rate: Option<f64>,
+    pub ignore_eos: bool,
+    pub warmup_requests: usize,
+    pub percentile_metrics: Vec<Metric>,
+    pub metric_percentiles: Vec<f64>,
+    /// SLOs in milliseconds (ttft, tpot, e2el), vLLM's `--goodput`.
+    pub goodput: Option<Vec<(Metric, f64)>>,
+    pub label: Option<String>,
+}
+
+impl BenchArgs {
+    /// Parses and checks an `--args-json` document; errors name the offending key.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let raw: RawArgs =
+            serde_json::from_str(text).map_err(|e| format!("invalid --args-json: {e}"))?;
+        Self::check(raw)
+    }
+
+    fn check(raw: RawArgs) -> Result<Self, String> {
+        let base_url = raw.base_url.trim_end_matches('/').to_string();
+        if let Some(rest) = base_url.strip_prefix("https://") {
+            return Err(format!(
+                "base_url https://{rest}: https is not supported; use an http:// address"
+            ));
+        }
+        if !base_url.starts_with("http://") || base_url.len() <= "http://".len() {
+            return Err(format!(
+                "base_url must look like http://HOST:PORT, got {base_url:?}"
+            ));
+        }
+        let endpoint = raw
+            .endpoint
+            .unwrap_or_else(|| raw.backend.default_endpoint().into());
+        if !endpoint.starts_with('/') {
+            return Err(format!("endpoint must start with '/', got {endpoint:?}"));
+        }
+        if raw.dataset != "random" {
+            return Err(format!("dataset must be 'random', got {:?}", raw.dataset));
+        }
+        if raw.random_output_len == 0 {
+            return Err("random_output_len must be at least 1".into());
+        }
+        let ratio = raw.random_range_ratio;
+        if !(0.0..1.0).contains(&ratio) {
+            return Err(format!("random_range_ratio must be in [0, 1), got {ratio}"));
+        }
+        if raw.num_prompts == 0 {
+            return Err("num_prompts must be at least 1".into());
+        }
+        if raw.max_concurrency == Some(0) {
+            return Err("max_concurrency must be at least 1".into());
+        }
+        if let Some(rate) = raw.request_rate {
+            if rate.is_nan() || rate <= 0.0 {
+                return Err(format!(
+                    "request_rate must be > 0 (or null for inf), got {rate}"
+                ));
+            }
+        }
+        let request_rate = raw.request_rate.filter(|r| r.is_finite());
+        let mut percentile_metrics = Vec::new();
+        for name in &raw.percentile_metrics {
+            let metric = Metric::parse(name.trim()).ok_or_else(|| {
+                format!("percentile_metrics: unknown metric {name:?} (choose from ttft, tpot, itl, e2el)")
+            })?;
+            if !percentile_metrics.contains(&metric) {
+                percentile_metrics.push(metric);
+            }
+        }
+        for p in &raw.metric_percentiles {
+            if !(0.0..=100.0).contains(p) {
+                return Err(format!("metric_percentiles must be within 0..100, got {p}"));
+            }
+        }
+        let goodput = match raw.goodput {
+            None => None,
+            Some(slos) if slos.is_empty() => None,
+            Some(slos) => Some(check_goodput(slos)?),
+        };
+        Ok(Self {
+            base_url,
+            endpoint,
+            backend: raw.backend,
+            model: raw.model.filter(|m| !m.is_empty()),
+            tokenizer: raw.tokenizer.filter(|t| !t.is_empty()),
+            random_input_len: raw.random_input_len,
+            random_output_len: raw.random_output_len,
+            random_range_ratio: ratio,
+            seed: raw.seed,
+            num_prompts: raw.num_prompts,
+            max_concurrency: raw.max_concurrency,
+            request_rate,
+            ignore_eos: raw.ignore_eos,
+            warmup_requests: raw.warmup_requests,
+            percentile_metrics,
+            metric_percentiles: raw.metric_percentiles,
+            goodput,
+            label: raw.label,
+        })
+    }
+
+    /// The generation URL.
+    pub fn url(&self) -> String {
+        format!("{}{}", self.base_url, self.endpoint)
+    }
+
+    /// The model list URL (`GET`).
+    pub fn models_url(&self) -> String {
+        format!("{}/v1/models", self.base_url)
+    }
+}
+
+fn check_goodput(slos: BTreeMap<String, f64>) -> Result<Vec<(Metric, f64)>, String> {
+    let mut out = Vec::new();
+    for (name, ms) in slos {
+        let metric = match Metric::parse(&name) {
+            Some(m @ (Metric::Ttft | Metric::Tpot | Metric::E2el)) => m,
+            _ => {
+                return Err(format!(
+                    "goodput: unknown SLO {name:?} (choose from ttft, tpot, e2el)"
+                ))
+            }
+        };
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(format!(
+                "goodput: {name} must be a positive number of ms, got {ms}"
+            ));
+        }
+        out.push((metric, ms));
+    }
+    out.sort_by_key(|(m, _)| *m);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_vllm() {
+        let args = BenchArgs::from_json(r#"{"base_url": "http://127.0.0.1:8000/"}"#).unwrap();
+        assert_eq!(args.url(), "http://127.0.0.1:8000/v1/completions");
+        assert_eq!(args.models_url(), "http://127.0.0.1:8000/v1/models");
+        assert_eq!(args.num_prompts, 1000);
+        assert_eq!(args.request_rate, None);
+        assert_eq!(args.metric_percentiles, vec![99.0]);
+        assert_eq!(args.percentile_metrics, Metric::ALL.to_vec());
+        assert!(args.goodput.is_none());
+    }
+
+    #[test]
+    fn chat_backend_picks_its_endpoint_and_goodput_parses() {
+        let args = BenchArgs::from_json(
+            r#"{"base_url": "http://h:1", "backend": "openai-chat", "request_rate": 5.5,
+                "percentile_metrics": ["ttft", "itl", "ttft"], "goodput": {"tpot": 50, "ttft": 500},
+                "max_concurrency": 4, "label": "x"}"#,
+        )
+        .unwrap();
+        assert_eq!(args.url(), "http://h:1/v1/chat/completions");
+        assert_eq!(args.request_rate, Some(5.5));
+        assert_eq!(args.percentile_metrics, vec![Metric::Ttft, Metric::Itl]);
+        assert_eq!(
+            args.goodput,
+            Some(vec![(Metric::Ttft, 500.0), (Metric::Tpot, 50.0)])
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            (r#"{"base_url": "https://h"}"#, "https"),
+            (r#"{"base_url": "h:80"}"#, "base_url"),
+            (r#"{"base_url": "http://h", "endpoint": "v1"}"#, "endpoint"),
+            (
+                r#"{"base_url": "http://h", "dataset": "sharegpt"}"#,
+                "dataset",
+            ),
+            (
+                r#"{"base_url": "http://h", "random_range_ratio": 1.0}"#,
+                "random_range_ratio",
+            ),
+            (
+                r#"{"base_url": "http://h", "num_prompts": 0}"#,
+                "num_prompts",
+            ),
+            (
+                r#"{"base_url": "http://h", "max_concurrency": 0}"#,
+                "max_concurrency",
+            ),
+            (
+                r#"{"base_url": "http://h", "request_rate": 0}"#,
+                "request_rate",
+            ),
+            (
+                r#"{"base_url": "http://h", "percentile_metrics": ["x"]}"#,
+                "percentile_metrics",
+            ),
+            (
+                r#"{"base_url": "http://h", "metric_percentiles": [101]}"#,
+                "metric_percentiles",
+            ),
+            (
+                r#"{"base_url": "http://h", "goodput": {"itl": 5}}"#,
+                "goodput",
+            ),
+            (
+                r#"{"base_url": "http://h", "goodput": {"ttft": -5}}"#,
+                "goodput",
+            ),
+            (r#"{"base_url": "http://h", "bogus": 1}"#, "bogus"),
+            (
+                r#"{"base_url": "http://h", "backend": "vllm"}"#,
+                "openai-chat",
+            ),
+            ("{", "invalid --args-json"),
+        ];
+        for (text, needle) in cases {
+            let err = BenchArgs::from_json(text).unwrap_err();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The HTTP client: keep-alive connection pool (hyper), request bodies, and one streamed
+//! request timed chunk by chunk.
+
+use std::error::Error as StdError;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Request, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+
+use crate::args::Backend;
+use crate::metrics::RequestRecord;
+use crate::sse::{parse_payload, Payload, SseParser};
+
+/// Bytes of an error response kept for the message.
+const ERROR_BODY_LIMIT: usize = 8 * 1024;
+
+/// A cheap-to-clone client sharing one connection pool.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Client<HttpConnector, Full<Bytes>>,
+    auth: Option<HeaderValue>,
+}
+
+/// `error` and its sources on one line ("client error (Connect): ...: Connection refused").
+pub fn describe(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let part = inner.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = inner.source();
+    }
+    text
+}
+
+/// Parses an `http://` URL.
+pub fn parse_uri(url: &str) -> Result<Uri, String> {
+    url.parse::<Uri>()
+        .map_err(|e| format!("invalid URL {url:?}: {e}"))
+}
+
+/// The request body for one prompt (vLLM's bench: greedy, streamed, usage requested).
+pub fn request_body(
+    backend: Backend,
+    model: &str,
+    prompt: &str,
+    max_tokens: usize,
+    ignore_eos: bool,
+) -> Bytes {
+    let stream_options = json!({"include_usage": true});
+    let mut body = match backend {
+        Backend::OpenaiCompletions => json!({
+            "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+            "stream": true, "stream_options": stream_options,
+        }),
+        Backend::OpenaiChat => json!({
+            "model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_completion_tokens": max_tokens, "temperature": 0.0, "stream": true,
+            "stream_options": stream_options,
+        }),
+    };
+    if let (true, Value::Object(map)) = (ignore_eos, &mut body) {
+        map.insert("ignore_eos".into(), Value::Bool(true));
+    }
+    Bytes::from(body.to_string())
+}
+
+/// The message of an error response body: OpenAI's `error.message`, else the text.
+fn error_message(body: &[u8]) -> String {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let message = parsed.as_ref().and_then(|v| match &v["error"] {
+        Value::Object(e) => e.get("message").and_then(Value::as_str).map(str::to_string),
+        Value::String(s) => Some(s.clone()),
+        _ => v.get("detail").map(|d| d.to_string()),
+    });
+    let text = message.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    let line = text.lines().next().unwrap_or("").to_string();
+    if line.chars().count() > 300 {
+        line.chars().take(300).collect::<String>() + "…"
+    } else {
+        line
+    }
+}
+
+/// Per-stream bookkeeping while the chunks of one response arrive.
+struct StreamState {
+    start: Instant,
+    first: Option<Instant>,
+    last: Instant,
+    done: Option<Instant>,
+    chunks: usize,
+    usage: Option<u64>,
+    itl: Vec<f64>,
+    failure: Option<String>,
+}
+
+impl StreamState {
+    fn on_payload(&mut self, data: &[u8], now: Instant) {
+        if self.done.is_some() || self.failure.is_some() {
+            return;
+        }
+        match parse_payload(data) {
+            Ok(Payload::Done) => self.done = Some(now),
+            Ok(Payload::Error(message)) => self.failure = Some(message),
+            Err(message) => self.failure = Some(message),
+            Ok(Payload::Chunk {
+                content,
+                completion_tokens,
+            }) => {
+                if completion_tokens.is_some() {
+                    self.usage = completion_tokens;
+                }
+                if content {
+                    if self.first.is_none() {
+                        self.first = Some(now);
+                    } else {
+                        self.itl.push((now - self.last).as_secs_f64());
+                    }
+                    self.last = now;
+                    self.chunks += 1;
+                }
+            }
+        }
+    }
+}
+
+impl HttpClient {
+    pub fn new() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_keepalive(Some(Duration::from_secs(60)));
+        let inner = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        // vLLM's bench reads the key from the same variable.
+        let auth = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty())
+            .and_then(|k| HeaderValue::from_str(&format!("Bearer {k}")).ok());
+        Self { inner, auth }
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        uri: &Uri,
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, String> {
+        let mut builder = Request::builder().method(method).uri(uri.clone());
+        if let Some(auth) = &self.auth {
+            builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        if !body.is_empty() {
+            builder = builder
+                .header(CONTENT_TYPE, "application/json")
+                .header(ACCEPT, "text/event-stream");
+        }
+        builder
+            .body(Full::new(body))
+            .map_err(|e| format!("cannot build a request to {uri}: {e}"))
+    }
+
+    /// `GET url` answered with JSON.
+    pub async fn get_json(&self, url: &str) -> Result<Value, String> {
+        let uri = parse_uri(url)?;
+        let request = self.request(Method::GET, &uri, Bytes::new())?;
+        let response = self
+            .inner
+            .request(request)
+            .await
+            .map_err(|e| format!("cannot reach {url}: {}", describe(&e)))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("GET {url}: {}", describe(&e)))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(format!(
+                "GET {url} returned HTTP {status}: {}",
+                error_message(&body)
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("GET {url} did not return JSON: {e}"))
+    }
+
+    /// Sends one streaming request and times it. Never fails: a failure is a record with
+    /// `success: false` and the reason.
+    pub async fn send(&self, uri: &Uri, body: Bytes, prompt_len: usize) -> RequestRecord {
+        let start = Instant::now();
+        let mut state = StreamState {
+            start,
+            first: None,
+            last: start,
+            done: None,
+            chunks: 0,
+            usage: None,
+            itl: Vec::new(),
+            failure: None,
+        };
+        let end = match self.stream(uri, body, &mut state).await {
+            Ok(end) => end,
+            Err(message) => {
+                state.failure = Some(message);
+                Instant::now()
+            }
+        };
+        let mut record = RequestRecord {
+            prompt_len,
+            ..Default::default()
+        };
+        match (state.failure, state.first) {
+            (Some(message), _) => record.error = Some(message),
+            (None, None) => {
+                record.error = Some(format!(
+                    "POST {uri}: the response carried no generated text (is the endpoint a \
+                     streaming OpenAI completions API?)"
+                ))
+            }
+            (None, Some(first)) => {
+                record.success = true;
+                record.ttft = (first - state.start).as_secs_f64();
+                record.latency = (state.done.unwrap_or(end) - state.start).as_secs_f64();
+                record.output_tokens = state.usage.map_or(state.chunks, |n| n as usize);
+                record.itl = state.itl;
+            }
+        }
+        record
+    }
+
+    /// Reads the whole response (so the connection goes back to the pool); the time the
+    /// stream ended when it was not `[DONE]`.
+    async fn stream(
+        &self,
+        uri: &Uri,
+        body: Bytes,
+        state: &mut StreamState,
+    ) -> Result<Instant, String> {
+        let request = self.request(Method::POST, uri, body)?;
+        let response = self
+            .inner
+            .request(request)
+            .await
+            .map_err(|e| format!("POST {uri}: {}", describe(&e)))?;
+        let status = response.status();
+        let mut body = response.into_body();
+        if !status.is_success() {
+            let mut text = Vec::new();
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(data) = frame.into_data() {
+                    text.extend_from_slice(&data[..data.len().min(ERROR_BODY_LIMIT - text.len())]);
+                }
+                if text.len() >= ERROR_BODY_LIMIT {
+                    break;
+                }
+            }
+            return Err(format!(
+                "POST {uri} returned HTTP {status}: {}",
+                error_message(&text)
+            ));
+        }
+        let mut parser = SseParser::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("POST {uri}: stream broke: {}", describe(&e)))?;
+            if let Ok(data) = frame.into_data() {
+                let now = Instant::now();
+                parser.feed(&data, &mut |payload| state.on_payload(payload, now));
+            }
+        }
+        let end = Instant::now();
+        parser.finish(&mut |payload| state.on_payload(payload, end));
+        Ok(end)
+    }
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_follow_the_backend() {
+        let body = request_body(Backend::OpenaiCompletions, "m", "hi", 8, true);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["prompt"], "hi");
+        assert_eq!(v["max_tokens"], 8);
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let chat = request_body(Backend::OpenaiChat, "m", "hi", 8, false);
+        let v: Value = serde_json::from_slice(&chat).unwrap();
+        assert_eq!(v["messages"][0]["content"], "hi");
+        assert_eq!(v["max_completion_tokens"], 8);
+        assert!(v.get("ignore_eos").is_none());
+    }
+
+    #[test]
+    fn error_messages_are_one_line() {
+        let openai = br#"{"error": {"message": "model x not found", "code": 404}}"#;
+        assert_eq!(error_message(openai), "model x not found");
+        assert_eq!(error_message(b"Not Found\nmore"), "Not Found");
+        assert_eq!(
+            error_message(br#"{"detail": "Not Found"}"#),
+            "\"Not Found\""
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! `vrs-rs bench serve`: a load generator for any OpenAI-compatible server, measuring
+//! with vLLM's definitions (`vllm bench serve`). The `vrs bench serve` app passes every
+//! setting as `--args-json` and renders the JSON-lines events this writes (see
+//! [`events`]).
+
+pub mod args;
+pub mod client;
+pub mod dataset;
+pub mod events;
+pub mod metrics;
+pub mod runner;
+pub mod sse;
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use crate::args::BenchArgs;
+
+/// `vrs-rs bench ...`
+#[derive(Debug, Args)]
+pub struct BenchCli {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Load-test an OpenAI-compatible server; writes JSON-lines events to stdout.
+    ///
+    /// Normally run by `vrs bench serve`, which builds the settings document.
+    Serve {
+        /// Every setting as one JSON object (keys: base_url, endpoint, backend, model,
+        /// tokenizer, dataset, random_input_len, random_output_len, random_range_ratio,
+        /// seed, num_prompts, max_concurrency, request_rate, ignore_eos, warmup_requests,
+        /// percentile_metrics, metric_percentiles, goodput, label).
+        #[arg(long, value_name = "JSON")]
+        args_json: String,
+    },
+}
+
+/// Runs a `bench` subcommand; failures are an error event and a non-zero exit code.
+pub fn run(cli: BenchCli) -> ExitCode {
+    match cli.command {
+        BenchCommand::Serve { args_json } => serve(&args_json),
+    }
+}
+
+/// `bench serve --args-json JSON`.
+pub fn serve(args_json: &str) -> ExitCode {
+    let args = match BenchArgs::from_json(args_json) {
+        Ok(args) => args,
+        Err(message) => {
+            events::error(&message);
+            return ExitCode::from(2);
+        }
+    };
+    raise_open_file_limit();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("vrs-bench")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            events::error(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(runner::bench(args));
+    runtime.shutdown_background();
+    match outcome {
+        Ok(result) => {
+            events::emit("result", result);
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            events::error(&message);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every open connection is a file descriptor: lift the soft limit to the hard one.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain libc calls on a stack value of the type they expect.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}

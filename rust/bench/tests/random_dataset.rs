@@ -1,0 +1,55 @@
+//! The random dataset with a real tokenizer: the built-in demo model's (a 128k-vocab
+//! byte-level BPE), located through the Python package that builds it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use vrs_bench::dataset::{load_tokenizer, random_prompts, RandomSpec, TokenCodec};
+
+fn demo_model_dir() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = std::env::var("VRS_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "from engine.demo_model import ensure_demo_model; print(ensure_demo_model())",
+        ])
+        .current_dir(&root)
+        .env("PYTHONPATH", &root)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[test]
+fn prompts_have_exactly_the_asked_token_count() {
+    let tokenizer = load_tokenizer(&demo_model_dir()).unwrap();
+    for input_len in [1, 7, 128, 512] {
+        let spec = RandomSpec {
+            input_len,
+            output_len: 16,
+            range_ratio: 0.0,
+            num_prompts: 48,
+            seed: 1,
+        };
+        let prompts = random_prompts(&tokenizer, &spec).unwrap();
+        assert_eq!(prompts.len(), 48);
+        for p in &prompts {
+            assert_eq!(p.prompt_len, input_len, "{:?}", p.text);
+            assert_eq!(
+                TokenCodec::encode(&tokenizer, &p.text).unwrap().len(),
+                input_len,
+                "{:?}",
+                p.text
+            );
+            assert_eq!(p.output_len, 16);
+        }
+        let distinct: std::collections::HashSet<_> = prompts.iter().map(|p| &p.text).collect();
+        assert!(distinct.len() > 40, "prompts should differ");
+    }
+}
