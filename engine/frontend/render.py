@@ -8,7 +8,8 @@ no engine). Routes (same shapes and errors as ``rust/cli/src/render.rs``):
   the answer is what the engine would receive: ``request_id``, ``model``, ``prompt``,
   ``prompt_token_ids`` and ``sampling_params`` (the wire's field names; ``max_tokens``
   resolved against the context length). Chat requests may carry ``tools`` (rendered by
-  the template) with ``tool_choice`` ``none`` or ``auto``.
+  the template) and any ``tool_choice`` (``required`` and a named function show their
+  prefill at the end of the prompt); the tool-call parser is picked from the template.
 * ``GET /v1/models``, ``GET /health``.
 
 The engine's limits come from ``config.json`` as the mock engine reads them:
@@ -57,6 +58,7 @@ from engine.frontend.server import (
     bind_http,
 )
 from engine.frontend.text import ModelText, TextError
+from engine.frontend.tools import pick_parser
 
 logger = logging.getLogger("vrs.render")
 
@@ -117,7 +119,8 @@ class RenderApp:
         self.model_root = model_root
         self.limits = limits
         self.created = int(time.time())
-        self.prompts = PromptBuilder(text, served_model_name, limits, executor, tools=True)
+        self.prompts = PromptBuilder(text, served_model_name, limits, executor,
+                                     tool_parser=pick_parser("auto", text.chat_template_source))
         self._routes: dict[str, tuple[str, Handler]] = {
             "/v1/chat/completions/render": ("POST", self.chat),
             "/v1/completions/render": ("POST", self.completion),

@@ -1,7 +1,8 @@
 //! The jinja environment transformers renders chat templates in, rebuilt on minijinja:
 //! trim_blocks + lstrip_blocks, loop controls, transformers' `tojson`, `raise_exception`,
-//! `strftime_now`, Python string/dict methods (pycompat), Python-style printing of
-//! booleans, None, lists and dicts, and a None-safe `length`.
+//! `strftime_now`, Python string/dict/list methods (`pymethods`, then pycompat), jinja2's
+//! filters where minijinja's differ (`filters`), Python-style printing of booleans, None,
+//! tuples, lists and dicts, and a None-safe `length`.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior, Value};
@@ -49,7 +50,7 @@ pub(crate) fn environment() -> Environment<'static> {
     env.set_keep_trailing_newline(false);
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
     env.set_auto_escape_callback(|_| AutoEscape::None);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.set_unknown_method_callback(crate::pymethods::unknown_method);
     env.set_formatter(|out, _state, value| {
         if let Some(s) = value.as_str() {
             return out.write_str(s).map_err(Error::from);
@@ -81,6 +82,7 @@ pub(crate) fn environment() -> Environment<'static> {
     );
     env.add_filter("round", round);
     env.add_function("strftime_now", strftime_now);
+    crate::filters::register(&mut env);
     env
 }
 

@@ -12,8 +12,10 @@
 mod config;
 mod detokenizer;
 mod error;
+mod filters;
 mod jinja;
 mod pyjson;
+mod pymethods;
 mod stop;
 mod template;
 #[cfg(test)]

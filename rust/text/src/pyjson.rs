@@ -6,6 +6,8 @@ use std::fmt::Write;
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
+use crate::pymethods::Tuple;
+
 /// Options of Python's `json.dumps` that transformers' `tojson` exposes.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DumpOptions {
@@ -223,6 +225,17 @@ pub(crate) fn str_of(out: &mut String, value: &Value) -> Result<(), Error> {
         ValueKind::None => out.push_str("None"),
         ValueKind::Bool => out.push_str(if value.is_true() { "True" } else { "False" }),
         ValueKind::Number => number(out, value, false),
+        ValueKind::Seq if value.downcast_object_ref::<Tuple>().is_some() => {
+            out.push('(');
+            let items: Vec<Value> = value.try_iter()?.collect();
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                repr(out, item)?;
+            }
+            out.push_str(if items.len() == 1 { ",)" } else { ")" });
+        }
         ValueKind::Seq => {
             out.push('[');
             for (i, item) in value.try_iter()?.enumerate() {

@@ -1,9 +1,12 @@
 //! The model's chat template, rendered by minijinja the way transformers renders it
 //! with jinja2 (`apply_chat_template(..., tokenize=False)`).
 //!
-//! Parity is tested against transformers itself (`template_tests.rs`). Known, deliberate
-//! differences: `none | length` is 0 (jinja2 raises), and Python's `'%s' % x` string
-//! formatting is not supported (a template error; use `~` or `format`).
+//! Parity is tested against transformers itself (`template_tests.rs`, `filters_tests.rs`).
+//! Known differences: `none | length` is 0 (jinja2 raises); Python's `'%s' % x` string
+//! formatting is not supported (a template error; use `~` or `format`); tuple literals
+//! such as `(1, 2)` print as lists (tuples that methods and filters return print as
+//! tuples); `pprint` prints minijinja's debug form and a printed `dict.items()` lacks
+//! Python's `dict_items(...)` wrapper.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,8 +20,26 @@ use crate::jinja::{describe, environment, strip_generation_tags};
 
 /// What transformers appends to the final message to find it again after rendering.
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
-/// Names the template reads that the caller's kwargs may not replace.
-const RESERVED: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
+/// Names the caller's kwargs may not set: the template's own inputs and
+/// `apply_chat_template`'s arguments (the Python frontend's `RESERVED_TEMPLATE_KWARGS`).
+const RESERVED: [&str; 16] = [
+    "messages",
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "conversation",
+    "chat_template",
+    "continue_final_message",
+    "tokenize",
+    "sanitize_control_tokens",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "return_dict",
+    "return_assistant_tokens_mask",
+    "tokenizer_kwargs",
+];
 
 /// Everything a chat template render needs from one request.
 #[derive(Debug, Clone, Default)]
@@ -291,4 +312,4 @@ pub(crate) fn to_value(json: &Json) -> Value {
 
 #[cfg(test)]
 #[path = "template_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -331,7 +331,7 @@ fn loads_from_config_and_picks_tool_use() {
 }
 
 /// Renders each template with transformers on the same input; `Ok(text)` or `Err(message)`.
-fn transformers_snippets(
+pub(crate) fn transformers_snippets(
     templates: &[&str],
     case: &ChatTemplateInput,
 ) -> Vec<Result<String, String>> {

@@ -1,0 +1,29 @@
+"""`vrs render`: template + tokenize only (no engine, no weights), over HTTP."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from cli import options as o
+from cli.render_args import RenderOptions, run_render
+
+console = Console(stderr=True)
+
+
+def render(
+    model: o.Model = None,
+    host: o.Host = "127.0.0.1",
+    port: o.Port = 8000,
+    served_model_name: o.ServedModelName = None,
+    max_model_len: o.MaxModelLen = None,
+    chat_template: o.ChatTemplate = None,
+    log_level: o.LogLevelOpt = o.LogLevel.info,
+    frontend: o.Frontend = o.FrontendKind.rust,
+) -> None:
+    """Serve MODEL's chat template and tokenizer: the prompt, token ids and sampling
+    parameters the engine would receive, from the tokenizer and config files alone.
+
+    Routes: POST /v1/chat/completions/render, POST /v1/completions/render,
+    GET /v1/models, GET /health.
+    """
+    run_render(RenderOptions.from_params(locals()), frontend.value, console)

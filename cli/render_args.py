@@ -1,0 +1,71 @@
+"""Turning `vrs render` options into the args-json both render services read.
+
+Keys (docs/internals.md): model, served_model_name, host, port, log_level,
+chat_template, max_model_len. Rust: `vrs-rs render --args-json`; Python:
+``engine.frontend.render.serve_render`` in this process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from cli.serve_args import resolve_model
+
+
+@dataclass
+class RenderOptions:
+    model: str | None
+    host: str
+    port: int
+    served_model_name: str | None
+    max_model_len: int | None
+    chat_template: Path | None
+    log_level: str
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> RenderOptions:
+        """From the command's ``locals()``: enums to values, other parameters ignored."""
+        values = {f.name: params[f.name] for f in fields(cls)}
+        return cls(**{k: v.value if isinstance(v, Enum) else v for k, v in values.items()})
+
+
+def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
+    """The args-json dict of `vrs-rs render` and the Python render service."""
+    model_dir, default_name = resolve_model(options.model, console)
+    return {
+        "model": str(model_dir),
+        "served_model_name": options.served_model_name or default_name,
+        "host": options.host,
+        "port": options.port,
+        "log_level": options.log_level,
+        "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
+        "max_model_len": options.max_model_len,
+    }
+
+
+def run_render(options: RenderOptions, frontend: str, console: Console) -> None:
+    """Resolve and hand over to the chosen render service (does not return on Rust)."""
+    if frontend == "rust":
+        from cli.binary import find_rust_frontend
+        from cli.launch import exec_rust
+
+        binary = find_rust_frontend()
+        args = build_args(options, console)
+        _banner(args, "rust", console)
+        exec_rust(binary, "render", args)
+        return
+    from engine.frontend.render import serve_render
+
+    args = build_args(options, console)
+    _banner(args, "python", console)
+    raise SystemExit(serve_render(args))
+
+
+def _banner(args: dict[str, Any], frontend: str, console: Console) -> None:
+    console.print(f"[bold]vrs render[/bold] ({frontend}) for [cyan]{args['served_model_name']}"
+                  f"[/cyan] on http://{args['host']}:{args['port']} (template + tokenizer only)")

@@ -1,0 +1,306 @@
+"""`vrs render` parity: Rust render == Python render == transformers, on a corpus.
+
+Both render services run as real processes started through the `vrs` CLI on free
+loopback ports (the Rust binary: VRS_RUST_FRONTEND_PATH, else the newest
+$CARGO_TARGET_DIR or rust/target build), once with the demo model's own template and
+once with ``--chat-template tests/render_corpus/qwen3_style.jinja``. The ground truth is
+computed here with transformers directly: ``apply_chat_template(tokenize=False)`` then
+encoding without special tokens (chat), or encoding with them (completions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "render_corpus"
+QWEN3_STYLE = CORPUS / "qwen3_style.jinja"
+MODEL = "demo"
+MAX_MODEL_LEN = 8192  # the demo model's max_position_embeddings
+
+
+def rust_binary() -> Path:
+    setting = os.environ.get("VRS_RUST_FRONTEND_PATH", "auto").strip() or "auto"
+    if setting != "auto":
+        return Path(setting)
+    dirs = [ROOT / "rust" / "target"]
+    if os.environ.get("CARGO_TARGET_DIR"):
+        dirs.insert(0, Path(os.environ["CARGO_TARGET_DIR"]))
+    found = [d / p / "vrs-rs" for d in dirs for p in ("release", "debug")]
+    found = [p for p in found if p.is_file()]
+    if not found:
+        subprocess.run(["cargo", "build", "-p", "vrs-rs"], cwd=ROOT / "rust", check=True,
+                       timeout=1800)
+        return rust_binary()
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    with open(CORPUS / name, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+REQUESTS = load("requests.jsonl")
+ERRORS = load("errors.jsonl")
+CHATS = [r for r in REQUESTS if r["endpoint"] == "chat"]
+PATHS = {"chat": "/v1/chat/completions/render", "completions": "/v1/completions/render"}
+
+
+class RenderServer:
+    """`vrs render MODEL --frontend F --port P [--chat-template T]` as a child process."""
+
+    def __init__(self, frontend: str, model_dir: Path, log: Path,
+                 template: Path | None = None) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-c", "from cli.main import main; main()", "render",
+                str(model_dir), "--frontend", frontend, "--port", str(port),
+                "--served-model-name", MODEL, "--log-level", "warning"]
+        if template is not None:
+            argv += ["--chat-template", str(template)]
+        env = {**os.environ, "VRS_RUST_FRONTEND_PATH": str(rust_binary()),
+               "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+        self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=self.url, timeout=60)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, log.read_text()
+            try:
+                if self.client.get("/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError(f"{frontend} render did not start: {log.read_text()}")
+
+    def post(self, endpoint: str, body: Any) -> httpx.Response:
+        content = body if isinstance(body, str) else json.dumps(body)
+        return self.client.post(PATHS[endpoint], content=content,
+                                headers={"content-type": "application/json"})
+
+    def stop(self) -> int:
+        self.client.close()
+        self.proc.terminate()
+        code = self.proc.wait(timeout=30)
+        self._log.close()
+        return code
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    from engine.demo_model import ensure_demo_model
+
+    return Path(ensure_demo_model())
+
+
+@pytest.fixture(scope="module")
+def tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir))
+
+
+def _servers(model_dir: Path, tmp: Path, template: Path | None) -> Iterator[dict[str, Any]]:
+    servers: dict[str, RenderServer] = {}
+    try:
+        for frontend in ("rust", "python"):
+            servers[frontend] = RenderServer(frontend, model_dir, tmp / f"{frontend}.log",
+                                             template)
+        yield servers
+    finally:
+        codes = {name: server.stop() for name, server in servers.items()}
+        assert codes == dict.fromkeys(servers, 0), codes
+
+
+@pytest.fixture(scope="module")
+def servers(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    yield from _servers(model_dir, tmp_path_factory.mktemp("render"), None)
+
+
+@pytest.fixture(scope="module")
+def override_servers(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    yield from _servers(model_dir, tmp_path_factory.mktemp("render-override"), QWEN3_STYLE)
+
+
+# --------------------------------------------------------------------------- ground truth
+
+
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The documented mapping of OpenAI messages to template messages: null fields left
+    out, text parts joined with newlines."""
+    out = []
+    for message in messages:
+        item = {k: v for k, v in message.items() if v is not None}
+        if isinstance(item.get("content"), list):
+            item["content"] = "\n".join(part["text"] for part in item["content"])
+        out.append(item)
+    return out
+
+
+def truth(tokenizer: Any, entry: dict[str, Any], template: str | None = None) -> dict[str, Any]:
+    """Prompt text and ids by transformers itself, or {"error": message}."""
+    body = entry["body"]
+    if entry["endpoint"] == "completions":
+        prompt = body["prompt"]
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            return {"prompt": prompt, "ids": tokenizer(prompt)["input_ids"]}
+        ids = prompt[0] if isinstance(prompt[0], list) else prompt
+        return {"prompt": None, "ids": ids}
+    continue_final = body.get("continue_final_message", False)
+    try:
+        text = tokenizer.apply_chat_template(
+            template_messages(body["messages"]), tools=body.get("tools"), tokenize=False,
+            chat_template=template,
+            add_generation_prompt=body.get("add_generation_prompt", not continue_final),
+            continue_final_message=continue_final, **body.get("chat_template_kwargs", {}))
+    except Exception as exc:  # noqa: BLE001 - the template's own error is the expectation
+        return {"error": str(exc)}
+    return {"prompt": text, "ids": tokenizer(text, add_special_tokens=False)["input_ids"]}
+
+
+def rendered(server: RenderServer, entry: dict[str, Any]) -> dict[str, Any]:
+    response = server.post(entry["endpoint"], entry["body"])
+    assert response.status_code == 200, (entry["name"], response.text)
+    return response.json()
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_corpus_covers_the_issue() -> None:
+    names = {r["name"] for r in REQUESTS}
+    assert len(REQUESTS) >= 30
+    assert {"short", "long", "tools", "tool_round_trip", "thinking_on", "thinking_off",
+            "empty_content", "whitespace_content", "emoji", "cjk_chinese",
+            "continue_final", "no_generation_prompt"} <= names
+    long_turns = next(r for r in REQUESTS if r["name"] == "long")["body"]["messages"]
+    assert sum(m["role"] == "user" for m in long_turns) == 8
+    assert len(next(r for r in REQUESTS if r["name"] == "tools")["body"]["tools"]) == 8
+
+
+@pytest.mark.parametrize("entry", REQUESTS, ids=[r["name"] for r in REQUESTS])
+def test_rust_equals_python_equals_transformers(servers: dict[str, RenderServer],
+                                                 tokenizer: Any, entry: dict[str, Any]) -> None:
+    want = truth(tokenizer, entry)
+    rust, python = rendered(servers["rust"], entry), rendered(servers["python"], entry)
+    assert rust["prompt"] == python["prompt"] == want["prompt"]
+    assert rust["prompt_token_ids"] == python["prompt_token_ids"] == want["ids"]
+    assert rust["sampling_params"] == python["sampling_params"]
+    assert rust["model"] == python["model"] == MODEL
+    prefix = "chatcmpl-" if entry["endpoint"] == "chat" else "cmpl-"
+    assert rust["request_id"].startswith(prefix) and python["request_id"].startswith(prefix)
+    body = entry["body"]
+    requested = body.get("max_completion_tokens", body.get("max_tokens"))
+    expected_max = requested if requested is not None else MAX_MODEL_LEN - len(want["ids"])
+    assert rust["sampling_params"]["max_tokens"] == expected_max
+
+
+def test_sampling_params_are_lowered_like_serving(servers: dict[str, RenderServer]) -> None:
+    entry = next(r for r in REQUESTS if r["name"] == "sampling_params")
+    params = rendered(servers["rust"], entry)["sampling_params"]
+    assert params == {
+        "max_tokens": 100, "min_tokens": 5, "temperature": 0.0, "top_p": 0.9, "top_k": 50,
+        "min_p": 0.05, "seed": 42, "stop_token_ids": [1, 2], "ignore_eos": True,
+        "presence_penalty": 0.5, "frequency_penalty": -0.25, "repetition_penalty": 1.1,
+        "logprobs": None,
+    }
+    from engine import protocol
+
+    assert list(params) == list(protocol.SamplingParams.__struct_fields__)
+
+
+@pytest.mark.parametrize("entry", CHATS, ids=[r["name"] for r in CHATS])
+def test_chat_template_override(override_servers: dict[str, RenderServer], tokenizer: Any,
+                                entry: dict[str, Any]) -> None:
+    want = truth(tokenizer, entry, QWEN3_STYLE.read_text(encoding="utf-8"))
+    rust = rendered(override_servers["rust"], entry)
+    python = rendered(override_servers["python"], entry)
+    assert rust["prompt"] == python["prompt"] == want["prompt"]
+    assert rust["prompt_token_ids"] == python["prompt_token_ids"] == want["ids"]
+    assert want["prompt"].startswith("<|meta|>roles=")  # the override is in force
+
+
+@pytest.mark.parametrize("entry", ERRORS, ids=[r["name"] for r in ERRORS])
+def test_errors_are_the_same(servers: dict[str, RenderServer], tokenizer: Any,
+                             entry: dict[str, Any]) -> None:
+    rust = servers["rust"].post(entry["endpoint"], entry["body"])
+    python = servers["python"].post(entry["endpoint"], entry["body"])
+    assert rust.status_code == python.status_code == entry["status"], (rust.text, python.text)
+    rust_error, python_error = rust.json()["error"], python.json()["error"]
+    prefix = entry.get("message_prefix")
+    if prefix is not None:  # the JSON parsers word their complaints differently
+        assert rust_error["message"].startswith(prefix)
+        assert python_error["message"].startswith(prefix)
+        rust_error["message"] = python_error["message"] = prefix
+    assert rust_error == python_error
+    assert rust_error["param"] == entry["param"]
+    assert rust_error["code"] == entry["status"]
+    if entry["message"] is not None:
+        assert rust_error["message"] == entry["message"]
+
+
+@pytest.mark.parametrize("name", ["unknown_role", "system_not_first"])
+def test_template_errors_carry_the_templates_message(servers: dict[str, RenderServer],
+                                                     tokenizer: Any, name: str) -> None:
+    entry = next(e for e in ERRORS if e["name"] == name)
+    want = truth(tokenizer, {"endpoint": "chat", "body": entry["body"]})
+    assert "error" in want
+    for server in servers.values():
+        response = server.post("chat", entry["body"])
+        assert response.status_code == 400
+        assert response.json()["error"]["message"] == want["error"]
+
+
+def test_override_template_error(override_servers: dict[str, RenderServer]) -> None:
+    body = {"messages": [{"role": "user", "content": "x"}, {"role": "robot", "content": "y"}]}
+    for server in override_servers.values():
+        response = server.post("chat", body)
+        assert response.status_code == 400
+        assert response.json()["error"]["message"] == "Unexpected message role: robot"
+
+
+def test_models_health_and_unknown_routes(servers: dict[str, RenderServer],
+                                          model_dir: Path) -> None:
+    cards = []
+    for server in servers.values():
+        models = server.client.get("/v1/models")
+        assert models.status_code == 200
+        card = models.json()["data"][0]
+        cards.append({k: v for k, v in card.items() if k != "created"})
+        assert server.client.get("/health").status_code == 200
+        assert server.client.get("/v1/chat/completions/render").status_code == 405
+        missing = server.client.post("/v1/chat/completions", json={})
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == 404
+    assert cards[0] == cards[1]
+    assert cards[0] == {"id": MODEL, "object": "model", "owned_by": "vrs",
+                        "root": str(model_dir), "parent": None, "max_model_len": MAX_MODEL_LEN}
+
+
+def test_render_help_lists_its_flags() -> None:
+    result = subprocess.run([sys.executable, "-c", "from cli.main import main; main()",
+                             "render", "--help"], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "200"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for flag in ("--host", "--port", "--frontend", "--chat-template", "--served-model-name",
+                 "--max-model-len"):
+        assert flag in result.stdout
