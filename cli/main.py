@@ -8,6 +8,7 @@ import typer
 
 from cli import __version__
 from cli.commands import bench as bench_command
+from cli.commands import frontend as frontend_command
 from cli.commands import render as render_command
 from cli.commands import serve as serve_command
 
@@ -20,6 +21,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("serve")(serve_command.serve)
+app.command("frontend")(frontend_command.frontend)
 app.add_typer(bench_command.app, name="bench")
 app.command("render")(render_command.render)
 

@@ -4,19 +4,24 @@ Bind first, hand over second (design §2): the HTTP listening socket and the ZMQ
 and output listeners are bound here as plain sockets, the engines are started and
 handshaken, then ``vrs-rs frontend`` inherits the three fds (``pass_fds``) and adopts
 them. Connections that arrive before vrs-rs is up wait in the kernel's listen queue.
+Once vrs-rs runs, this process holds none of the sockets (no port is bound twice).
 
 Supervision: the first process to die takes the group down.
-* vrs-rs exits (any code, 0 included) -> the engines are stopped, exit with its code;
-* an engine exits -> vrs-rs is stopped, exit non-zero;
-* SIGINT/SIGTERM -> passed on to vrs-rs (it drains), then the engines are stopped.
+* vrs-rs exits (any code, 0 included) -> the engines are stopped, exit with its code
+  (128 + N when a signal N killed it, as a shell reports it);
+* an engine exits -> vrs-rs is stopped, exit 1;
+* SIGINT/SIGTERM -> passed on to vrs-rs as SIGTERM (it drains; a second signal makes it
+  stop at once), then the engines are stopped. During engine start-up a signal stops
+  the engines and exits 0.
 """
 
 from __future__ import annotations
 
 import ctypes
-import logging
+import functools
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,17 +29,27 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from cli.launch import redact, rust_argv
 from engine.launcher import EngineGroup, start_engines
 
-logger = logging.getLogger("vrs.frontend")
-
 ENGINE_STOP_GRACE_S = 5.0
+# vrs-rs gets --shutdown-timeout to drain, plus this, before it is killed.
+CHILD_STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
+
+
+class FrontendStartError(RuntimeError):
+    """A socket could not be bound or vrs-rs could not be started."""
+
+
+class _Interrupted(BaseException):
+    """SIGINT/SIGTERM while the engines were starting."""
 
 
 @dataclass
@@ -46,7 +61,6 @@ class Listeners:
     output: socket.socket
     input_address: str
     output_address: str
-    directory: Path
 
     def fds(self) -> tuple[int, int, int]:
         return self.http.fileno(), self.input.fileno(), self.output.fileno()
@@ -58,30 +72,66 @@ class Listeners:
 
 def _unix_listener(path: Path) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(path))
-    sock.listen(256)
+    try:
+        sock.bind(str(path))
+        sock.listen(256)
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 
-def bind_listeners(host: str, port: int) -> Listeners:
-    """HTTP (TCP) and the ZMQ input/output listeners (ipc:// in a private temp dir)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    http = socket.create_server((host, port), family=family, backlog=4096, reuse_port=False)
-    directory = Path(tempfile.mkdtemp(prefix="vrs-frontend-"))
-    input_path, output_path = directory / "input", directory / "output"
-    return Listeners(http=http, input=_unix_listener(input_path),
-                     output=_unix_listener(output_path),
-                     input_address=f"ipc://{input_path}", output_address=f"ipc://{output_path}",
-                     directory=directory)
-
-
-def _die_with_parent() -> None:
-    """In the child: receive SIGTERM if this supervisor dies (Linux prctl)."""
+def bind_http(host: str, port: int) -> socket.socket:
+    """The HTTP listening socket (IPv4 or IPv6, whichever ``host`` resolves to first)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise FrontendStartError(f"cannot bind http://{host}:{port}: {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(4096)
+    except OSError as exc:
+        sock.close()
+        raise FrontendStartError(f"cannot bind http://{host}:{port}: {exc}") from None
+    return sock
+
+
+def bind_listeners(host: str, port: int, directory: Path) -> Listeners:
+    """HTTP (TCP) and the ZMQ input/output listeners (ipc:// sockets in ``directory``)."""
+    http = bind_http(host, port)
+    input_path, output_path = directory / "input", directory / "output"
+    try:
+        input_sock = _unix_listener(input_path)
+    except OSError as exc:
+        http.close()
+        raise FrontendStartError(f"cannot bind {input_path}: {exc}") from None
+    try:
+        output_sock = _unix_listener(output_path)
+    except OSError as exc:
+        http.close()
+        input_sock.close()
+        raise FrontendStartError(f"cannot bind {output_path}: {exc}") from None
+    return Listeners(http=http, input=input_sock, output=output_sock,
+                     input_address=f"ipc://{input_path}", output_address=f"ipc://{output_path}")
+
+
+def _prctl() -> Any:
+    """libc's prctl, resolved in the parent (a forked child should not dlopen)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+def _child_setup(parent: int, prctl: Any) -> None:
+    """In the child before exec: SIGTERM when this supervisor dies (Linux prctl)."""
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # the supervisor died before prctl took effect
+        os._exit(1)
 
 
 def frontend_argv(binary: Path, listeners: Listeners, args: dict[str, Any],
@@ -97,6 +147,11 @@ def frontend_argv(binary: Path, listeners: Listeners, args: dict[str, Any],
     return base[:2] + flags + base[2:]
 
 
+def exit_code(returncode: int) -> int:
+    """A child's exit code as a shell reports it (128 + N when signal N killed it)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 class Supervisor:
     """Owns the engines and the vrs-rs child; ``run`` returns the exit code."""
 
@@ -106,60 +161,90 @@ class Supervisor:
         self.args = args
         self.data_parallel_size = data_parallel_size
         self.console = console
-        self._signalled: int | None = None
+        self._signals: list[int] = []
+        self._raise_on_signal = False
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
-        self._signalled = signum
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self._raise_on_signal:
+            self._raise_on_signal = False
+            raise _Interrupted(signal.Signals(signum).name)
+        self._signals.append(signum)
 
     def run(self) -> int:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # engines fork
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._on_signal)
-        listeners = bind_listeners(self.args["host"], self.args["port"])
+        previous = {sig: signal.signal(sig, self._on_signal)
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        directory = Path(tempfile.mkdtemp(prefix="vrs-frontend-"))
+        try:
+            return self._run(directory)
+        except _Interrupted as exc:
+            self.console.print(f"{exc} during engine start-up: stopped")
+            return 0
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _run(self, directory: Path) -> int:
+        listeners = bind_listeners(self.args["host"], self.args["port"], directory)
         engines: EngineGroup | None = None
         try:
             with self.console.status(f"starting {self.data_parallel_size} engine(s)…"):
+                if self._signals:
+                    raise _Interrupted(signal.Signals(self._signals[0]).name)
+                self._raise_on_signal = True
                 engines = start_engines(self.args["engine_config"], listeners.input_address,
                                         listeners.output_address,
                                         count=self.data_parallel_size,
                                         python=self.args["python_executable"])
+                self._raise_on_signal = False
             argv = frontend_argv(self.binary, listeners, self.args, self.data_parallel_size,
                                  self.data_parallel_size)
-            logger.info("starting vrs-rs: %s", shlex.join(redact(argv)))
-            self.console.print(f"[dim]starting {shlex.join(redact(argv[:-2]))} --args-json …"
-                               "[/dim]")
-            # Own process group: a terminal's Ctrl-C reaches only this supervisor, which
-            # passes it on as SIGTERM (one signal, one drain).
-            child = subprocess.Popen(argv, pass_fds=listeners.fds(), process_group=0,
-                                     preexec_fn=_die_with_parent)
+            shown = redact(argv)
+            self.console.print(f"[dim]starting {escape(shlex.join(shown[:-2]))} --args-json "
+                               f"{escape(shown[-1])}[/dim]", soft_wrap=True)
+            try:
+                # Own process group: a terminal's Ctrl-C reaches only this supervisor,
+                # which passes it on as SIGTERM (one signal, one drain).
+                child = subprocess.Popen(argv, pass_fds=listeners.fds(), process_group=0,
+                                         preexec_fn=functools.partial(
+                                             _child_setup, os.getpid(), _prctl()))
+            except OSError as exc:
+                raise FrontendStartError(f"cannot start {self.binary}: {exc}") from None
             listeners.close()  # the child holds them now; no port stays bound twice
             return self._supervise(child, engines)
         finally:
+            self._raise_on_signal = False
             listeners.close()
             if engines is not None:
                 engines.stop(grace_s=ENGINE_STOP_GRACE_S)
-            for leftover in listeners.directory.iterdir():
-                leftover.unlink(missing_ok=True)
-            listeners.directory.rmdir()
 
     def _supervise(self, child: subprocess.Popen, engines: EngineGroup) -> int:
-        forwarded = False
+        forwarded = 0
+        kill_at: float | None = None
         while True:
             code = child.poll()
             if code is not None:
                 if code != 0:
-                    self.console.print(f"[red]vrs-rs exited with code {code}[/red]")
-                return code
+                    self.console.print(f"[red]vrs-rs exited with code {exit_code(code)}[/red]")
+                return exit_code(code)
             gone = engines.exited()
             if gone is not None:
                 index, engine_code = gone
                 self.console.print(f"[bold red]error:[/bold red] engine {index} exited with "
                                    f"code {engine_code}; stopping the frontend")
-                _stop_child(child, grace_s=ENGINE_STOP_GRACE_S)
+                _stop_child(child, grace_s=CHILD_STOP_GRACE_S)
                 return 1
-            if self._signalled is not None and not forwarded:
+            while forwarded < len(self._signals):
                 child.send_signal(signal.SIGTERM)
-                forwarded = True
+                forwarded += 1
+                if kill_at is None:
+                    kill_at = (time.monotonic() + float(self.args["shutdown_timeout"])
+                               + CHILD_STOP_GRACE_S)
+            if kill_at is not None and time.monotonic() > kill_at:
+                self.console.print("[red]vrs-rs did not stop after SIGTERM; killing it[/red]")
+                child.kill()
+                kill_at = float("inf")
             time.sleep(0.05)
 
 

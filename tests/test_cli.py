@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from cli import __version__
 from cli.binary import BinaryNotFoundError, find_rust_frontend
 from cli.completion import render_all
+from cli.launch import redact
 from cli.sizes import parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,13 +69,40 @@ def test_serve_help_lists_flags() -> None:
         assert flag in result.stdout
 
 
-def test_missing_binary_names_the_variable_and_paths(tmp_path: Path) -> None:
-    result = run_vrs("serve", "--mock",
+@pytest.mark.parametrize("command", ["serve", "frontend"])
+def test_missing_binary_names_the_variable_and_paths(command: str, tmp_path: Path) -> None:
+    result = run_vrs(command, "--mock",
                      env={"VRS_RUST_FRONTEND_PATH": str(tmp_path / "no-such-vrs-rs")})
     assert result.returncode == 1
     assert "VRS_RUST_FRONTEND_PATH" in result.stderr
     assert "no-such-vrs-rs" in result.stderr
     assert "Traceback" not in result.stderr
+    # auto: every place looked at is named
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_vrs(command, "--mock", env={"VRS_RUST_FRONTEND_PATH": "auto",
+                                            "PATH": str(empty)})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "VRS_RUST_FRONTEND_PATH=auto looked at" in result.stderr
+    assert str(Path(sys.executable).parent / "vrs-rs") in result.stderr.replace("\n", "")
+
+
+def test_frontend_help_lists_flags() -> None:
+    result = run_vrs("frontend", "--help")
+    assert result.returncode == 0
+    for flag in ("--host", "--port", "--mock", "--max-model-len", "--api-server-count"):
+        assert flag in result.stdout
+
+
+def test_logged_command_lines_hide_secrets() -> None:
+    argv = ["vrs-rs", "frontend", "--listen-fd", "3", "--api-key", "sk-1", "--token=t0",
+            "--args-json", json.dumps({"model": "/m", "api_key": "sk-2", "engine_config": {
+                "hf_token": "t1", "max_num_batched_tokens": 8}})]
+    shown = " ".join(redact(argv))
+    for secret in ("sk-1", "sk-2", "t0", "t1"):
+        assert secret not in shown
+    assert "--listen-fd 3" in shown and "--api-key ***" in shown and "--token=***" in shown
+    assert '"max_num_batched_tokens": 8' in shown
 
 
 def test_auto_discovery_lists_where_it_looked(monkeypatch: pytest.MonkeyPatch,

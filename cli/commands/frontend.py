@@ -33,6 +33,13 @@ def frontend(
     enable_prefix_caching: o.EnablePrefixCaching = True,
     seed: o.Seed = 0,
     mock_step_delay_ms: o.MockStepDelayMs = 0.0,
+    mock_replies: o.MockReplies = None,
+    api_key: o.ApiKey = None,
+    max_request_body: o.MaxRequestBody = "32MiB",
+    max_concurrent_requests: o.MaxConcurrentRequests = None,
+    request_timeout: o.RequestTimeout = None,
+    tool_call_parser: o.ToolCallParser = "auto",
+    reasoning_parser: o.ReasoningParser = None,
     api_server_count: Annotated[int, typer.Option(
         min=1, help="Accepted for vLLM compatibility; values above 1 warn and use 1 "
                     "(vrs-rs is multi-threaded).")] = 1,

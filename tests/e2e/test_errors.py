@@ -1,0 +1,159 @@
+"""Bad requests get the same status, error type, param and message words from every
+frontend (each case runs once per mode), and the server goes on serving."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from servers import MAX_MODEL_LEN, MODEL, Server
+
+LONG = [1000] * (MAX_MODEL_LEN + 10)
+USER = [{"role": "user", "content": "hi"}]
+TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowedError",
+         413: "PayloadTooLargeError", 503: "ServiceUnavailableError"}
+BAD_REQUESTS = [
+    # (id, route, body, status, param, words the message must contain)
+    ("malformed-json", "chat", b'{"messages": [', 400, None, "invalid JSON"),
+    ("empty-body", "chat", b"  ", 400, None, "empty"),
+    ("not-an-object", "chat", [1, 2], 400, None, "JSON object"),
+    ("wrong-type", "chat", {"messages": USER, "max_tokens": "ten"}, 400, "max_tokens",
+     "max_tokens"),
+    ("missing-messages", "chat", {"model": MODEL}, 400, "messages", "required"),
+    ("null-messages", "chat", {"messages": None}, 400, "messages", "required"),
+    ("empty-messages", "chat", {"messages": []}, 400, "messages", "empty"),
+    ("missing-role", "chat", {"messages": [{"content": "x"}]}, 400, "messages[0]", "role"),
+    ("unknown-message-field", "chat", {"messages": [{"role": "user", "content": "x",
+                                                     "colour": 1}]}, 400,
+     "messages[0].colour", "unknown field `colour`"),
+    ("unknown-stream-option", "chat", {"messages": USER, "stream": True, "stream_options": {
+        "x": 1}}, 400, "stream_options.x", "unknown field `x`"),
+    ("unknown-role", "chat", {"messages": [{"role": "wizard", "content": "x"}]}, 400, None,
+     "unknown role: wizard"),
+    ("image-part", "chat", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x"}}]}]}, 400,
+     "messages[0].content[0]", "image_url"),
+    ("text-part-without-text", "chat", {"messages": [{"role": "user", "content": [
+        {"type": "text"}]}]}, 400, "messages[0].content[0]", "text"),
+    ("missing-prompt", "completions", {"model": MODEL}, 400, "prompt", "required"),
+    ("batch-prompt", "completions", {"prompt": ["a", "b"]}, 400, "prompt", "batched"),
+    ("batch-ids", "completions", {"prompt": [[1], [2]]}, 400, "prompt", "batched"),
+    ("mixed-prompt", "completions", {"prompt": [1, "a"]}, 400, "prompt", "prompt"),
+    ("empty-prompt", "completions", {"prompt": ""}, 400, "prompt", "no tokens"),
+    ("token-outside-vocab", "completions", {"prompt": [1, 10**9]}, 400, "prompt",
+     "out of the vocabulary"),
+    ("unknown-model", "chat", {"model": "gpt-9", "messages": USER}, 404, "model",
+     "The model `gpt-9` does not exist."),
+    ("unknown-field", "chat", {"messages": USER, "foo": 1}, 400, "foo", "unknown field `foo`"),
+    ("unknown-fields", "chat", {"messages": USER, "foo": 1, "bar": 2}, 400, "bar",
+     "unknown fields: `bar`, `foo`"),
+    ("chat-only-field-on-completions", "completions", {"prompt": "x", "tools": []}, 400,
+     "tools", "unknown field"),
+    ("temperature", "chat", {"messages": USER, "temperature": -1}, 400, "temperature",
+     "got -1"),
+    ("top-p", "chat", {"messages": USER, "top_p": 0}, 400, "top_p", "(0, 1]"),
+    ("top-k", "chat", {"messages": USER, "top_k": -5}, 400, "top_k", "-5"),
+    ("repetition-penalty", "chat", {"messages": USER, "repetition_penalty": 3}, 400,
+     "repetition_penalty", "(0, 2]"),
+    ("seed-out-of-range", "chat", {"messages": USER, "seed": 2**64}, 400, "seed", "seed"),
+    ("empty-stop", "chat", {"messages": USER, "stop": [""]}, 400, "stop", "empty"),
+    ("stop-token-outside-vocab", "chat", {"messages": USER, "stop_token_ids": [10**7]}, 400,
+     "stop_token_ids", "vocabulary"),
+    ("negative-stop-token", "chat", {"messages": USER, "stop_token_ids": [-1]}, 400,
+     "stop_token_ids[0]", "stop_token_ids"),
+    ("max-tokens-zero", "chat", {"messages": USER, "max_tokens": 0}, 400, "max_tokens",
+     "at least 1"),
+    ("min-over-max", "chat", {"messages": USER, "max_tokens": 2, "min_tokens": 3}, 400,
+     "min_tokens", "must not exceed"),
+    ("stream-options-without-stream", "chat", {"messages": USER, "stream_options": {
+        "include_usage": True}}, 400, "stream_options", "stream"),
+    ("continuous-usage-stats", "chat", {"messages": USER, "stream": True, "stream_options": {
+        "continuous_usage_stats": True}}, 400, "stream_options", "not supported"),
+    ("reserved-template-kwarg", "chat", {"messages": USER, "chat_template_kwargs": {
+        "messages": []}}, 400, None, "may not set"),
+    ("generation-and-continue", "chat", {"messages": USER, "add_generation_prompt": True,
+                                         "continue_final_message": True}, 400, None,
+     "not compatible"),
+    ("template-error", "chat", {"messages": [*USER, {"role": "system", "content": "late"}]},
+     400, None, "a system message is only allowed as the first message"),
+    ("prompt-too-long", "completions", {"prompt": LONG}, 400, "prompt",
+     f"maximum context length is 2048 tokens. However, your request has {len(LONG)} input"),
+    ("prompt-plus-max-tokens", "completions", {"prompt": [1000] * 2000, "max_tokens": 100},
+     400, "max_tokens", "requested 2100 tokens (2000 in the prompt, 100 in the completion)"),
+    ("max-completion-tokens", "chat", {"messages": USER, "max_completion_tokens": 10**6},
+     400, "max_tokens", "maximum context length"),
+    ("negative-max-tokens", "completions", {"prompt": "x", "max_tokens": -1}, 400,
+     "max_tokens", "at least 1"),
+    ("negative-temperature", "completions", {"prompt": "x", "temperature": -0.1}, 400,
+     "temperature", ">= 0"),
+    ("top-p-over-1", "completions", {"prompt": "x", "top_p": 1.5}, 400, "top_p", "(0, 1]"),
+    ("content-not-text", "chat", {"messages": [{"role": "user", "content": 5}]}, 400,
+     "messages[0].content", "invalid"),
+    ("unknown-completions-field", "completions", {"prompt": "x", "frobnicate": True}, 400,
+     "frobnicate", "unknown field"),
+    ("max-tokens-over-context", "completions", {"prompt": "x", "max_tokens": 5000}, 400,
+     "max_tokens", "maximum context length is 2048"),
+]
+
+
+def post(server: Server, route: str, content: bytes) -> httpx.Response:
+    path = "/v1/chat/completions" if route == "chat" else "/v1/completions"
+    return httpx.post(f"{server.url}{path}", content=content,
+                      headers={"content-type": "application/json"}, timeout=60)
+
+
+def assert_error(resp: httpx.Response, status: int, param: str | None, words: str) -> None:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"] == "application/json"
+    error = resp.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["code"], error["param"]) == (TYPES[status], status, param), error
+    assert words in error["message"], error["message"]
+
+
+@pytest.mark.parametrize("route, body, status, param, words",
+                         [case[1:] for case in BAD_REQUESTS],
+                         ids=[case[0] for case in BAD_REQUESTS])
+def test_bad_request_then_the_server_still_answers(server: Server, route: str, body: Any,
+                                                   status: int, param: str | None,
+                                                   words: str) -> None:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    assert_error(post(server, route, content), status, param, words)
+    ok = server.client().completions.create(model=MODEL, prompt="hi", max_tokens=2)
+    assert ok.usage.completion_tokens == 2
+
+
+def test_body_over_the_limit_is_413(server: Server) -> None:
+    content = b'{"prompt": "' + b"a" * (32 * 1024 * 1024) + b'"}'
+    assert_error(post(server, "completions", content), 413, None, "larger than the limit")
+
+
+def test_too_long_text_prompt_names_the_numbers(server: Server, tokenizer: Any) -> None:
+    prompt = "hello " * 3000
+    with pytest.raises(openai.BadRequestError) as info:
+        server.client().completions.create(model=MODEL, prompt=prompt, max_tokens=4)
+    message = info.value.body["message"]
+    assert str(MAX_MODEL_LEN) in message and str(len(tokenizer.encode(prompt))) in message
+
+
+def test_sdk_raises_typed_errors(server: Server) -> None:
+    client = server.client()
+    with pytest.raises(openai.BadRequestError, match="only allowed as the first message"):
+        client.chat.completions.create(model=MODEL,
+                                       messages=[*USER, {"role": "system", "content": "late"}])
+    with pytest.raises(openai.NotFoundError, match="gpt-9"):
+        client.chat.completions.create(model="gpt-9", messages=USER)
+    with pytest.raises(openai.BadRequestError, match="foo"):
+        client.chat.completions.create(model=MODEL, messages=USER, extra_body={"foo": 1})
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=MODEL, messages=USER, max_tokens=0)
+
+
+def test_unknown_route_and_method(server: Server) -> None:
+    assert_error(httpx.get(f"{server.url}/v2/nothing"), 404, None, "Not Found: /v2/nothing")
+    resp = httpx.get(f"{server.url}/v1/completions")
+    assert_error(resp, 405, None, "Method Not Allowed: GET /v1/completions")
+    assert resp.headers["allow"] == "POST"

@@ -1,0 +1,76 @@
+"""EOS, stop_token_ids, min_tokens and ignore_eos, and a model without a chat template,
+on every frontend: the demo tokenizer with a mock vocabulary of 8 (ids 3..7 are
+``! " # $ %``, EOS is 5, i.e. ``#``) and no chat template."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from servers import MODEL, MODES, Server
+
+
+@pytest.fixture(scope="module")
+def tiny_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model = tmp_path_factory.mktemp("tiny-vocab")
+    shutil.copyfile(demo_model / "tokenizer.json", model / "tokenizer.json")
+    config = json.loads((demo_model / "tokenizer_config.json").read_text(encoding="utf-8"))
+    del config["chat_template"]
+    (model / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (model / "config.json").write_text(json.dumps(
+        {"vocab_size": 8, "max_position_embeddings": 512, "eos_token_id": 5}))
+    return model
+
+
+@pytest.fixture(scope="module", params=MODES)
+def tiny(request: pytest.FixtureRequest, tiny_model: Path) -> Iterator[Server]:
+    server = Server(request.param, tiny_model, tiny_model / f"{request.param}.log",
+                    max_model_len=None)
+    yield server
+    assert server.stop() == 0, server.log()
+    server.assert_all_gone()
+
+
+def test_no_chat_template_refuses_chat_only(tiny: Server) -> None:
+    response = httpx.post(f"{tiny.url}/v1/chat/completions", timeout=30,
+                          json={"messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "BadRequestError" and "no chat template" in error["message"]
+    out = tiny.client().completions.create(model=MODEL, prompt="hi", max_tokens=3,
+                                           extra_body={"ignore_eos": True})
+    assert out.usage.completion_tokens == 3
+
+
+def test_eos_is_counted_but_not_text(tiny: Server) -> None:
+    client = tiny.client()
+    stopped = 0
+    for seed in range(8):
+        out = client.completions.create(model=MODEL, prompt="hi", max_tokens=60, seed=seed)
+        text, finish = out.choices[0].text, out.choices[0].finish_reason
+        assert "#" not in text and set(text) <= set('!"$%')
+        if finish == "stop":
+            stopped += 1
+            assert out.usage.completion_tokens == len(text) + 1
+        else:
+            assert finish == "length" and out.usage.completion_tokens == len(text) == 60
+    assert stopped >= 6, "EOS (1 in 5 draws) should end most 60-token requests"
+
+
+def test_stop_token_ids_min_tokens_ignore_eos(tiny: Server) -> None:
+    client = tiny.client()
+    out = client.completions.create(model=MODEL, prompt="hi", max_tokens=40, seed=1,
+                                    extra_body={"ignore_eos": True})
+    assert out.choices[0].finish_reason == "length" and "#" in out.choices[0].text
+    out = client.completions.create(model=MODEL, prompt="hi", max_tokens=200, seed=1,
+                                    extra_body={"ignore_eos": True, "stop_token_ids": [6]})
+    assert out.choices[0].finish_reason == "stop" and "$" not in out.choices[0].text
+    free = client.completions.create(model=MODEL, prompt="hi", max_tokens=200, seed=2)
+    assert free.choices[0].finish_reason == "stop" and free.usage.completion_tokens < 50
+    out = client.completions.create(model=MODEL, prompt="hi", max_tokens=200, seed=2,
+                                    extra_body={"min_tokens": 50})
+    assert out.usage.completion_tokens >= 50
