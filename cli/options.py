@@ -87,3 +87,47 @@ MockStepDelayMs = Annotated[float, typer.Option(
 Frontend = Annotated[FrontendKind, typer.Option(
     help="rust: vrs-rs serves HTTP (default). python: the Python (uvicorn) frontend, "
          "the baseline.")]
+ApiKey = Annotated[str | None, typer.Option(
+    envvar="VRS_API_KEY", show_envvar=True,
+    help="Require `Authorization: Bearer KEY` on /v1/* (401 without it). Passed to the "
+         "frontend through the environment, never on a command line.")]
+MaxRequestBody = Annotated[str, typer.Option(
+    help="Largest request body, e.g. 32MiB (413 above it).")]
+MaxConcurrentRequests = Annotated[int | None, typer.Option(
+    min=1, help="Generation requests in flight at most; more get 429 with Retry-After. "
+                "Default: no limit.")]
+RequestTimeout = Annotated[float | None, typer.Option(
+    min=0.001, help="Seconds a generation request may take; then it is aborted (504, or an "
+                    "error event when streaming). Default: no limit.")]
+ToolCallParser = Annotated[str, typer.Option(
+    help="Tool-call format: auto (from the chat template: the demo template's markers, or "
+         "<tool_call> for hermes), none, demo or hermes.")]
+ReasoningParser = Annotated[str | None, typer.Option(
+    help="Split <think>…</think> out of chat answers into reasoning_content: deepseek_r1 "
+         "or qwen3 (the same parser). Default: off.")]
+DataParallelSize = Annotated[int, typer.Option(
+    min=1, max=65535,
+    help="Engines to run (data parallel, engine index 0..N-1); each request goes to the "
+         "least-loaded engine.")]
+DataParallelSizeLocal = Annotated[int | None, typer.Option(
+    min=0, max=65535,
+    help="Engines of --data-parallel-size started here (default: all); engines K..N-1 join "
+         "over tcp:// with `vrs serve MODEL --headless --handshake-address "
+         "tcp://ADDRESS:RPC_PORT --engine-index I`. Rust frontend only.")]
+DataParallelAddress = Annotated[str, typer.Option(
+    help="Address the engine sockets bind to, and remote engines connect to, when engines "
+         "join from other hosts.")]
+DataParallelRpcPort = Annotated[int, typer.Option(
+    min=1, max=65535, help="Handshake port remote engines connect to.")]
+Headless = Annotated[bool, typer.Option(
+    "--headless", help="Start only an engine, which joins the frontend at "
+                       "--handshake-address (another host's `vrs serve "
+                       "--data-parallel-size-local`).")]
+HandshakeAddress = Annotated[str | None, typer.Option(
+    help="With --headless: the frontend's handshake address, tcp://HOST:PORT.")]
+EngineIndex = Annotated[int, typer.Option(
+    min=0, max=65535, help="With --headless: this engine's index in the deployment.")]
+MockReplies = Annotated[Path | None, typer.Option(
+    exists=True, dir_okay=False,
+    help="Mock engine: a JSON file [{\"when\": TEXT, \"reply\": TEXT}, ...]; a prompt "
+         "containing `when` is answered with `reply`, then EOS (for testing parsers).")]

@@ -6,6 +6,8 @@ the one dict both frontends read (its keys are documented in docs/internals.md).
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +41,20 @@ class ServeOptions:
     enable_prefix_caching: bool
     seed: int
     mock_step_delay_ms: float
-
+    mock_replies: Path | None = None
+    api_key: str | None = None
+    max_request_body: int = 32 * 1024 * 1024
+    max_concurrent_requests: int | None = None
+    request_timeout: float | None = None
+    tool_call_parser: str = "auto"
+    reasoning_parser: str | None = None
+    data_parallel_size: int = 1
+    data_parallel_size_local: int | None = None
+    data_parallel_address: str = "127.0.0.1"
+    data_parallel_rpc_port: int = 29550
+    headless: bool = False
+    handshake_address: str | None = None
+    engine_index: int = 0
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ServeOptions:
@@ -57,7 +72,11 @@ class ServeOptions:
             if f.name == "kv_cache_memory_bytes":
                 values[f.name] = size_or_none(params["kv_cache_memory"])
                 continue
+            if f.name not in params:
+                continue  # a newer option the command does not declare: its default
             value = params[f.name]
+            if f.name == "max_request_body":
+                value = size_or_none(value)
             values[f.name] = value.value if isinstance(value, Enum) else value
         return cls(**values)
 
@@ -115,11 +134,19 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "enable_prefix_caching": options.enable_prefix_caching,
         "seed": options.seed,
         "mock_step_delay_ms": options.mock_step_delay_ms,
+        "mock_replies": _mock_replies(options.mock_replies),
         "log_level": options.log_level,
     }
-    from engine.config import config_from_map
+    from engine.config import ConfigError, config_from_map
+    from engine.frontend.reasoning import check_parser
+    from engine.frontend.tools import pick_parser
 
     config_from_map(engine_config)  # refuse bad values here, before anything starts
+    try:
+        pick_parser(options.tool_call_parser, None)
+        check_parser(options.reasoning_parser)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return {
         "model": str(model_dir),
         "served_model_name": served,
@@ -130,7 +157,42 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "python_executable": sys.executable,
         "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
         "engine_config": engine_config,
+        "api_key": None,  # travels as $VRS_API_KEY (see pass_api_key), not on a command line
+        "max_request_body": options.max_request_body,
+        "max_concurrent_requests": options.max_concurrent_requests,
+        "request_timeout": options.request_timeout,
+        "tool_call_parser": options.tool_call_parser,
+        "reasoning_parser": options.reasoning_parser,
+        "data_parallel_size": options.data_parallel_size,
+        "data_parallel_size_local": options.data_parallel_size_local,
+        "data_parallel_address": options.data_parallel_address,
+        "data_parallel_rpc_port": options.data_parallel_rpc_port,
     }
+
+
+def _mock_replies(path: Path | None) -> list[dict[str, str]]:
+    """The scripted mock replies of a JSON file (see engine/mock_replies.py)."""
+    if path is None:
+        return []
+    from engine.config import ConfigError
+
+    try:
+        replies = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--mock-replies {path}: {exc}") from None
+    if not isinstance(replies, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("when"), str)
+            and isinstance(r.get("reply"), str) for r in replies):
+        raise ConfigError(f"--mock-replies {path}: expected a JSON list of "
+                          '{"when": text, "reply": text}')
+    return replies
+
+
+def pass_api_key(options: ServeOptions) -> None:
+    """The API key goes to the frontend (vrs-rs or Python, here or a child) as
+    $VRS_API_KEY, so it never shows on a command line."""
+    if options.api_key:
+        os.environ["VRS_API_KEY"] = options.api_key
 
 
 def print_banner(args: dict[str, Any], console: Console) -> None:
@@ -148,20 +210,48 @@ def print_banner(args: dict[str, Any], console: Console) -> None:
 def run_serve(options: ServeOptions, frontend: str, console: Console) -> None:
     """Resolve, validate and hand over to the chosen frontend (does not return on Rust)."""
     from cli.launch import exec_rust
+    from engine.config import ConfigError
 
+    if options.headless:
+        exec_headless_engine(options)
+        return
+    local = options.data_parallel_size_local
+    if local is not None and local > options.data_parallel_size:
+        raise ConfigError(f"--data-parallel-size-local {local} exceeds --data-parallel-size "
+                          f"{options.data_parallel_size}")
+    if frontend == "python" and local is not None and local < options.data_parallel_size:
+        raise ConfigError("--data-parallel-size-local (engines on other hosts) needs the Rust "
+                          "frontend; drop --frontend python")
     if frontend == "rust":
         from cli.binary import find_rust_frontend
 
         binary = find_rust_frontend()
         args = build_args(options, console)
         print_banner(args, console)
+        pass_api_key(options)
         exec_rust(binary, "serve", args)
         return
     from engine.frontend.server import serve as serve_python
 
     args = build_args(options, console)
     print_banner(args, console)
+    pass_api_key(options)
     raise SystemExit(serve_python(args))
+
+
+def exec_headless_engine(options: ServeOptions) -> None:
+    """`vrs serve --headless`: become an engine that joins a frontend elsewhere."""
+    from engine.config import ConfigError
+
+    address = options.handshake_address
+    if address is None or not address.startswith("tcp://"):
+        raise ConfigError("--headless needs --handshake-address tcp://HOST:PORT (the "
+                          "frontend's --data-parallel-address and --data-parallel-rpc-port)")
+    from engine.launcher import engine_command
+
+    os.environ.setdefault("VRS_LOG_LEVEL", options.log_level)
+    argv = engine_command(sys.executable, address, options.engine_index)
+    os.execv(argv[0], argv)
 
 
 def run_frontend(options: ServeOptions, api_server_count: int, console: Console) -> int:
@@ -173,4 +263,6 @@ def run_frontend(options: ServeOptions, api_server_count: int, console: Console)
     binary = find_rust_frontend()
     args = build_args(options, console)
     print_banner(args, console)
-    return Supervisor(binary, args, data_parallel_size=1, console=console).run()
+    pass_api_key(options)
+    return Supervisor(binary, args, data_parallel_size=options.data_parallel_size,
+                      console=console).run()

@@ -7,13 +7,13 @@ _vrs() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in -*) continue ;; esac
         case "${path:+$path }${COMP_WORDS[i]}" in
-        "bench"|"bench serve"|"render"|"serve") path="${path:+$path }${COMP_WORDS[i]}" ;;
+        "bench"|"bench serve"|"frontend"|"render"|"serve") path="${path:+$path }${COMP_WORDS[i]}" ;;
         *) break ;;
         esac
     done
     case "$path" in
     "")
-        COMPREPLY=($(compgen -W "bench render serve --version --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench frontend render serve --version --help" -- "$cur"))
         return ;;
     "bench")
         COMPREPLY=($(compgen -W "serve --help" -- "$cur"))
@@ -43,6 +43,36 @@ _vrs() {
         --label) return ;;
         esac
         COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset --random-input-len --random-output-len --random-range-ratio --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --percentile-metrics --metric-percentiles --goodput --result-file --label --help" -- "$cur"))
+        return ;;
+    "frontend")
+        case "$prev" in
+        --host) return ;;
+        --port) return ;;
+        --served-model-name) return ;;
+        --max-model-len) return ;;
+        --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
+        --shutdown-timeout) return ;;
+        --chat-template) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return ;;
+        --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16 float16" -- "$cur")); return ;;
+        --block-size) return ;;
+        --max-num-seqs) return ;;
+        --max-num-batched-tokens) return ;;
+        --kv-cache-memory) return ;;
+        --gpu-memory-utilization) return ;;
+        --seed) return ;;
+        --mock-step-delay-ms) return ;;
+        --mock-replies) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --api-key) return ;;
+        --max-request-body) return ;;
+        --max-concurrent-requests) return ;;
+        --request-timeout) return ;;
+        --tool-call-parser) return ;;
+        --reasoning-parser) return ;;
+        --data-parallel-size) return ;;
+        --api-server-count) return ;;
+        esac
+        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -74,9 +104,22 @@ _vrs() {
         --gpu-memory-utilization) return ;;
         --seed) return ;;
         --mock-step-delay-ms) return ;;
+        --mock-replies) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --api-key) return ;;
+        --max-request-body) return ;;
+        --max-concurrent-requests) return ;;
+        --request-timeout) return ;;
+        --tool-call-parser) return ;;
+        --reasoning-parser) return ;;
+        --data-parallel-size) return ;;
+        --data-parallel-size-local) return ;;
+        --data-parallel-address) return ;;
+        --data-parallel-rpc-port) return ;;
+        --handshake-address) return ;;
+        --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

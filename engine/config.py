@@ -19,6 +19,13 @@ class ConfigError(ValueError):
     """A configuration value is out of range; the message names the field."""
 
 
+class MockReply(msgspec.Struct, forbid_unknown_fields=True):
+    """One scripted mock answer (tests use it to drive tool calls, reasoning, stops)."""
+
+    when: str
+    reply: str
+
+
 class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     model: str
     served_model_name: str | None = None
@@ -35,6 +42,9 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     seed: int = 0
     # Mock engine knobs (ignored by the real engine).
     mock_step_delay_ms: float = 0.0
+    # Scripted answers: a request whose prompt text contains ``when`` gets the tokens of
+    # ``reply`` (then EOS) instead of random ones (see engine/mock_replies.py).
+    mock_replies: list[MockReply] = []
     log_level: str = "info"
 
     def validate(self) -> EngineConfig:
@@ -54,6 +64,9 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
                "(0, 1]", self.gpu_memory_utilization)
         _check(self.mock_step_delay_ms >= 0.0, "mock_step_delay_ms", ">= 0",
                self.mock_step_delay_ms)
+        for reply in self.mock_replies:
+            _check(bool(reply.when), "mock_replies", "entries with a non-empty `when`",
+                   reply.when)
         return self
 
 

@@ -109,8 +109,12 @@ class EngineCore:
             raise item
         kind, msg = item
         if kind == p.RequestType.ADD:
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("engine %d: add %s", self.engine_index, msg.request_id)
             return self.backend.add_request(msg), None
         if kind == p.RequestType.ABORT:
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("engine %d: abort %s", self.engine_index, " ".join(msg.request_ids))
             return self.backend.abort_requests(msg.request_ids), None
         try:
             result = self.backend.utility(msg.method, list(msg.args))

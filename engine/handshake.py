@@ -55,6 +55,31 @@ def _watch_parent(parent_pid: int) -> None:
             os._exit(1)
 
 
+def _watch_frontend(sock: zmq.Socket, engine_index: int, address: str,
+                   stop: threading.Event) -> None:
+    """A remote engine (tcp://) is not the frontend's child: it stops when the frontend's
+    connection closes (or stops answering heartbeats) after having been established."""
+    sock.setsockopt(zmq.HEARTBEAT_IVL, 5000)
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 15000)
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+
+    def watch() -> None:
+        from zmq.utils.monitor import recv_monitor_message
+
+        connected = False
+        while not stop.is_set():
+            event = recv_monitor_message(monitor)["event"]
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                connected = True
+            elif event == zmq.EVENT_DISCONNECTED and connected:
+                logger.error("engine %d: the frontend at %s went away; shutting down",
+                             engine_index, address)
+                stop.set()
+                return
+
+    threading.Thread(target=watch, daemon=True, name="vrs-frontend-watch").start()
+
+
 def run_headless(handshake_address: str, engine_index: int) -> int:
     """Serve as engine ``engine_index`` until told to stop; returns the exit code."""
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
@@ -100,6 +125,8 @@ def run_headless(handshake_address: str, engine_index: int) -> int:
     input_socket = ctx.socket(zmq.DEALER)
     input_socket.setsockopt(zmq.IDENTITY, identity)
     input_socket.setsockopt(zmq.LINGER, 0)
+    if init.input_address.startswith("tcp://"):
+        _watch_frontend(input_socket, engine_index, init.input_address, stop)
     input_socket.connect(init.input_address)
     output_socket = ctx.socket(zmq.PUSH)
     output_socket.setsockopt(zmq.LINGER, 2000)

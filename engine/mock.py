@@ -2,13 +2,19 @@
 
 Prefill is instant and every running request gets one seeded random token per step.
 It is the tool for measuring a frontend alone (design §5): it honours ``max_tokens``,
-``min_tokens``, EOS and ``stop_token_ids``, ``ignore_eos`` and aborts exactly like the
-real engine, so a frontend cannot tell the difference except by the text.
+``min_tokens``, EOS and ``stop_token_ids``, ``ignore_eos``, ``logprobs`` and aborts
+exactly like the real engine, so a frontend cannot tell the difference except by the
+text. Log-probabilities are made up but well formed: the sampled token's logprob and
+rank, and ``k`` top tokens with descending log-probabilities whose probabilities sum to
+at most 1 (the sampled token among them when its rank is within ``k``). Scripted
+replies (``mock_replies``, see engine/mock_replies.py) replace the random tokens of
+matching requests.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 import zlib
@@ -17,16 +23,26 @@ from typing import Any
 
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
+from engine.mock_replies import MockReplies
 
 # Ids below this are the tokenizer's control tokens (bos, eos, pad) in most vocabularies;
 # the mock never samples them so that output length is decided by the request alone.
 _FIRST_SAMPLED_ID = 3
 
 
-class _MockRequest:
-    __slots__ = ("request_id", "params", "prompt_len", "generated", "rng")
+# Mock top-k log-probabilities: the first probability and the ratio between neighbours
+# are drawn from these ranges, so the k probabilities sum to at most 1.
+_TOP_P_RANGE = (0.1, 0.5)
+_TOP_RATIO_RANGE = (0.05, 0.5)
+_GREEDY_SHARE = 0.6  # how often the sampled token is the most likely one
+_MAX_MOCK_RANK = 10
 
-    def __init__(self, request: p.EngineCoreRequest, base_seed: int) -> None:
+
+class _MockRequest:
+    __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script")
+
+    def __init__(self, request: p.EngineCoreRequest, base_seed: int,
+                 script: list[int] | None) -> None:
         self.request_id = request.request_id
         self.params = request.sampling_params
         self.prompt_len = len(request.prompt_token_ids)
@@ -35,6 +51,9 @@ class _MockRequest:
         if seed is None:
             seed = zlib.crc32(request.request_id.encode()) ^ base_seed
         self.rng = random.Random(seed)
+        # A separate stream: asking for logprobs does not change the sampled tokens.
+        self.lp_rng = random.Random(seed ^ 0x10C9)
+        self.script = script
 
 
 class MockEngine:
@@ -48,6 +67,7 @@ class MockEngine:
         max_model_len: int,
         seed: int = 0,
         step_delay_s: float = 0.0,
+        replies: MockReplies | None = None,
     ) -> None:
         if vocab_size <= _FIRST_SAMPLED_ID:
             raise ConfigError(f"mock engine: vocab_size={vocab_size} is too small")
@@ -57,6 +77,7 @@ class MockEngine:
         self.max_model_len = max_model_len
         self.seed = seed
         self.step_delay_s = step_delay_s
+        self.replies = replies
         self._running: dict[str, _MockRequest] = {}
 
     @classmethod
@@ -77,6 +98,7 @@ class MockEngine:
             max_model_len=max_model_len,
             seed=config.seed,
             step_delay_s=config.mock_step_delay_ms / 1000.0,
+            replies=MockReplies(model_dir, config.mock_replies),
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -101,7 +123,8 @@ class MockEngine:
                            f"{self.max_model_len}")]
         if request.request_id in self._running:
             return [_error(request.request_id, "duplicate request id")]
-        self._running[request.request_id] = _MockRequest(request, self.seed)
+        script = self.replies.script_for(request.prompt_token_ids) if self.replies else None
+        self._running[request.request_id] = _MockRequest(request, self.seed, script)
         return []
 
     def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
@@ -140,19 +163,54 @@ class MockEngine:
 
     # ------------------------------------------------------------- internals
 
+    def _next_token(self, request: _MockRequest) -> int:
+        script = request.script
+        if script:
+            return script.pop(0)
+        if script is not None and self.eos_token_ids and not request.params.ignore_eos:
+            return self.eos_token_ids[0]  # the scripted reply is over
+        return request.rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
+
     def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
         params = request.params
-        token = request.rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
+        token = self._next_token(request)
         request.generated += 1
+        logprobs = None if params.logprobs is None else [self._logprobs(request, token)]
+        out = p.EngineCoreOutput(request.request_id, [token], new_logprobs=logprobs)
         may_stop = request.generated > params.min_tokens
         if may_stop and token in params.stop_token_ids:
-            return p.EngineCoreOutput(request.request_id, [token], "stop", stop_token_id=token)
-        if may_stop and not params.ignore_eos and token in self.eos_token_ids:
-            return p.EngineCoreOutput(request.request_id, [token], "stop", stop_token_id=token)
-        if (request.generated >= params.max_tokens
+            out.finish_reason, out.stop_token_id = "stop", token
+        elif may_stop and not params.ignore_eos and token in self.eos_token_ids:
+            out.finish_reason, out.stop_token_id = "stop", token
+        elif (request.generated >= params.max_tokens
                 or request.prompt_len + request.generated >= self.max_model_len):
-            return p.EngineCoreOutput(request.request_id, [token], "length")
-        return p.EngineCoreOutput(request.request_id, [token])
+            out.finish_reason = "length"
+        return out
+
+    def _logprobs(self, request: _MockRequest, token: int) -> p.TokenLogprobs:
+        """Made-up but well-formed log-probabilities for ``token`` (see the module doc)."""
+        rng = request.lp_rng
+        choices = self.vocab_size - _FIRST_SAMPLED_ID  # distinct ids the mock can draw
+        k = min(request.params.logprobs or 0, choices)
+        rank = 1 if rng.random() < _GREEDY_SHARE else rng.randint(2, _MAX_MOCK_RANK)
+        rank = min(rank, choices)
+        probs = [rng.uniform(*_TOP_P_RANGE)]
+        while len(probs) < max(k, rank):
+            probs.append(probs[-1] * rng.uniform(*_TOP_RATIO_RANGE))
+        ids: list[int] = []
+        taken = {token}
+        for position in range(max(k, rank)):
+            if position == rank - 1:
+                ids.append(token)
+                continue
+            other = rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
+            while other in taken:
+                other = rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
+            taken.add(other)
+            ids.append(other)
+        logprobs = [math.log(prob) for prob in probs]
+        return p.TokenLogprobs(token_id=token, logprob=logprobs[rank - 1], rank=rank,
+                               top_token_ids=ids[:k], top_logprobs=logprobs[:k])
 
 
 def _error(request_id: str, message: str) -> p.EngineCoreOutput:

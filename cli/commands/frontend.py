@@ -40,6 +40,7 @@ def frontend(
     request_timeout: o.RequestTimeout = None,
     tool_call_parser: o.ToolCallParser = "auto",
     reasoning_parser: o.ReasoningParser = None,
+    data_parallel_size: o.DataParallelSize = 1,
     api_server_count: Annotated[int, typer.Option(
         min=1, help="Accepted for vLLM compatibility; values above 1 warn and use 1 "
                     "(vrs-rs is multi-threaded).")] = 1,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 
@@ -20,7 +21,8 @@ import zmq
 import zmq.asyncio
 
 from engine import protocol as p
-from engine.frontend.errors import APIError, engine_dead
+from engine.frontend.errors import APIError, ErrorKind, engine_dead
+from engine.frontend.router import least_loaded
 from engine.launcher import EngineGroup
 
 logger = logging.getLogger("vrs.frontend")
@@ -28,6 +30,7 @@ logger = logging.getLogger("vrs.frontend")
 _ADD = bytes([p.RequestType.ADD])
 _ABORT = bytes([p.RequestType.ABORT])
 _WATCH_INTERVAL_S = 0.2
+DEFAULT_MAX_PENDING = 4096
 
 
 class EngineConnectError(RuntimeError):
@@ -36,6 +39,14 @@ class EngineConnectError(RuntimeError):
 
 class ClientDisconnected(Exception):
     """The HTTP client went away; the request's consumer should stop."""
+
+
+def max_pending_outputs() -> int:
+    """Engine outputs one request may have waiting for its consumer (a client that does
+    not read): ``VRS_MAX_PENDING_OUTPUTS``, default 4096. Beyond it the request is
+    aborted."""
+    value = os.environ.get("VRS_MAX_PENDING_OUTPUTS", "")
+    return int(value) if value.strip().isdigit() and int(value) > 0 else DEFAULT_MAX_PENDING
 
 
 class RequestStream:
@@ -50,9 +61,18 @@ class RequestStream:
         self._event = asyncio.Event()
         self._error: BaseException | None = None
 
-    def put(self, output: p.EngineCoreOutput) -> None:
+    def put(self, output: p.EngineCoreOutput, limit: int) -> bool:
+        """Queues ``output``; False when more than ``limit`` wait (the stream is then
+        failed and its queue dropped)."""
         self._items.append(output)
         self._event.set()
+        if len(self._items) <= limit:
+            return True
+        self._items = []
+        self.fail(APIError(ErrorKind.ENGINE_DEAD,
+                           f"request {self.request_id} aborted: the client is not reading "
+                           f"its response ({limit} engine outputs waiting)"))
+        return False
 
     def fail(self, error: BaseException) -> None:
         if self._error is None:
@@ -93,7 +113,8 @@ class EngineClient:
         self.input_address = input_address
         self.output_address = output_address
         self._streams: dict[str, RequestStream] = {}
-        self._load: dict[bytes, int] = {}
+        self._load: dict[bytes, int] = {}  # requests in flight per engine identity
+        self._turn = 0
         self.stats: dict[int, p.SchedulerStats] = {}
         self.readies: dict[int, p.Ready] = {}
         self.dead_reason: str | None = None
@@ -102,6 +123,7 @@ class EngineClient:
         self._on_dead: Callable[[str], None] | None = None
         self.max_model_len = 0  # from READY (the smallest over the engines)
         self.vocab_size = 0
+        self._max_pending = max_pending_outputs()
 
     # ------------------------------------------------------------------ startup
 
@@ -142,6 +164,10 @@ class EngineClient:
     def num_inflight(self) -> int:
         return len(self._streams)
 
+    def engine_stats(self) -> dict[int, p.SchedulerStats]:
+        """The latest stats of every engine (zeros until it has reported)."""
+        return {index: self.stats.get(index, p.SchedulerStats()) for index in self.readies}
+
     async def log_stats(self, interval_s: float = 10.0) -> None:
         """Log the engines' load every ``interval_s`` while there is any (as vrs-rs does)."""
         was_idle = True
@@ -165,7 +191,8 @@ class EngineClient:
         """Send ADD to the least loaded engine; the returned stream yields its outputs."""
         if self.dead_reason is not None:
             raise engine_dead(self.dead_reason)
-        identity = min(self._load, key=self._load.__getitem__)
+        identity = least_loaded(self._load, self.stats, self._turn)
+        self._turn += 1
         stream = RequestStream(request.request_id, identity)
         try:
             self._input.send_multipart([identity, _ADD, p.encode(request)], flags=zmq.NOBLOCK)
@@ -217,12 +244,15 @@ class EngineClient:
         if message.scheduler_stats is not None:
             self.stats[message.engine_index] = message.scheduler_stats
         streams = self._streams
+        limit = self._max_pending
         for output in message.outputs:
             stream = streams.get(output.request_id)
             if stream is None:  # aborted by us, or finished already
                 continue
-            stream.put(output)
-            if output.finish_reason is not None:
+            if not stream.put(output, limit):
+                logger.warning("%s: the client stopped reading; aborting", stream.request_id)
+                self.abort(stream)
+            elif output.finish_reason is not None:
                 del streams[output.request_id]
                 self._load[stream.identity] -= 1
         return True
@@ -248,6 +278,17 @@ class EngineClient:
         self._streams.clear()
         if self._on_dead is not None:
             self._on_dead(reason)
+
+    def cut_off(self, reason: str) -> None:
+        """Fail every open request with ``reason`` (503), e.g. when shutting down; new
+        requests are still taken (the server has stopped accepting them anyway)."""
+        if self._streams:
+            logger.warning("%s: ending %d unfinished request(s)", reason, len(self._streams))
+        error: APIError = engine_dead(reason)
+        for stream in self._streams.values():
+            stream.fail(error)
+            self._load[stream.identity] -= 1
+        self._streams.clear()
 
     async def stop(self) -> None:
         """Stop the background tasks (before the engines are stopped on purpose)."""

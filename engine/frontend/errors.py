@@ -19,11 +19,14 @@ class ErrorKind(enum.Enum):
     """(HTTP status, error type) of each class of failure."""
 
     BAD_REQUEST = (400, "BadRequestError")
+    UNAUTHORIZED = (401, "AuthenticationError")  # missing or wrong API key
     NOT_FOUND = (404, "NotFoundError")  # unknown model or route
     METHOD_NOT_ALLOWED = (405, "MethodNotAllowedError")
     PAYLOAD_TOO_LARGE = (413, "PayloadTooLargeError")
+    TOO_MANY_REQUESTS = (429, "TooManyRequestsError")  # admission: server at capacity
     INTERNAL = (500, "InternalServerError")  # an engine error for one request, or our bug
-    ENGINE_DEAD = (503, "ServiceUnavailableError")
+    ENGINE_DEAD = (503, "ServiceUnavailableError")  # engine gone, or a request shed
+    TIMEOUT = (504, "TimeoutError")  # --request-timeout expired
 
     def __init__(self, status: int, type_name: str) -> None:
         self.status = status
@@ -47,11 +50,13 @@ _encode = msgspec.json.Encoder().encode
 class APIError(Exception):
     """A failure reported to the client with ``kind``'s status and the OpenAI error body."""
 
-    def __init__(self, kind: ErrorKind, message: str, param: str | None = None) -> None:
+    def __init__(self, kind: ErrorKind, message: str, param: str | None = None,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.param = param
+        self.headers = headers or []  # extra response headers (e.g. Retry-After)
 
     @property
     def status(self) -> int:

@@ -11,19 +11,32 @@ from __future__ import annotations
 
 import time
 
+import msgspec
+
 from engine import protocol as p
 from engine.frontend.client import ClientDisconnected, EngineClient, RequestStream
 from engine.frontend.errors import APIError, ErrorKind
+from engine.frontend.metrics import Metrics
 from engine.frontend.text import IncrementalDetokenizer, StopMatcher
 
 _ERROR = p.FinishReason.ERROR.value
+
+
+class Piece(msgspec.Struct):
+    """What the client gets next: text (non-empty unless this is the last piece), the
+    finish reason on the last, and the logprobs of the piece's visible tokens."""
+
+    text: str
+    finish: str | None
+    logprobs: list[p.TokenLogprobs]
 
 
 class Generation:
     """A running request as the HTTP layer sees it."""
 
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
-                 "finish_reason", "_detok", "_stop", "_stream")
+                 "finish_reason", "_detok", "_stop", "_stream", "_metrics", "_arrival",
+                 "_last")
 
     def __init__(
         self,
@@ -33,6 +46,8 @@ class Generation:
         params: p.SamplingParams,
         detokenizer: IncrementalDetokenizer,
         stop: list[str],
+        metrics: Metrics,
+        arrival: float,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -41,6 +56,9 @@ class Generation:
         self.finish_reason: str | None = None
         self._detok = detokenizer
         self._stop = StopMatcher(stop) if stop else None
+        self._metrics = metrics
+        self._arrival = arrival  # time.perf_counter() when the HTTP request arrived
+        self._last: float | None = None  # when the latest output with tokens came
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
         self._stream: RequestStream = client.add(request)
 
@@ -55,52 +73,66 @@ class Generation:
             self.finish_reason = "abort"
             self.client.abort(self._stream)
 
-    async def next(self) -> tuple[str, str | None] | None:
-        """The next (text, finish_reason): text is non-empty unless this is the last piece
-        (finish_reason set); None after the last. Raises APIError if the engine fails,
+    async def next(self) -> Piece | None:
+        """The next piece; None after the last. Raises APIError if the engine fails,
         ClientDisconnected after :meth:`cancel`."""
         if self.finish_reason is not None:
             return None
         parts: list[str] = []
+        logprobs: list[p.TokenLogprobs] = []
         while True:
             for output in await self._stream.get():
-                reason = self._absorb(output, parts)
+                reason = self._absorb(output, parts, logprobs)
                 if reason is not None:
                     self.finish_reason = reason
-                    return "".join(parts), reason
+                    return Piece("".join(parts), reason, logprobs)
             text = "".join(parts)
-            if text:
-                return text, None
+            if text or logprobs:
+                return Piece(text, None, logprobs)
 
-    async def text(self) -> str:
-        """Everything, for a non-streamed response."""
-        pieces = []
-        while (piece := await self.next()) is not None:
-            pieces.append(piece[0])
-        return "".join(pieces)
-
-    def _absorb(self, output: p.EngineCoreOutput, parts: list[str]) -> str | None:
+    def _absorb(self, output: p.EngineCoreOutput, parts: list[str],
+                logprobs: list[p.TokenLogprobs]) -> str | None:
         """Adds one output's text to ``parts``; returns the finish reason when it ended."""
         ids = output.new_token_ids
         stop_id = output.stop_token_id
         visible = ids[:-1] if stop_id is not None and ids and ids[-1] == stop_id else ids
-        self.completion_tokens += len(ids)
+        if output.new_logprobs:
+            logprobs.extend(output.new_logprobs[:len(visible)])
+        self._count(len(ids))
         finish = output.finish_reason
+        started = time.perf_counter()
         text = self._detok.push(visible)
         if finish is not None:
             text += self._detok.finish()
+        self._metrics.detokenize.observe(time.perf_counter() - started)
         if self._stop is not None:
             emit, stopped = self._stop.push(text)
             parts.append(emit)
             if stopped:  # our own stop: the engine may still be generating
                 self.client.abort(self._stream)
+                self._metrics.e2e.observe(time.perf_counter() - self._arrival)
                 return p.FinishReason.STOP.value
             if finish is not None:
                 parts.append(self._stop.flush())
         else:
             parts.append(text)
+        if finish is not None:
+            self._metrics.e2e.observe(time.perf_counter() - self._arrival)
         if finish == _ERROR:
             self.finish_reason = _ERROR
             raise APIError(ErrorKind.INTERNAL,
                            output.error_message or "the engine failed this request")
         return finish
+
+    def _count(self, tokens: int) -> None:
+        if not tokens:
+            return
+        now = time.perf_counter()
+        metrics = self._metrics
+        if self._last is None:
+            metrics.ttft.observe(now - self._arrival)
+        else:
+            metrics.itl.observe(now - self._last)
+        self._last = now
+        self.completion_tokens += tokens
+        metrics.tokens(generation=tokens)

@@ -12,6 +12,7 @@ frontends answer a bad request with the same status, type and ``param``:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -31,11 +32,15 @@ _POLICY_FIELDS = {
     chat: tuple(sorted(set(cls.__struct_fields__) - _KNOWN[chat]))
     for chat, cls in ((True, s.ChatCompletionRequest), (False, s.CompletionRequest))
 }
-_INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens")
+_INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens", "n",
+               "logprobs", "top_logprobs")
+MAX_N = 128
+MAX_LOGPROBS = 20  # the engine's limit (engine/sampler.py)
 
 
 class Settings(msgspec.Struct):
-    """Checked generation settings (``sampling.max_tokens`` is set once the prompt is known)."""
+    """Checked generation settings (``sampling.max_tokens`` is set once the prompt is known;
+    ``sampling.logprobs`` by :func:`chat_logprobs` / :func:`completion_output`)."""
 
     sampling: p.SamplingParams
     max_tokens: int | None
@@ -44,33 +49,48 @@ class Settings(msgspec.Struct):
     stream: bool
     include_usage: bool
     model: str | None
+    n: int = 1
+    echo: bool = False
 
 
 # --------------------------------------------------------------------------- decoding
 
 
-def decode(body: bytes, chat: bool, accept: frozenset[str] = frozenset()) -> Any:
-    """The body as a ChatCompletionRequest (chat) or CompletionRequest, or a 400.
+_HUGE_NUMBER = re.compile(rb"[0-9][eE]\+?[0-9]{3}|[0-9]{300}")
 
-    ``accept`` names policy fields the caller implements itself (render's ``tools``);
-    they skip :func:`refusal` and the caller checks their values.
-    """
+
+def check_numbers(body: bytes) -> None:
+    """A number too large for a float is invalid JSON (as serde_json, in Rust, says; msgspec
+    refuses it too, but as a validation error)."""
+    if _HUGE_NUMBER.search(body) is None:
+        return
+    try:
+        msgspec.json.decode(body)
+    except msgspec.ValidationError:
+        raise bad_request("invalid JSON in the request body: number out of range") from None
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return  # the caller's own decode reports it
+
+
+def decode(body: bytes, chat: bool) -> Any:
+    """The body as a ChatCompletionRequest (chat) or CompletionRequest, or a 400."""
     if not body.strip():
         raise bad_request("the request body is empty; expected a JSON object")
+    check_numbers(body)
     decoder = _CHAT_DECODER if chat else _COMPLETION_DECODER
     try:
         request = decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise _slow_path_error(body, chat, str(exc), accept) from None
-    except msgspec.DecodeError as exc:
+        raise _slow_path_error(body, chat, str(exc)) from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise bad_request(f"invalid JSON in the request body: {exc}") from None
     for name in _POLICY_FIELDS[chat]:
         value = getattr(request, name)
-        if value is not None and name not in accept:
+        if value is not None:
             _check_refusal(chat, name, value)
     for name in _INT_FIELDS:
         value = getattr(request, name, None)
-        if value is not None and not I64[0] <= value <= I64[1]:
+        if type(value) is int and not I64[0] <= value <= I64[1]:
             raise bad_request(f"invalid value for `{name}`: {value} is out of range for i64",
                               name)
     for index, token in enumerate(request.stop_token_ids or ()):
@@ -80,14 +100,17 @@ def decode(body: bytes, chat: bool, accept: frozenset[str] = frozenset()) -> Any
     return request
 
 
-def _slow_path_error(body: bytes, chat: bool, message: str, accept: frozenset[str]) -> APIError:
+def _slow_path_error(body: bytes, chat: bool, message: str) -> APIError:
     """The error Rust reports for a body msgspec refused: keys first, then the type."""
-    raw = msgspec.json.decode(body)
+    try:
+        raw = msgspec.json.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # e.g. bytes after the value
+        return bad_request(f"invalid JSON in the request body: {exc}")
     if not isinstance(raw, dict):
         return bad_request("the request body must be a JSON object")
     unknown = []
     for key in sorted(raw):
-        if key in _KNOWN[chat] or key in accept:
+        if key in _KNOWN[chat]:
             continue
         if key in _POLICY_FIELDS[chat]:
             _check_refusal(chat, key, raw[key])
@@ -112,19 +135,15 @@ def _slow_path_error(body: bytes, chat: bool, message: str, accept: frozenset[st
 def _check_refusal(chat: bool, key: str, value: Any) -> None:
     if value is None or refusal(chat, key, value):
         return
-    if key in ("n", "best_of"):
-        raise bad_request(f"`{key}` > 1 is not supported", key)
+    if key == "best_of":
+        raise bad_request("`best_of` > 1 is not supported", key)
     raise bad_request(f"`{key}` is not supported", key)
 
 
 def refusal(chat: bool, key: str, value: Any) -> bool:
     """True when ``value`` of the unimplemented field ``key`` asks for nothing."""
-    if key in ("n", "best_of"):
+    if key == "best_of":
         return type(value) is int and value == 1
-    if key == "logprobs" and chat:
-        return value is False
-    if key == "top_logprobs":
-        return type(value) is int and value == 0
     if key == "echo":
         return value is False
     if key == "suffix":
@@ -133,9 +152,9 @@ def refusal(chat: bool, key: str, value: Any) -> bool:
         return value == {} and type(value) is dict
     if key == "response_format":
         return isinstance(value, dict) and value.get("type") == "text"
-    if key in ("tools", "functions"):
+    if key == "functions":
         return value == [] and type(value) is list
-    if key in ("tool_choice", "function_call"):
+    if key == "function_call":
         return value == "none"
     return False  # every other known field: only null asks for nothing
 
@@ -213,10 +232,35 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
             raise bad_request("`stream_options.continuous_usage_stats` is not supported",
                               "stream_options")
         include_usage = bool(options.include_usage)
+    n = 1 if request.n is None else request.n
+    _check("n", 1 <= n <= MAX_N, f"must be in [1, {MAX_N}]", n)
     skip = request.skip_special_tokens
     return Settings(sampling=sampling, max_tokens=max_tokens, stop=stop,
                     skip_special_tokens=True if skip is None else skip, stream=stream,
-                    include_usage=include_usage, model=request.model)
+                    include_usage=include_usage, model=request.model, n=n)
+
+
+def chat_logprobs(request: s.ChatCompletionRequest, settings: Settings) -> None:
+    """``logprobs`` / ``top_logprobs`` of a chat request into ``settings``."""
+    top = request.top_logprobs
+    if top is not None:
+        _check("top_logprobs", 0 <= top <= MAX_LOGPROBS, f"must be in [0, {MAX_LOGPROBS}]", top)
+        if top > 0 and not request.logprobs:
+            raise bad_request("`top_logprobs` needs `logprobs` set to true", "top_logprobs")
+    if request.logprobs:
+        settings.sampling.logprobs = top or 0
+
+
+def completion_output(request: s.CompletionRequest, settings: Settings) -> None:
+    """``logprobs`` and ``echo`` of a completions request into ``settings``."""
+    k = request.logprobs
+    if k is not None:
+        _check("logprobs", 0 <= k <= MAX_LOGPROBS, f"must be in [0, {MAX_LOGPROBS}]", k)
+        settings.sampling.logprobs = k
+    settings.echo = bool(request.echo)
+    if settings.echo and k is not None:
+        raise bad_request("`echo` with `logprobs` is not supported: the engine does not "
+                          "compute prompt logprobs", "echo")
 
 
 def resolve_max_tokens(requested: int | None, prompt_len: int, max_model_len: int,
@@ -275,29 +319,6 @@ def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[
                 item[field] = value
         out.append(item)
     return out
-
-
-def chat_tools(request: s.ChatCompletionRequest) -> list[dict[str, Any]] | None:
-    """Render's ``tools`` (function definitions, given to the template as sent) after the
-    ``tool_choice`` check: ``none`` and ``auto`` need nothing beyond the prompt."""
-    choice = request.tool_choice
-    if choice is not None and choice not in ("none", "auto"):
-        raise bad_request("`tool_choice` other than \"none\" or \"auto\" is not supported",
-                          "tool_choice")
-    tools = request.tools
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        raise bad_request("invalid value for `tools`: expected a list of tools", "tools")
-    for i, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise bad_request("a tool must be an object with `type` \"function\"",
-                              f"tools[{i}]")
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise bad_request("a tool needs `function` with a string `name`",
-                              f"tools[{i}].function")
-    return tools
 
 
 def completion_prompt(request: s.CompletionRequest, vocab_size: int) -> str | list[int]:

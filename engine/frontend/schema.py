@@ -13,6 +13,8 @@ from typing import Any
 
 import msgspec
 
+from engine.frontend.logprobs import ChatLogprobs, CompletionLogprobs
+
 UnsetType = msgspec.UnsetType
 UNSET = msgspec.UNSET
 
@@ -59,12 +61,10 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     user: str | None = None
+    n: int | None = None
     # Known, not implemented: accepted only with a value that asks for nothing.
-    n: Any = None
     best_of: Any = None
-    logprobs: Any = None
     prompt_logprobs: Any = None
-    echo: Any = None
     logit_bias: Any = None
     response_format: Any = None
     guided_json: Any = None
@@ -86,13 +86,16 @@ class ChatCompletionRequest(_Request, kw_only=True):
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
-    # Known, not implemented (chat only).
-    top_logprobs: Any = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    # Checked by tools.tool_settings (raw JSON, as Rust keeps them).
     tools: Any = None
-    functions: Any = None
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    # Known, not implemented (chat only).
+    echo: Any = None
+    functions: Any = None
     function_call: Any = None
-    parallel_tool_calls: Any = None
     reasoning_effort: Any = None
     modalities: Any = None
     audio: Any = None
@@ -103,19 +106,22 @@ class ChatCompletionRequest(_Request, kw_only=True):
 
 class CompletionRequest(_Request, kw_only=True):
     prompt: str | list[Any] | None = None
+    logprobs: int | None = None
+    echo: bool | None = None
     # Known, not implemented (completions only).
     suffix: Any = None
 
 
 COMMON_FIELDS = frozenset(
     f for f in _Request.__struct_fields__ if f not in
-    {"n", "best_of", "logprobs", "prompt_logprobs", "echo", "logit_bias", "response_format",
+    {"best_of", "prompt_logprobs", "logit_bias", "response_format",
      "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
      "service_tier", "store", "metadata", "mm_processor_kwargs", "priority",
      "truncate_prompt_tokens"})
 CHAT_FIELDS = frozenset({"messages", "max_completion_tokens", "chat_template_kwargs",
-                         "add_generation_prompt", "continue_final_message"})
-COMPLETION_FIELDS = frozenset({"prompt"})
+                         "add_generation_prompt", "continue_final_message", "logprobs",
+                         "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"})
+COMPLETION_FIELDS = frozenset({"prompt", "logprobs", "echo"})
 
 # --------------------------------------------------------------------------- responses
 
@@ -126,15 +132,42 @@ class Usage(msgspec.Struct):
     total_tokens: int
 
 
+class Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(msgspec.Struct):
+    """A tool call in a response message."""
+
+    id: str
+    type: str
+    function: Function
+
+
+class ToolCallDelta(msgspec.Struct):
+    """A tool call in a stream delta (sent whole, once)."""
+
+    index: int
+    id: str
+    type: str
+    function: Function
+
+
 class AssistantMessage(msgspec.Struct):
+    """``reasoning_content`` is present when the server has a reasoning parser,
+    ``tool_calls`` when the answer made any."""
+
     role: str
-    content: str
+    content: str | None
+    reasoning_content: str | None | UnsetType = UNSET
+    tool_calls: list[ToolCallOut] | UnsetType = UNSET
 
 
 class ChatChoice(msgspec.Struct):
     index: int
     message: AssistantMessage
-    logprobs: None
+    logprobs: ChatLogprobs | None
     finish_reason: str
 
 
@@ -150,12 +183,14 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
 class Delta(msgspec.Struct):
     role: str | UnsetType = UNSET
     content: str | UnsetType = UNSET
+    reasoning_content: str | UnsetType = UNSET
+    tool_calls: list[ToolCallDelta] | UnsetType = UNSET
 
 
 class ChatChunkChoice(msgspec.Struct):
     index: int
     delta: Delta
-    logprobs: None
+    logprobs: ChatLogprobs | None
     finish_reason: str | None
 
 
@@ -171,7 +206,7 @@ class ChatCompletionChunk(msgspec.Struct, kw_only=True):
 class CompletionChoice(msgspec.Struct):
     index: int
     text: str
-    logprobs: None
+    logprobs: CompletionLogprobs | None
     finish_reason: str | None
 
 
@@ -199,6 +234,21 @@ class ModelCard(msgspec.Struct, kw_only=True):
 class ModelList(msgspec.Struct, kw_only=True):
     object: str = "list"
     data: list[ModelCard]
+
+
+class Tokenized(msgspec.Struct):
+    """``POST /tokenize`` (vLLM's shape)."""
+
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None
+
+
+class Detokenized(msgspec.Struct):
+    """``POST /detokenize`` (vLLM's shape)."""
+
+    prompt: str
 
 
 class Rendered(msgspec.Struct, kw_only=True):

@@ -32,9 +32,11 @@ from typing import Any
 import msgspec
 import uvicorn
 
-from engine.frontend.app import App
+from engine.frontend.app import App, Options
 from engine.frontend.client import EngineClient, EngineConnectError
+from engine.frontend.reasoning import check_parser
 from engine.frontend.text import ModelText, TextError
+from engine.frontend.tools import PARSER_CHOICES, pick_parser
 
 logger = logging.getLogger("vrs.frontend")
 
@@ -46,11 +48,15 @@ ENGINE_STOP_GRACE_S = 5.0
 # open streams this long to end (as vrs-rs does).
 DEATH_LINGER_S = 1.0
 DEATH_DRAIN_S = 3.0
+# After the shutdown timeout cut open streams off: how long they get to send the error.
+CUT_OFF_FLUSH_S = 1.0
 PY_LEVELS = {"trace": "DEBUG", "warn": "WARNING"}
 LOG_LEVELS = ("trace", "debug", "info", "warning", "warn", "error", "critical")
 DEFAULT_HOST = "0.0.0.0"
 DEFAULT_PORT = 8000
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
+DEFAULT_MAX_REQUEST_BODY = 32 * 1024 * 1024
+API_KEY_ENV = "VRS_API_KEY"
 
 
 class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -65,6 +71,16 @@ class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
     python_executable: str | None = None
     chat_template: str | None = None
     engine_config: dict[str, Any] | None = None
+    api_key: str | None = None
+    max_request_body: int | None = None
+    max_concurrent_requests: int | None = None
+    request_timeout: float | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    data_parallel_size: int | None = None
+    data_parallel_size_local: int | None = None  # engines elsewhere: Rust frontend only
+    data_parallel_address: str | None = None
+    data_parallel_rpc_port: int | None = None
 
 
 class _Interrupted(BaseException):
@@ -96,6 +112,8 @@ class Config(msgspec.Struct):
     python_executable: str
     chat_template: str | None
     engine_config: dict[str, Any]
+    data_parallel_size: int
+    options: Options  # what the routes need; tool_call_parser is resolved with the template
 
 
 def parse_args(args: dict[str, Any]) -> Config:
@@ -119,11 +137,39 @@ def parse_args(args: dict[str, Any]) -> Config:
         raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
     engine_config = dict(raw.engine_config or {})
     engine_config.setdefault("model", raw.model)
+    data_parallel_size = 1 if raw.data_parallel_size is None else raw.data_parallel_size
+    if not 1 <= data_parallel_size < 65536:
+        raise ValueError(f"data_parallel_size must be in 1..65535; got {data_parallel_size}")
+    if raw.data_parallel_size_local not in (None, data_parallel_size):
+        raise ValueError("data_parallel_size_local (engines on other hosts) needs the Rust "
+                         "frontend")
     return Config(model=raw.model, served_model_name=raw.served_model_name or raw.model,
                   host=raw.host or DEFAULT_HOST, port=port, log_level=level,
                   shutdown_timeout=timeout,
                   python_executable=raw.python_executable or sys.executable,
-                  chat_template=raw.chat_template, engine_config=engine_config)
+                  chat_template=raw.chat_template, engine_config=engine_config,
+                  data_parallel_size=data_parallel_size, options=_options(raw))
+
+
+def _options(raw: ServeArgs) -> Options:
+    """The HTTP settings of the args-json map, checked (defaults as in args.rs)."""
+    body = DEFAULT_MAX_REQUEST_BODY if raw.max_request_body is None else raw.max_request_body
+    if body < 1:
+        raise ValueError(f"max_request_body must be >= 1 byte, got {body}")
+    limit = raw.max_concurrent_requests
+    if limit is not None and limit < 1:
+        raise ValueError(f"max_concurrent_requests must be >= 1, got {limit}")
+    timeout = raw.request_timeout
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"request_timeout must be > 0 seconds, got {timeout}")
+    if raw.tool_call_parser not in (None, *PARSER_CHOICES):
+        raise ValueError(f"tool_call_parser must be one of {', '.join(PARSER_CHOICES)}; "
+                         f"got {raw.tool_call_parser!r}")
+    reasoning = check_parser(raw.reasoning_parser)
+    key = raw.api_key if raw.api_key is not None else os.environ.get(API_KEY_ENV)
+    return Options(api_key=key or None, max_request_body=body, max_concurrent_requests=limit,
+                   request_timeout=timeout, tool_call_parser=raw.tool_call_parser,
+                   reasoning_parser=reasoning)
 
 
 def bind_http(host: str, port: int) -> socket.socket:
@@ -191,7 +237,8 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
         text_future = executor.submit(ModelText, config.model, config.chat_template)
         try:
             group = start_engines(config.engine_config, client.input_address,
-                                  client.output_address, python=config.python_executable)
+                                  client.output_address, python=config.python_executable,
+                                  count=config.data_parallel_size)
             client.wait_engines(group, ready_timeout_s())
             text = text_future.result()
         except (EngineStartError, EngineConnectError, TextError) as exc:
@@ -201,7 +248,14 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
         logger.info("engine ready: %s (max_model_len %d%s); serving %s on http://%s:%d",
                     ready.model_name, client.max_model_len, ", mock" if ready.is_mock else "",
                     config.served_model_name, config.host, sock.getsockname()[1])
-        app = App(client, text, config.served_model_name, config.model, executor)
+        options = msgspec.structs.replace(
+            config.options,
+            tool_call_parser=pick_parser(config.options.tool_call_parser,
+                                         text.chat_template_source))
+        logger.info("tool-call parser: %s; reasoning parser: %s%s",
+                    options.tool_call_parser or "none", options.reasoning_parser or "none",
+                    "; API key required on /v1/*" if options.api_key else "")
+        app = App(client, text, config.served_model_name, config.model, executor, options)
         return _run_http(config, sock, app, client)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # stopping already; bounded below
@@ -223,7 +277,9 @@ def _run_http(config: Config, sock: socket.socket, app: App, client: EngineClien
         lifespan="off",
         log_level=PY_LEVELS.get(config.log_level, config.log_level.upper()).lower(),
         access_log=config.log_level in ("trace", "debug"),
-        timeout_graceful_shutdown=config.shutdown_timeout,
+        # Open streams are cut off with an error event at shutdown_timeout (below);
+        # uvicorn closes what is left CUT_OFF_FLUSH_S later.
+        timeout_graceful_shutdown=config.shutdown_timeout + CUT_OFF_FLUSH_S,
         timeout_keep_alive=30,
     )
     server = DrainingServer(uv_config)
@@ -242,11 +298,24 @@ def _run_http(config: Config, sock: socket.socket, app: App, client: EngineClien
 
         asyncio.get_running_loop().call_later(DEATH_LINGER_S, stop)
 
+    async def cut_off_at_timeout() -> None:
+        """Requests still open ``shutdown_timeout`` after the signal (or at a second one)
+        end with an error event, as in vrs-rs, rather than a silent cut."""
+        loop = asyncio.get_running_loop()
+        while not server.should_exit:
+            await asyncio.sleep(0.05)
+        deadline = loop.time() + config.shutdown_timeout
+        while loop.time() < deadline and not server.force_exit:
+            await asyncio.sleep(0.05)
+        client.cut_off("the server is shutting down")
+
     async def main() -> None:
         client.start(on_dead)
+        cut_off = asyncio.create_task(cut_off_at_timeout(), name="vrs-cut-off")
         try:
             await server.serve(sockets=[sock])
         finally:
+            cut_off.cancel()
             await client.stop()
 
     uvloop.run(main())

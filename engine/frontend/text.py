@@ -84,6 +84,10 @@ class ModelText:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from transformers import AutoTokenizer
 
+        if not (Path(model_dir) / "tokenizer.json").is_file():
+            # transformers would build an empty tokenizer from config.json alone.
+            raise TextError(f"cannot load the tokenizer of {model_dir}: it has no "
+                            "tokenizer.json")
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_dir)
         except (OSError, ValueError) as exc:
@@ -139,11 +143,17 @@ class ModelText:
         except Exception as exc:  # noqa: BLE001 - any failure here comes from the user's input
             raise TemplateError(str(exc)) from exc
 
-    def chat_prompt(self, messages: list[dict[str, Any]],
+    def chat_prompt(self, messages: list[dict[str, Any]], prefill: str = "",
                     **options: Any) -> tuple[str, list[int]]:
-        """Render then tokenize a chat (the template writes the special tokens)."""
-        prompt = self.render_chat(messages, **options)
+        """Render then tokenize a chat (the template writes the special tokens);
+        ``prefill`` is appended to the rendered text (a forced tool call's start)."""
+        prompt = self.render_chat(messages, **options) + prefill
         return prompt, self.encode(prompt, add_special_tokens=False)
+
+    @property
+    def chat_template_source(self) -> str | None:
+        template = self.tokenizer.chat_template
+        return template if isinstance(template, str) else None
 
     def chat_prompt_ids(self, messages: list[dict[str, Any]], **options: Any) -> list[int]:
         return self.chat_prompt(messages, **options)[1]

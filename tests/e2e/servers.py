@@ -161,9 +161,11 @@ class Server:
     def __init__(self, mode: str, model_dir: Path, log_path: Path, *, launch: str = "cli",
                  wait: bool = True, cli_args: tuple[str, ...] = (),
                  direct: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-                 port: int | None = None, max_model_len: int | None = MAX_MODEL_LEN) -> None:
+                 port: int | None = None, max_model_len: int | None = MAX_MODEL_LEN,
+                 engine_count: int = 1) -> None:
         assert mode in MODES, mode
         self.mode = mode
+        self.engine_count = engine_count  # engines started with it (its process tree)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -232,7 +234,7 @@ class Server:
                 return False
 
         assert wait_until(healthy, timeout, step=0.1), f"not healthy:\n{self.log()}"
-        expected = 3 if self.mode == "rust-frontend" else 2
+        expected = (2 if self.mode == "rust-frontend" else 1) + self.engine_count
         assert wait_until(lambda: len(self.tree()) == expected, 10), (
             f"{self.mode}: expected {expected} processes, got "
             f"{[cmdline(pid)[:3] for pid in self.tree()]}")

@@ -80,7 +80,8 @@ def test_version_and_load(server: Server) -> None:
     body = {"model": MODEL, "prompt": "tell a story", "max_tokens": 1900, "stream": True,
             "ignore_eos": True}
     with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=60) as r:
-        next(r.iter_lines())
+        lines = r.iter_lines()  # kept: a dropped iterator closes the response
+        next(lines)
         assert httpx.get(f"{server.url}/load").json() == {"server_load": 1}
     assert wait_until(lambda: httpx.get(f"{server.url}/load").json()["server_load"] == 0, 10)
 

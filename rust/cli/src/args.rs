@@ -12,10 +12,16 @@ use serde_json::{Map, Value};
 #[derive(Debug, Args)]
 pub struct ServeCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
-    /// log_level, shutdown_timeout, python_executable, chat_template, engine_config).
+    /// log_level, shutdown_timeout, python_executable, chat_template, engine_config,
+    /// api_key, max_request_body, max_concurrent_requests, request_timeout,
+    /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
+    /// data_parallel_address, data_parallel_rpc_port; see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
         "python_executable", "chat_template", "mock", "max_model_len", "engine_config",
+        "api_key", "max_request_body", "max_concurrent_requests", "request_timeout",
+        "tool_call_parser", "reasoning_parser", "data_parallel_size",
+        "data_parallel_size_local", "data_parallel_address", "data_parallel_rpc_port",
     ])]
     pub args_json: Option<String>,
 
@@ -63,6 +69,47 @@ pub struct ServeCli {
     /// engine config.
     #[arg(long, value_name = "JSON")]
     pub engine_config: Option<String>,
+
+    /// Require `Authorization: Bearer KEY` on /v1/* (default: $VRS_API_KEY, else none).
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+
+    /// Largest request body in bytes (413 above it).
+    #[arg(long, value_name = "BYTES")]
+    pub max_request_body: Option<usize>,
+
+    /// Generation requests in flight at most (429 with Retry-After above it).
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_requests: Option<usize>,
+
+    /// Seconds a generation request may take (504, or an SSE error event, after it).
+    #[arg(long, value_name = "SECONDS")]
+    pub request_timeout: Option<f64>,
+
+    /// Tool-call format: auto (from the chat template), none, demo or hermes.
+    #[arg(long, value_name = "NAME")]
+    pub tool_call_parser: Option<String>,
+
+    /// Split `<think>…</think>` into reasoning_content: deepseek_r1 or qwen3.
+    #[arg(long, value_name = "NAME")]
+    pub reasoning_parser: Option<String>,
+
+    /// Engines to start (data parallel; requests go to the least loaded).
+    #[arg(long, value_name = "N")]
+    pub data_parallel_size: Option<u16>,
+
+    /// Engines of --data-parallel-size started here (default: all); the others join
+    /// over tcp:// (`vrs serve --headless --handshake-address tcp://ADDRESS:PORT`).
+    #[arg(long, value_name = "K")]
+    pub data_parallel_size_local: Option<u16>,
+
+    /// Address the engine sockets bind to when engines join from elsewhere.
+    #[arg(long, value_name = "HOST")]
+    pub data_parallel_address: Option<String>,
+
+    /// Handshake port remote engines connect to.
+    #[arg(long, value_name = "PORT")]
+    pub data_parallel_rpc_port: Option<u16>,
 }
 
 /// The resolved settings of one `serve` run.
@@ -86,12 +133,37 @@ pub struct ServeArgs {
     pub chat_template: Option<String>,
     #[serde(default)]
     pub engine_config: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub max_request_body: Option<usize>,
+    #[serde(default)]
+    pub max_concurrent_requests: Option<usize>,
+    #[serde(default)]
+    pub request_timeout: Option<f64>,
+    #[serde(default)]
+    pub tool_call_parser: Option<String>,
+    #[serde(default)]
+    pub reasoning_parser: Option<String>,
+    #[serde(default)]
+    pub data_parallel_size: Option<u16>,
+    #[serde(default)]
+    pub data_parallel_size_local: Option<u16>,
+    #[serde(default)]
+    pub data_parallel_address: Option<String>,
+    #[serde(default)]
+    pub data_parallel_rpc_port: Option<u16>,
 }
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8000;
+/// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
+pub const DEFAULT_DATA_PARALLEL_RPC_PORT: u16 = 29550;
 pub const DEFAULT_SHUTDOWN_TIMEOUT_S: f64 = 30.0;
 pub const DEFAULT_PYTHON: &str = "python3";
+pub const DEFAULT_MAX_REQUEST_BODY: usize = 32 * 1024 * 1024;
+/// Where the API key comes from when `api_key` is not given.
+pub const API_KEY_ENV: &str = "VRS_API_KEY";
 
 impl ServeArgs {
     /// Parses and checks an `--args-json` document.
@@ -139,6 +211,16 @@ impl ServeArgs {
             python_executable: cli.python_executable,
             chat_template: cli.chat_template,
             engine_config: Some(engine_config),
+            api_key: cli.api_key,
+            max_request_body: cli.max_request_body,
+            max_concurrent_requests: cli.max_concurrent_requests,
+            request_timeout: cli.request_timeout,
+            tool_call_parser: cli.tool_call_parser,
+            reasoning_parser: cli.reasoning_parser,
+            data_parallel_size: cli.data_parallel_size,
+            data_parallel_size_local: cli.data_parallel_size_local,
+            data_parallel_address: cli.data_parallel_address,
+            data_parallel_rpc_port: cli.data_parallel_rpc_port,
         };
         args.check()?;
         Ok(args)
@@ -161,7 +243,72 @@ impl ServeArgs {
                 return Err(format!("chat template file {path:?} does not exist"));
             }
         }
+        if self.max_request_body == Some(0) {
+            return Err("max_request_body must be >= 1 byte, got 0".into());
+        }
+        if self.data_parallel_size == Some(0) {
+            return Err("data_parallel_size must be >= 1, got 0".into());
+        }
+        if self.data_parallel_size_local() > self.data_parallel_size() {
+            return Err(format!(
+                "data_parallel_size_local {} exceeds data_parallel_size {}",
+                self.data_parallel_size_local(),
+                self.data_parallel_size()
+            ));
+        }
+        if self.max_concurrent_requests == Some(0) {
+            return Err("max_concurrent_requests must be >= 1, got 0".into());
+        }
+        if let Some(t) = self.request_timeout {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!("request_timeout must be > 0 seconds, got {t}"));
+            }
+        }
+        if let Some(name) = self.tool_call_parser.as_deref() {
+            crate::tools::pick_parser(Some(name), None)?;
+        }
+        crate::reasoning::check_parser(self.reasoning_parser.as_deref())?;
         Ok(())
+    }
+
+    /// The API key: `api_key`, else `$VRS_API_KEY`; empty means none.
+    pub fn api_key(&self) -> Option<String> {
+        self.api_key
+            .clone()
+            .or_else(|| std::env::var(API_KEY_ENV).ok())
+            .filter(|k| !k.is_empty())
+    }
+
+    /// Engines `serve` starts (1 unless data parallel).
+    pub fn data_parallel_size(&self) -> u16 {
+        self.data_parallel_size.unwrap_or(1)
+    }
+
+    /// Engines `serve` starts itself (the rest join over tcp://).
+    pub fn data_parallel_size_local(&self) -> u16 {
+        self.data_parallel_size_local
+            .unwrap_or_else(|| self.data_parallel_size())
+    }
+
+    /// Where remote engines reach the engine sockets (default 127.0.0.1).
+    pub fn data_parallel_address(&self) -> &str {
+        self.data_parallel_address
+            .as_deref()
+            .unwrap_or(DEFAULT_HOST)
+    }
+
+    /// The handshake port remote engines connect to.
+    pub fn data_parallel_rpc_port(&self) -> u16 {
+        self.data_parallel_rpc_port
+            .unwrap_or(DEFAULT_DATA_PARALLEL_RPC_PORT)
+    }
+
+    pub fn max_request_body(&self) -> usize {
+        self.max_request_body.unwrap_or(DEFAULT_MAX_REQUEST_BODY)
+    }
+
+    pub fn request_timeout(&self) -> Option<std::time::Duration> {
+        self.request_timeout.map(std::time::Duration::from_secs_f64)
     }
 
     pub fn served_model_name(&self) -> &str {
@@ -282,6 +429,30 @@ mod tests {
         assert!(ServeArgs::from_json(&timeout)
             .unwrap_err()
             .contains("shutdown_timeout"));
+        for (key, value, words) in [
+            ("request_timeout", "0", "request_timeout"),
+            ("max_request_body", "0", "max_request_body"),
+            ("max_concurrent_requests", "0", "max_concurrent_requests"),
+            ("tool_call_parser", "\"xml\"", "demo"),
+            ("reasoning_parser", "\"o1\"", "deepseek_r1"),
+        ] {
+            let text = format!(r#"{{"model": {:?}, "{key}": {value}}}"#, model_dir());
+            let err = ServeArgs::from_json(&text).unwrap_err();
+            assert!(err.contains(words), "{key}: {err}");
+        }
+        let ok = format!(
+            r#"{{"model": {:?}, "api_key": "k", "max_request_body": 10,
+                "max_concurrent_requests": 2, "request_timeout": 1.5,
+                "tool_call_parser": "auto", "reasoning_parser": "qwen3"}}"#,
+            model_dir()
+        );
+        let args = ServeArgs::from_json(&ok).unwrap();
+        assert_eq!(args.api_key().as_deref(), Some("k"));
+        assert_eq!(args.max_request_body(), 10);
+        assert_eq!(
+            args.request_timeout(),
+            Some(std::time::Duration::from_millis(1500))
+        );
         let port = format!(r#"{{"model": {:?}, "port": 70000}}"#, model_dir());
         assert!(ServeArgs::from_json(&port).is_err());
     }

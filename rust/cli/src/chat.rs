@@ -2,24 +2,24 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value};
-use vrs_text::{ChatTemplate, ChatTemplateInput, TextError, Tokenizer};
+use vrs_text::{ChatTemplate, TextError, Tokenizer};
 
+use crate::choice::ChatChoiceState;
 use crate::error::ApiError;
 use crate::job::{self, Job};
-use crate::openai::{
-    AssistantMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatCompletion, ChatFields,
-    ChatMessage, CommonFields, Delta, Header, MessageContent, Usage,
-};
-use crate::params::{self, Endpoint};
-use crate::response::Format;
-use crate::server::{body_bytes, SharedState};
+use crate::logprobs::ChatLogprobs;
+use crate::openai::{ChatChunk, ChatChunkChoice, ChatCompletion, Delta, Header, Usage};
+use crate::prompt;
+use crate::response::Shapes;
+use crate::server::{request_body, AppState, SharedState};
 use crate::sse;
+use crate::stream::Piece;
 
 /// The compiled chat template (absent when the model has none).
 pub type Template = ChatTemplate;
@@ -50,18 +50,27 @@ pub fn text_error(err: TextError) -> ApiError {
     }
 }
 
+/// The chat template's source (`override_path` when given), for `--tool-call-parser
+/// auto`.
+pub fn template_source(tokenizer: &Tokenizer, override_path: Option<&str>) -> Option<String> {
+    match override_path {
+        Some(path) => std::fs::read_to_string(path).ok(),
+        None => tokenizer
+            .config()
+            .chat_template("default")
+            .map(str::to_owned),
+    }
+}
+
 pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match prepare(&state, body).await {
+    let arrival = Instant::now();
+    match prepare(&state, body, arrival).await {
         Ok(job) => {
-            let format = ChatFormat {
-                id: job.id.clone(),
-                created: job.created,
-                model: job::model_name(&state),
-            };
-            job.respond(&state, format).await
+            let shapes = ChatShapes::new(&job, &state);
+            job.respond(&state, shapes).await
         }
         Err(err) => err.into_response(),
     }
@@ -70,108 +79,43 @@ pub async fn handle(
 async fn prepare(
     state: &SharedState,
     body: Result<Bytes, BytesRejection>,
+    arrival: Instant,
 ) -> Result<Job, ApiError> {
-    let body = body_bytes(body)?;
-    let map = params::parse_object(&body)?;
-    params::check_keys(&map, Endpoint::Chat)?;
-    let value = Value::Object(map);
-    let common: CommonFields = params::fields(&value)?;
-    let chat: ChatFields = params::fields(&value)?;
-    let max_override = chat
-        .max_completion_tokens
-        .map(|v| ("max_completion_tokens", v));
-    let generation = params::validate(common, max_override, state.vocab_size)?;
-    state.check_model(generation.model.as_deref())?;
-    let messages = match chat.messages {
-        None => return Err(ApiError::bad("messages", "`messages` is required")),
-        Some(m) if m.is_empty() => {
-            return Err(ApiError::bad("messages", "`messages` must not be empty"))
+    let permit = state.admission.enter()?;
+    let body = request_body(body, state.options.max_request_body)?;
+    let prompt = prompt::chat(state, body).await?;
+    Ok(Job::new(prompt, "chatcmpl", arrival, permit))
+}
+
+/// Chat response shapes: one state per choice.
+pub struct ChatShapes {
+    id: String,
+    created: u64,
+    model: Arc<str>,
+    choices: Vec<ChatChoiceState>,
+}
+
+impl ChatShapes {
+    fn new(job: &Job, state: &AppState) -> Self {
+        let settings = &job.prompt.settings;
+        let top = settings.sampling.logprobs.map(|k| k as usize);
+        let reasoning = state.options.reasoning_parser.is_some();
+        let choices = match &job.prompt.chat {
+            Some(chat) => (0..settings.n)
+                .map(|i| {
+                    ChatChoiceState::new(i, chat, reasoning, top, Arc::clone(&state.token_texts))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Self {
+            id: job.id.clone(),
+            created: job.created,
+            model: job::model_name(state),
+            choices,
         }
-        Some(m) => m,
-    };
-    if state.template.is_none() {
-        return Err(ApiError::bad_request(
-            "this model has no chat template, so /v1/chat/completions is unavailable; \
-             start the server with --chat-template or use /v1/completions",
-        ));
     }
-    let continue_final = chat.continue_final_message.unwrap_or(false);
-    let input = ChatTemplateInput {
-        messages: messages
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| message_json(i, m))
-            .collect::<Result<_, _>>()?,
-        tools: None,
-        documents: None,
-        add_generation_prompt: chat.add_generation_prompt.unwrap_or(!continue_final),
-        continue_final_message: continue_final,
-        kwargs: chat.chat_template_kwargs.unwrap_or_default(),
-    };
-    let st = Arc::clone(state);
-    let prompt_ids = job::offload(body.len(), move || {
-        let template = st
-            .template
-            .as_ref()
-            .ok_or_else(|| ApiError::Internal("no chat template".into()))?;
-        let prompt = template.render(&input).map_err(text_error)?;
-        st.tokenizer.encode(&prompt, false).map_err(text_error)
-    })
-    .await?;
-    Job::new(state, generation, prompt_ids, "messages", "chatcmpl")
-}
 
-/// A message as the template sees it: text parts joined, absent fields left out.
-fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiError> {
-    let mut out = Map::new();
-    out.insert("role".into(), Value::String(message.role));
-    let content = match message.content {
-        None => Value::Null,
-        Some(MessageContent::Text(text)) => Value::String(text),
-        Some(MessageContent::Parts(parts)) => {
-            let mut texts = Vec::with_capacity(parts.len());
-            for (j, part) in parts.into_iter().enumerate() {
-                let param = format!("messages[{index}].content[{j}]");
-                match (part.kind.as_str(), part.text) {
-                    ("text", Some(text)) => texts.push(text),
-                    ("text", None) => {
-                        return Err(ApiError::bad(param, "a text content part needs `text`"))
-                    }
-                    (other, _) => {
-                        return Err(ApiError::bad(
-                            param,
-                            format!("content parts of type `{other}` are not supported"),
-                        ))
-                    }
-                }
-            }
-            Value::String(texts.join("\n"))
-        }
-    };
-    out.insert("content".into(), content);
-    if let Some(name) = message.name {
-        out.insert("name".into(), Value::String(name));
-    }
-    if let Some(calls) = message.tool_calls {
-        out.insert("tool_calls".into(), Value::Array(calls));
-    }
-    if let Some(id) = message.tool_call_id {
-        out.insert("tool_call_id".into(), Value::String(id));
-    }
-    if let Some(reasoning) = message.reasoning_content {
-        out.insert("reasoning_content".into(), Value::String(reasoning));
-    }
-    Ok(Value::Object(out))
-}
-
-/// Chat response shapes.
-pub struct ChatFormat {
-    pub id: String,
-    pub created: u64,
-    pub model: Arc<str>,
-}
-
-impl ChatFormat {
     fn header(&self, object: &'static str) -> Header<'_> {
         Header {
             id: &self.id,
@@ -181,67 +125,77 @@ impl ChatFormat {
         }
     }
 
-    fn chunk(&self, buf: &mut Vec<u8>, delta: Delta<'_>, finish: Option<&str>) {
-        let choices = [ChatChunkChoice {
-            index: 0,
-            delta,
-            logprobs: None,
-            finish_reason: finish,
-        }];
+    fn chunk(&self, buf: &mut Vec<u8>, choices: Vec<ChatChunkChoice>, usage: Option<Usage>) {
         let chunk = ChatChunk {
             header: self.header("chat.completion.chunk"),
-            choices: &choices,
-            usage: None,
+            choices,
+            usage,
         };
         sse::push_event(buf, &chunk);
     }
 }
 
-impl Format for ChatFormat {
+impl Shapes for ChatShapes {
     fn start(&self, buf: &mut Vec<u8>) {
-        self.chunk(
-            buf,
-            Delta {
+        for choice in 0..self.choices.len() {
+            let delta = Delta {
                 role: Some("assistant"),
-                content: Some(""),
-            },
-            None,
-        );
+                content: Some(String::new()),
+                ..Delta::default()
+            };
+            let start = ChatChunkChoice {
+                index: u32::try_from(choice).unwrap_or(u32::MAX),
+                delta,
+                logprobs: None,
+                finish_reason: None,
+            };
+            self.chunk(buf, vec![start], None);
+        }
     }
 
-    fn delta(&self, buf: &mut Vec<u8>, text: &str, finish: Option<&str>) {
-        let content = (!text.is_empty()).then_some(text);
-        self.chunk(
-            buf,
-            Delta {
-                role: None,
-                content,
-            },
-            finish,
-        );
+    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>) {
+        let Some(choice) = self.choices.get_mut(index) else {
+            return;
+        };
+        let mut delta = choice.step(piece);
+        if delta.is_empty() {
+            return;
+        }
+        let chunk = ChatChunkChoice {
+            index: u32::try_from(index).unwrap_or(u32::MAX),
+            delta: delta.delta(),
+            logprobs: delta
+                .logprobs
+                .take()
+                .map(|content| ChatLogprobs { content }),
+            finish_reason: delta.finish,
+        };
+        self.chunk(buf, vec![chunk], None);
+    }
+
+    fn absorb(&mut self, index: usize, piece: Piece) {
+        if let Some(choice) = self.choices.get_mut(index) {
+            choice.step(piece);
+        }
     }
 
     fn usage(&self, buf: &mut Vec<u8>, usage: Usage) {
-        let chunk = ChatChunk {
-            header: self.header("chat.completion.chunk"),
-            choices: &[],
-            usage: Some(usage),
-        };
-        sse::push_event(buf, &chunk);
+        self.chunk(buf, Vec::new(), Some(usage));
     }
 
-    fn complete(&self, text: &str, finish: &str, usage: Usage) -> Vec<u8> {
+    fn body(self, usage: Usage) -> Vec<u8> {
         let body = ChatCompletion {
-            header: self.header("chat.completion"),
-            choices: [ChatChoice {
-                index: 0,
-                message: AssistantMessage {
-                    role: "assistant",
-                    content: text,
-                },
-                logprobs: None,
-                finish_reason: finish,
-            }],
+            header: Header {
+                id: &self.id,
+                object: "chat.completion",
+                created: self.created,
+                model: &self.model,
+            },
+            choices: self
+                .choices
+                .into_iter()
+                .map(ChatChoiceState::choice)
+                .collect(),
             usage,
         };
         serde_json::to_vec(&body).unwrap_or_default()

@@ -1,37 +1,35 @@
 //! `POST /v1/completions`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
 use crate::chat::text_error;
+use crate::choice::CompletionChoiceState;
 use crate::error::ApiError;
 use crate::job::{self, Job};
-use crate::openai::{
-    CommonFields, Completion, CompletionChoice, CompletionFields, Header, Prompt, Usage,
-};
-use crate::params::{self, Endpoint};
-use crate::response::Format;
-use crate::server::{body_bytes, SharedState};
+use crate::openai::{Completion, Header, Usage};
+use crate::prompt;
+use crate::response::Shapes;
+use crate::server::{request_body, AppState, SharedState};
 use crate::sse;
+use crate::stream::Piece;
 
 pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match prepare(&state, body).await {
-        Ok(job) => {
-            let format = CompletionFormat {
-                id: job.id.clone(),
-                created: job.created,
-                model: job::model_name(&state),
-            };
-            job.respond(&state, format).await
-        }
+    let arrival = Instant::now();
+    let job = match prepare(&state, body, arrival).await {
+        Ok(job) => job,
+        Err(err) => return err.into_response(),
+    };
+    match CompletionShapes::new(&job, &state) {
+        Ok(shapes) => job.respond(&state, shapes).await,
         Err(err) => err.into_response(),
     }
 }
@@ -39,66 +37,50 @@ pub async fn handle(
 async fn prepare(
     state: &SharedState,
     body: Result<Bytes, BytesRejection>,
+    arrival: Instant,
 ) -> Result<Job, ApiError> {
-    let body = body_bytes(body)?;
-    let map = params::parse_object(&body)?;
-    params::check_keys(&map, Endpoint::Completions)?;
-    let value = Value::Object(map);
-    let common: CommonFields = params::fields(&value)?;
-    let fields: CompletionFields = params::fields(&value)?;
-    let settings = params::validate(common, None, state.vocab_size)?;
-    state.check_model(settings.model.as_deref())?;
-    let text = match fields.prompt {
-        None => return Err(ApiError::bad("prompt", "`prompt` is required")),
-        Some(Prompt::Text(text)) => text,
-        Some(Prompt::Texts(mut texts)) if texts.len() == 1 => texts.swap_remove(0),
-        Some(Prompt::Tokens(ids)) => return tokens_job(state, settings, ids),
-        Some(Prompt::TokenLists(mut lists)) if lists.len() == 1 => {
-            return tokens_job(state, settings, lists.swap_remove(0))
-        }
-        Some(Prompt::Texts(list)) => return Err(batched(list.len())),
-        Some(Prompt::TokenLists(list)) => return Err(batched(list.len())),
-    };
-    let st = Arc::clone(state);
-    let ids = job::offload(text.len(), move || {
-        st.tokenizer.encode(&text, true).map_err(text_error)
-    })
-    .await?;
-    Job::new(state, settings, ids, "prompt", "cmpl")
+    let permit = state.admission.enter()?;
+    let body = request_body(body, state.options.max_request_body)?;
+    let prompt = prompt::completion(state, body).await?;
+    Ok(Job::new(prompt, "cmpl", arrival, permit))
 }
 
-fn batched(n: usize) -> ApiError {
-    ApiError::bad(
-        "prompt",
-        format!("batched prompts (a list of {n}) are not supported; send one prompt per request"),
-    )
+/// Completions response shapes: one state per choice.
+pub struct CompletionShapes {
+    id: String,
+    created: u64,
+    model: Arc<str>,
+    choices: Vec<CompletionChoiceState>,
 }
 
-fn tokens_job(
-    state: &SharedState,
-    settings: params::Generation,
-    ids: Vec<u32>,
-) -> Result<Job, ApiError> {
-    if let Some(bad) = ids.iter().find(|&&id| u64::from(id) >= state.vocab_size) {
-        return Err(ApiError::bad(
-            "prompt",
-            format!(
-                "token id {bad} in `prompt` is out of the vocabulary (size {})",
-                state.vocab_size
-            ),
-        ));
+impl CompletionShapes {
+    fn new(job: &Job, state: &AppState) -> Result<Self, ApiError> {
+        let settings = &job.prompt.settings;
+        let echo = if settings.echo {
+            Some(match &job.prompt.text {
+                Some(text) => text.clone(),
+                None => state
+                    .tokenizer
+                    .decode(&job.prompt.ids, settings.skip_special_tokens)
+                    .map_err(text_error)?,
+            })
+        } else {
+            None
+        };
+        let top = settings.sampling.logprobs.map(|k| k as usize);
+        let choices = (0..settings.n)
+            .map(|i| {
+                CompletionChoiceState::new(i, echo.clone(), top, Arc::clone(&state.token_texts))
+            })
+            .collect();
+        Ok(Self {
+            id: job.id.clone(),
+            created: job.created,
+            model: job::model_name(state),
+            choices,
+        })
     }
-    Job::new(state, settings, ids, "prompt", "cmpl")
-}
 
-/// Completions response shapes.
-pub struct CompletionFormat {
-    pub id: String,
-    pub created: u64,
-    pub model: Arc<str>,
-}
-
-impl CompletionFormat {
     fn header(&self) -> Header<'_> {
         Header {
             id: &self.id,
@@ -109,24 +91,28 @@ impl CompletionFormat {
     }
 }
 
-impl Format for CompletionFormat {
+impl Shapes for CompletionShapes {
     fn start(&self, _buf: &mut Vec<u8>) {}
 
-    fn delta(&self, buf: &mut Vec<u8>, text: &str, finish: Option<&str>) {
-        let choices = [CompletionChoice {
-            index: 0,
-            text,
-            logprobs: None,
-            finish_reason: finish,
-        }];
+    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>) {
+        let Some(choice) = self.choices.get_mut(index) else {
+            return;
+        };
+        let choice = choice.step(piece);
         sse::push_event(
             buf,
             &Completion {
                 header: self.header(),
-                choices: &choices,
+                choices: vec![choice],
                 usage: None,
             },
         );
+    }
+
+    fn absorb(&mut self, index: usize, piece: Piece) {
+        if let Some(choice) = self.choices.get_mut(index) {
+            choice.step(piece);
+        }
     }
 
     fn usage(&self, buf: &mut Vec<u8>, usage: Usage) {
@@ -134,22 +120,25 @@ impl Format for CompletionFormat {
             buf,
             &Completion {
                 header: self.header(),
-                choices: &[],
+                choices: Vec::new(),
                 usage: Some(usage),
             },
         );
     }
 
-    fn complete(&self, text: &str, finish: &str, usage: Usage) -> Vec<u8> {
-        let choices = [CompletionChoice {
-            index: 0,
-            text,
-            logprobs: None,
-            finish_reason: Some(finish),
-        }];
+    fn body(self, usage: Usage) -> Vec<u8> {
         let body = Completion {
-            header: self.header(),
-            choices: &choices,
+            header: Header {
+                id: &self.id,
+                object: "text_completion",
+                created: self.created,
+                model: &self.model,
+            },
+            choices: self
+                .choices
+                .into_iter()
+                .map(CompletionChoiceState::choice)
+                .collect(),
             usage: Some(usage),
         };
         serde_json::to_vec(&body).unwrap_or_default()

@@ -26,6 +26,18 @@ pub enum ApiError {
     /// The body is over the size limit.
     #[error("request body is larger than the limit of {0} bytes")]
     PayloadTooLarge(usize),
+    /// The server has an API key and the request does not carry it.
+    #[error("invalid or missing API key: send `Authorization: Bearer <key>`")]
+    Unauthorized,
+    /// Admission: this many generation requests are in flight already.
+    #[error("the server is at its limit of {0} concurrent requests; retry later")]
+    TooManyRequests(usize),
+    /// The request ran past `--request-timeout` (seconds).
+    #[error("the request did not finish within the server's request timeout of {0} s")]
+    Timeout(String),
+    /// The request was shed (e.g. its client stopped reading).
+    #[error("{0}")]
+    Unavailable(String),
     /// The engine is gone (or the server is shutting down after it died).
     #[error("{0}")]
     EngineDead(String),
@@ -75,7 +87,10 @@ impl ApiError {
             Self::ModelNotFound(_) | Self::RouteNotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::EngineDead(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::EngineDead(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::EngineError(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,7 +101,10 @@ impl ApiError {
             Self::ModelNotFound(_) | Self::RouteNotFound(_) => "NotFoundError",
             Self::MethodNotAllowed { .. } => "MethodNotAllowedError",
             Self::PayloadTooLarge(_) => "PayloadTooLargeError",
-            Self::EngineDead(_) => "ServiceUnavailableError",
+            Self::Unauthorized => "AuthenticationError",
+            Self::TooManyRequests(_) => "TooManyRequestsError",
+            Self::Timeout(_) => "TimeoutError",
+            Self::EngineDead(_) | Self::Unavailable(_) => "ServiceUnavailableError",
             Self::EngineError(_) | Self::Internal(_) => "InternalServerError",
         }
     }
@@ -118,16 +136,41 @@ impl ApiError {
     }
 }
 
+/// Seconds a client told 429 should wait (`Retry-After`).
+pub const RETRY_AFTER_S: &str = "1";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        use axum::http::header;
         let status = self.status();
         if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), "{self}");
         } else {
             tracing::debug!(status = status.as_u16(), "{self}");
         }
-        let headers = [(axum::http::header::CONTENT_TYPE, "application/json")];
-        (status, headers, self.to_json()).into_response()
+        let mut response = (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.to_json(),
+        )
+            .into_response();
+        let headers = response.headers_mut();
+        match self {
+            Self::TooManyRequests(_) => {
+                headers.insert(
+                    header::RETRY_AFTER,
+                    header::HeaderValue::from_static(RETRY_AFTER_S),
+                );
+            }
+            Self::Unauthorized => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+            }
+            _ => {}
+        }
+        response
     }
 }
 
@@ -184,6 +227,20 @@ mod tests {
             ),
             (
                 ApiError::EngineDead("gone".into()),
+                503,
+                "ServiceUnavailableError",
+                None,
+            ),
+            (ApiError::Unauthorized, 401, "AuthenticationError", None),
+            (
+                ApiError::TooManyRequests(4),
+                429,
+                "TooManyRequestsError",
+                None,
+            ),
+            (ApiError::Timeout("2".into()), 504, "TimeoutError", None),
+            (
+                ApiError::Unavailable("shed".into()),
                 503,
                 "ServiceUnavailableError",
                 None,

@@ -74,13 +74,6 @@ impl FrontendCli {
                 u32::from(self.engine_start_index) + u32::from(self.engine_count)
             ));
         }
-        if self.engine_count != 1 {
-            return Err(format!(
-                "--engine-count {}: vrs-rs serves one engine per frontend; run one \
-                 frontend per engine",
-                self.engine_count
-            ));
-        }
         ServeArgs::from_json(&self.args_json)
     }
 }
@@ -222,10 +215,11 @@ async fn serve(cli: FrontendCli, args: ServeArgs) -> anyhow::Result<u8> {
             return Ok(1);
         }
     };
-    let Some((identity, ready)) = readies.into_iter().next() else {
+    let (identities, readies): (Vec<_>, Vec<_>) = readies.into_iter().unzip();
+    let Some(ready) = readies.into_iter().next() else {
         return Err(anyhow::anyhow!("no engine sent READY"));
     };
-    let client = EngineClient::start(input, output, identity)?;
+    let client = EngineClient::start(input, output, identities)?;
     let watcher = Arc::clone(&client);
     tokio::spawn(async move {
         if let Some(reason) = lost.recv().await {
@@ -300,10 +294,11 @@ mod tests {
             .serve_args()
             .unwrap_err()
             .contains("do not fit"));
-        assert!(cli(2, 0, Some(2))
+        assert!(cli(2, 0, Some(2)).serve_args().is_ok());
+        assert!(cli(3, 0, Some(2))
             .serve_args()
             .unwrap_err()
-            .contains("one engine per frontend"));
+            .contains("do not fit"));
         assert!(cli(1, 1, Some(2)).serve_args().is_ok());
     }
 }

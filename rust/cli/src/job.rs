@@ -2,16 +2,18 @@
 //! response (streamed or whole). Shared by chat and completions.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
 use vrs_wire::EngineCoreRequest;
 
+use crate::admission::Permit;
 use crate::chat::text_error;
 use crate::error::ApiError;
-use crate::params::{self, Generation as Settings};
-use crate::response::{self, Format};
+use crate::prompt::Prompt;
+use crate::response::{self, Deadline, Shapes};
 use crate::server::AppState;
-use crate::stream::Generation;
+use crate::stream::{Generation, Observer};
 
 /// Prompt tokens kept to seed the incremental detokenizer.
 const DETOKENIZER_SEED: usize = 8;
@@ -21,81 +23,103 @@ const INLINE_TEXT_BYTES: usize = 16 * 1024;
 pub struct Job {
     pub id: String,
     pub created: u64,
-    prompt_ids: Vec<u32>,
-    settings: Settings,
-    max_tokens: u32,
+    pub prompt: Prompt,
+    arrival: Instant,
+    permit: Permit,
+}
+
+/// A fresh request id: `PREFIX-<32 hex digits>`.
+pub fn request_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
 
 impl Job {
-    /// Checks the prompt against the context length; `what` names the prompt field.
-    pub fn new(
-        state: &AppState,
-        settings: Settings,
-        prompt_ids: Vec<u32>,
-        what: &str,
-        id_prefix: &str,
-    ) -> Result<Self, ApiError> {
-        let max_tokens = params::resolve_max_tokens(
-            settings.max_tokens,
-            prompt_ids.len(),
-            state.max_model_len,
-            what,
-        )?;
-        Ok(Self {
-            id: format!("{id_prefix}-{}", uuid::Uuid::new_v4().simple()),
+    /// An accepted request (its prompt already checked against the context length),
+    /// admitted by `permit`, that arrived at `arrival`.
+    pub fn new(prompt: Prompt, id_prefix: &str, arrival: Instant, permit: Permit) -> Self {
+        Self {
+            id: request_id(id_prefix),
             created: crate::server::unix_now(),
-            prompt_ids,
-            settings,
-            max_tokens,
-        })
+            prompt,
+            arrival,
+            permit,
+        }
     }
 
-    /// Submits to the engine and answers in `format`.
-    pub async fn respond<F: Format>(self, state: &AppState, format: F) -> Response {
+    /// Submits the request's `n` choices to the engine (choice `i` of several gets id
+    /// `ID-i` and seed `seed + i`) and answers in `shapes`.
+    pub async fn respond<S: Shapes>(self, state: &AppState, shapes: S) -> Response {
         let Self {
             id,
-            prompt_ids,
-            settings,
-            max_tokens,
+            prompt,
+            arrival,
+            permit,
             ..
         } = self;
-        let seed = prompt_ids[prompt_ids.len().saturating_sub(DETOKENIZER_SEED)..].to_vec();
-        let prompt_tokens = prompt_ids.len();
-        let mut sampling = settings.sampling;
-        sampling.max_tokens = max_tokens;
-        let request = EngineCoreRequest {
-            request_id: id.clone(),
-            prompt_token_ids: prompt_ids,
-            sampling_params: sampling,
-            arrival_time: now_f64(),
+        let settings = prompt.settings;
+        let ids = prompt.ids;
+        let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
+        let observer = Observer {
+            metrics: Arc::clone(&state.metrics),
+            arrival,
         };
-        let handle = match state.client.submit(request) {
-            Ok(handle) => handle,
-            Err(err) => return err.into_response(),
-        };
+        state.metrics.prompt_tokens(ids.len());
+        let n = settings.n.max(1);
+        let mut generations = Vec::with_capacity(n as usize);
+        for index in 0..n {
+            let mut sampling = settings.sampling.clone();
+            let request_id = if n > 1 {
+                sampling.seed = sampling.seed.map(|s| s.wrapping_add(i64::from(index)));
+                format!("{id}-{index}")
+            } else {
+                id.clone()
+            };
+            let request = EngineCoreRequest {
+                request_id,
+                prompt_token_ids: ids.clone(),
+                sampling_params: sampling,
+                arrival_time: now_f64(),
+            };
+            let handle = match state.client.submit(request) {
+                Ok(handle) => handle,
+                Err(err) => return err.into_response(),
+            };
+            match Generation::new(
+                handle,
+                &state.tokenizer,
+                tail,
+                settings.skip_special_tokens,
+                &settings.stop,
+                ids.len(),
+                observer.clone(),
+            ) {
+                Ok(g) => generations.push(g),
+                Err(err) => return text_error(err).into_response(),
+            }
+        }
         tracing::debug!(
             request_id = %id,
-            prompt_tokens,
-            max_tokens,
+            prompt_tokens = ids.len(),
+            max_tokens = settings.sampling.max_tokens,
+            n,
             stream = settings.stream,
             user = settings.user.as_deref().unwrap_or(""),
             "accepted"
         );
-        let generation = match Generation::new(
-            handle,
-            &state.tokenizer,
-            &seed,
-            settings.skip_special_tokens,
-            &settings.stop,
-            prompt_tokens,
-        ) {
-            Ok(g) => g,
-            Err(err) => return text_error(err).into_response(),
-        };
+        let deadline = state.options.request_timeout.map(|timeout| Deadline {
+            at: tokio::time::Instant::from_std(arrival + timeout),
+            timeout,
+        });
         if settings.stream {
-            response::stream(generation, format, settings.include_usage)
+            response::stream(
+                generations,
+                shapes,
+                settings.include_usage,
+                deadline,
+                permit,
+            )
         } else {
-            response::complete(generation, format).await
+            response::complete(generations, shapes, deadline, permit).await
         }
     }
 }

@@ -5,11 +5,11 @@
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
-use vrs_wire::{Failed, HandshakeKind, Hello, Init, Ready, PROTOCOL_VERSION};
+#[cfg(test)]
+use vrs_wire::Ready;
 
 /// Why the engine did not come up.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,8 @@ pub struct Sockets {
     pub output_address: String,
 }
 
-/// The engine after a successful handshake.
+/// The engine after a successful handshake (one engine; tests).
+#[cfg(test)]
 pub struct Connected {
     pub input: zmq::Socket,
     pub output: zmq::Socket,
@@ -76,11 +77,8 @@ pub fn bind_sockets() -> Result<Sockets, LaunchError> {
     let input = ctx.socket(zmq::ROUTER)?;
     let output = ctx.socket(zmq::PULL)?;
     for socket in [&handshake, &input, &output] {
-        socket.set_linger(0)?;
-        socket.set_sndhwm(0)?;
-        socket.set_rcvhwm(0)?;
+        set_engine_socket_options(socket)?;
     }
-    input.set_router_mandatory(true)?;
     let input_address = address("input");
     let output_address = address("output");
     handshake.bind(&handshake_address)?;
@@ -97,12 +95,25 @@ pub fn bind_sockets() -> Result<Sockets, LaunchError> {
     })
 }
 
+/// Options of every frontend-side engine socket: no linger, no high-water mark, and a
+/// ROUTER refuses to send to an unknown (gone) engine instead of dropping silently.
+pub fn set_engine_socket_options(socket: &zmq::Socket) -> Result<(), zmq::Error> {
+    socket.set_linger(0)?;
+    socket.set_sndhwm(0)?;
+    socket.set_rcvhwm(0)?;
+    if socket.get_socket_type()? == zmq::ROUTER {
+        socket.set_router_mandatory(true)?;
+    }
+    Ok(())
+}
+
 /// Starts the headless engine in its own process group. Must run on a thread that lives
 /// as long as the process (the main thread): the child's parent-death signal fires when
 /// the spawning thread exits.
 pub fn spawn_engine(
     python: &str,
     handshake_address: &str,
+    engine_index: u16,
     log_level: &str,
 ) -> Result<Child, LaunchError> {
     let mut command = Command::new(python);
@@ -114,7 +125,7 @@ pub fn spawn_engine(
             "--handshake-address",
             handshake_address,
         ])
-        .args(["--engine-index", "0"])
+        .args(["--engine-index", &engine_index.to_string()])
         .stdin(Stdio::null());
     if std::env::var_os("VRS_LOG_LEVEL").is_none() {
         command.env("VRS_LOG_LEVEL", log_level);
@@ -150,145 +161,11 @@ pub fn ready_timeout() -> Duration {
         .map_or(Duration::from_secs(600), Duration::from_secs_f64)
 }
 
-/// Runs the launcher side of the handshake. Checks `cancel` and the child every 100 ms.
-pub fn handshake(
-    sockets: Sockets,
-    exit: watch::Receiver<Option<ExitStatus>>,
-    engine_config: rmpv::Value,
-    timeout: Duration,
-    cancel: &AtomicBool,
-) -> Result<(Connected, tempfile::TempDir), LaunchError> {
-    let Sockets {
-        dir,
-        handshake,
-        input,
-        output,
-        input_address,
-        output_address,
-        ..
-    } = sockets;
-    let wait = Waiter {
-        exit,
-        timeout,
-        cancel,
-    };
-
-    let frames = wait.message(&handshake, "HELLO")?;
-    let [identity, kind, body] = three(frames, "HELLO")?;
-    expect_kind(&kind, HandshakeKind::Hello)?;
-    let hello: Hello = decode(&body, "HELLO")?;
-    if hello.protocol_version != PROTOCOL_VERSION {
-        return Err(LaunchError::Protocol(format!(
-            "engine speaks protocol version {}, vrs-rs speaks {PROTOCOL_VERSION}; install matching versions",
-            hello.protocol_version
-        )));
-    }
-    tracing::info!(
-        pid = hello.pid,
-        "engine {} connected; loading",
-        hello.engine_index
-    );
-    let init = Init {
-        input_address,
-        output_address,
-        engine_config,
-    };
-    let body = vrs_wire::encode(&init).map_err(|e| LaunchError::Protocol(e.to_string()))?;
-    handshake.send(&identity[..], zmq::SNDMORE)?;
-    handshake.send(&[HandshakeKind::Init.as_byte()][..], zmq::SNDMORE)?;
-    handshake.send(body, 0)?;
-
-    let frames = wait.message(&handshake, "READY")?;
-    let [_, kind, body] = three(frames, "READY")?;
-    match kind.first().copied().map(HandshakeKind::try_from) {
-        Some(Ok(HandshakeKind::Ready)) => {}
-        Some(Ok(HandshakeKind::Failed)) => {
-            let failed: Failed = decode(&body, "FAILED")?;
-            return Err(LaunchError::Failed(failed.message));
-        }
-        _ => {
-            return Err(LaunchError::Protocol(format!(
-                "expected READY or FAILED, got {kind:?}"
-            )))
-        }
-    }
-    let ready: Ready = decode(&body, "READY")?;
-
-    let frames = wait.message(&input, "READY on the input socket")?;
-    let [identity, kind, body] = three(frames, "input READY")?;
-    expect_kind(&kind, HandshakeKind::Ready)?;
-    let _: Ready = decode(&body, "input READY")?;
-    Ok((
-        Connected {
-            input,
-            output,
-            identity,
-            ready,
-        },
-        dir,
-    ))
-}
-
-struct Waiter<'a> {
-    exit: watch::Receiver<Option<ExitStatus>>,
-    timeout: Duration,
-    cancel: &'a AtomicBool,
-}
-
-impl Waiter<'_> {
-    /// The next multipart message on `socket`, or why none came.
-    fn message(
-        &self,
-        socket: &zmq::Socket,
-        stage: &'static str,
-    ) -> Result<Vec<Vec<u8>>, LaunchError> {
-        let deadline = Instant::now() + self.timeout;
-        loop {
-            if self.cancel.load(Ordering::SeqCst) {
-                return Err(LaunchError::Cancelled);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(LaunchError::Timeout {
-                    stage,
-                    secs: self.timeout.as_secs_f64(),
-                });
-            }
-            let slice = (deadline - now).min(Duration::from_millis(100));
-            if socket.poll(zmq::POLLIN, slice.as_millis() as i64)? > 0 {
-                return Ok(socket.recv_multipart(0)?);
-            }
-            let status = *self.exit.borrow();
-            if let Some(status) = status {
-                // What it said last (a FAILED) is worth more than its exit code.
-                if socket.poll(zmq::POLLIN, 200)? > 0 {
-                    return Ok(socket.recv_multipart(0)?);
-                }
-                return Err(LaunchError::Exited { stage, status });
-            }
-        }
-    }
-}
-
-fn three(frames: Vec<Vec<u8>>, stage: &str) -> Result<[Vec<u8>; 3], LaunchError> {
-    let n = frames.len();
-    <[Vec<u8>; 3]>::try_from(frames)
-        .map_err(|_| LaunchError::Protocol(format!("{stage}: expected 3 frames, got {n}")))
-}
-
-fn expect_kind(kind: &[u8], expected: HandshakeKind) -> Result<(), LaunchError> {
-    if kind == [expected.as_byte()] {
-        Ok(())
-    } else {
-        Err(LaunchError::Protocol(format!(
-            "expected {expected:?}, got kind bytes {kind:?}"
-        )))
-    }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, LaunchError> {
-    vrs_wire::decode(body).map_err(|e| LaunchError::Protocol(format!("{what}: {e}")))
-}
+#[path = "launcher_handshake.rs"]
+mod handshake_impl;
+#[cfg(test)]
+pub use handshake_impl::handshake;
+pub use handshake_impl::handshake_group;
 
 /// JSON engine settings as the msgpack map INIT carries.
 pub fn json_to_msgpack(value: &serde_json::Value) -> rmpv::Value {

@@ -1,6 +1,8 @@
 use super::*;
 use crate::testutil::{run_fake_engine, FakeEngine, MAX_MODEL_LEN};
 use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 fn start(version: u32, failed: Option<&str>) -> Sockets {
     let sockets = bind_sockets().unwrap();
@@ -159,7 +161,7 @@ async fn engine_runs_in_its_own_group_and_stops() {
     // The group's second member proves the whole group is signalled.
     std::fs::write(&fake_python, "#!/bin/sh\nsleep 30 &\nwait\n").unwrap();
     std::fs::set_permissions(&fake_python, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let child = spawn_engine(fake_python.to_str().unwrap(), "ipc:///nowhere", "info").unwrap();
+    let child = spawn_engine(fake_python.to_str().unwrap(), "ipc:///nowhere", 0, "info").unwrap();
     let pid = child.id() as i32;
     // SAFETY: plain syscall.
     assert_eq!(
@@ -198,7 +200,7 @@ fn live_group_members(pgid: i32) -> usize {
 
 #[test]
 fn spawn_failure_names_the_interpreter() {
-    let err = spawn_engine("/nonexistent/python9", "ipc:///x", "info")
+    let err = spawn_engine("/nonexistent/python9", "ipc:///x", 0, "info")
         .err()
         .unwrap();
     assert!(err.to_string().contains("/nonexistent/python9"), "{err}");

@@ -7,7 +7,6 @@
 //! then stop the engine group and exit 0; engine death fails open requests, stops
 //! accepting and exits 1.
 
-use std::process::ExitStatus;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,32 +58,9 @@ impl Signals {
     }
 }
 
-/// Who owns the engine processes.
-pub enum Engines {
-    /// `serve`: vrs-rs started the engine and stops it.
-    Spawned(EngineProcess),
-    /// `frontend`: the parent started the engines and stops them; vrs-rs hears of a
-    /// death through the engine client (a closed engine connection marks it dead).
-    Supervised,
-}
-
-impl Engines {
-    async fn exited(&self) -> ExitStatus {
-        match self {
-            Self::Spawned(process) => process.exited().await,
-            Self::Supervised => std::future::pending().await,
-        }
-    }
-
-    async fn stop(&self, grace: Duration) {
-        if let Self::Spawned(process) = self {
-            match process.stop(grace).await {
-                Some(status) => tracing::info!("engine stopped ({status})"),
-                None => tracing::warn!("the engine did not report its exit"),
-            }
-        }
-    }
-}
+#[path = "lifecycle_engines.rs"]
+mod engines;
+pub use engines::Engines;
 
 /// Runs `vrs-rs serve` to the end; returns the exit code.
 pub async fn run_serve(args: ServeArgs) -> u8 {
@@ -108,28 +84,36 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
 
     let listener = bind_http(args.host(), args.port()).await?;
 
-    let sockets = launcher::bind_sockets()?;
-    // Spawned here, on the main thread (see `spawn_engine`).
-    let child = launcher::spawn_engine(
-        args.python_executable(),
-        &sockets.handshake_address,
-        args.log_level(),
-    )?;
-    let process = EngineProcess::supervise(child)?;
-    tracing::info!(
-        pid = process.pid(),
-        "started engine process: {} -m engine --headless",
-        args.python_executable()
-    );
+    let size = args.data_parallel_size();
+    let (sockets, lost) = if args.data_parallel_size_local() < size {
+        let (sockets, lost) = crate::scaleout::bind_tcp_sockets(
+            args.data_parallel_address(),
+            args.data_parallel_rpc_port(),
+        )?;
+        tracing::info!(
+            "waiting for engines {}..{size} to join: vrs serve MODEL --headless \
+             --handshake-address {} --engine-index I",
+            args.data_parallel_size_local(),
+            sockets.handshake_address
+        );
+        (sockets, Some(lost))
+    } else {
+        (launcher::bind_sockets()?, None)
+    };
+    let processes = engines::spawn_local(&args, &sockets.handshake_address).await?;
 
     let cancel = Arc::new(AtomicBool::new(false));
     let engine_config = launcher::json_to_msgpack(&serde_json::Value::Object(args.engine_config()));
-    let exit = process.exit_receiver();
+    let exits = match &processes {
+        Engines::Spawned(list) => list.iter().map(EngineProcess::exit_receiver).collect(),
+        Engines::Supervised => Vec::new(),
+    };
     let flag = Arc::clone(&cancel);
     let handshake = tokio::task::spawn_blocking(move || {
-        launcher::handshake(
+        launcher::handshake_group(
             sockets,
-            exit,
+            usize::from(size),
+            exits,
             engine_config,
             launcher::ready_timeout(),
             &flag,
@@ -162,19 +146,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             } else {
                 tracing::error!("{e}");
             }
-            let _ = process.stop(ENGINE_STOP_GRACE).await;
+            processes.stop(ENGINE_STOP_GRACE).await;
             return Ok(if cancelled { 0 } else { 1 });
         }
     };
-    let client = EngineClient::start(connected.input, connected.output, connected.identity)?;
-    let engines = Engines::Spawned(process);
+    let (identities, readies): (Vec<_>, Vec<_>) = connected.engines.into_iter().unzip();
+    let ready = readies
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("no engine sent READY"))?;
+    let client = EngineClient::start(connected.input, connected.output, identities)?;
+    if let Some(mut lost) = lost {
+        let watcher = Arc::clone(&client);
+        tokio::spawn(async move {
+            if let Some(reason) = lost.recv().await {
+                watcher.mark_dead(format!("an engine left: {reason}"));
+            }
+        });
+    }
     let code = serve_connected(
         &args,
         listener,
         client,
-        &connected.ready,
+        &ready,
         text,
-        engines,
+        processes,
         &mut signals,
     )
     .await;
@@ -216,7 +212,6 @@ pub async fn serve_connected(
         created: unix_now(),
         max_model_len: ready.max_model_len,
         vocab_size: ready.vocab_size,
-        engine_index: ready.engine_index,
         admission: Admission::new(options.max_concurrent_requests),
         options,
         metrics: Arc::new(Metrics::default()),
@@ -226,8 +221,18 @@ pub async fn serve_connected(
         args.served_model_name(),
         args.model,
         match &engines {
-            Engines::Spawned(process) => format!("engine pid {}", process.pid()),
-            Engines::Supervised => format!("engine {}", ready.engine_index),
+            Engines::Spawned(processes) => {
+                let pids: Vec<String> = processes.iter().map(|p| p.pid().to_string()).collect();
+                format!("engine pid {}", pids.join(", "))
+            }
+            Engines::Supervised => {
+                let indices: Vec<String> = client
+                    .engine_stats()
+                    .iter()
+                    .map(|(index, _)| index.to_string())
+                    .collect();
+                format!("engine {}", indices.join(", "))
+            }
         },
         if ready.is_mock {
             "mock engine"
@@ -265,8 +270,8 @@ pub async fn serve_connected(
             let timeout = args.shutdown_timeout();
             drain(&client, &engines, &mut server, stop_tx, timeout, name, signals).await
         }
-        status = engines.exited() => {
-            client.mark_dead(format!("the engine process exited unexpectedly ({status})"));
+        reason = engines.exited() => {
+            client.mark_dead(reason);
             die(&client, &engines, &mut server, stop_tx).await
         }
         _ = client.died() => die(&client, &engines, &mut server, stop_tx).await,
@@ -309,8 +314,8 @@ async fn drain(
             tracing::warn!("second signal: stopping now");
             cut_off(client, server).await;
         }
-        status = engines.exited() => {
-            client.mark_dead(format!("the engine process exited unexpectedly ({status})"));
+        reason = engines.exited() => {
+            client.mark_dead(reason);
             let _ = tokio::time::timeout(DEATH_DRAIN, &mut *server).await;
             code = 1;
         }
@@ -347,10 +352,11 @@ async fn die(
         tracing::warn!("connections still open {DEATH_DRAIN:?} after the engine died; exiting");
     }
     client.set_stopping();
-    if let Engines::Spawned(process) = engines {
-        process.stop(Duration::from_secs(1)).await;
+    engines.stop(Duration::from_secs(1)).await;
+    match client.dead_reason() {
+        Some(reason) => tracing::error!("exiting because an engine is gone: {reason}"),
+        None => tracing::error!("exiting because the engine is gone"),
     }
-    tracing::error!("exiting because the engine is gone");
     1
 }
 
@@ -361,17 +367,24 @@ async fn log_stats(client: Arc<EngineClient>) {
     let mut was_idle = true;
     loop {
         tick.tick().await;
-        let stats = client.stats();
+        let engines = client.engine_stats();
         let in_flight = client.in_flight();
-        let idle = in_flight == 0 && stats.num_running == 0 && stats.num_waiting == 0;
+        let idle = in_flight == 0
+            && engines
+                .iter()
+                .all(|(_, s)| s.num_running == 0 && s.num_waiting == 0);
         if !(idle && was_idle) {
-            tracing::info!(
-                "engine: {} running, {} waiting, KV cache {:.1}% used, {} preemptions; {in_flight} request(s) in flight",
-                stats.num_running,
-                stats.num_waiting,
-                stats.kv_cache_usage * 100.0,
-                stats.num_preemptions,
-            );
+            for ((index, stats), (_, in_flight, routed)) in
+                engines.iter().zip(client.engine_loads())
+            {
+                tracing::info!(
+                    "engine {index}: {} running, {} waiting, KV cache {:.1}% used, {} preemptions; {in_flight} request(s) in flight, {routed} routed",
+                    stats.num_running,
+                    stats.num_waiting,
+                    stats.kv_cache_usage * 100.0,
+                    stats.num_preemptions,
+                );
+            }
         }
         was_idle = idle;
     }

@@ -1,23 +1,37 @@
 //! `vrs-rs`: the vrs Rust frontend binary.
 
+mod admission;
+mod adopt;
 mod args;
+mod auth;
 mod chat;
+mod choice;
 mod completions;
 mod engine_client;
 mod error;
+mod frontend;
 mod job;
 mod launcher;
+mod lifecycle;
+mod logprobs;
+mod markers;
+mod metrics;
 mod openai;
 mod params;
 mod prompt;
+mod reasoning;
 mod render;
 mod render_args;
 mod response;
+mod router;
+mod scaleout;
 mod server;
 mod sse;
 mod stream;
 #[cfg(test)]
 mod testutil;
+mod tokenize;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -25,6 +39,11 @@ use clap::{Parser, Subcommand};
 
 use crate::args::{ServeArgs, ServeCli};
 use crate::render_args::{RenderArgs, RenderCli};
+
+/// Tokenization and JSON handling allocate many small short-lived buffers across worker
+/// threads; mimalloc's thread-local free lists serve them far faster than glibc malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +63,11 @@ enum Cmd {
     /// Normally run by `vrs serve`, which passes every setting as --args-json; the
     /// individual flags allow running it on its own.
     Serve(Box<ServeCli>),
+    /// Serve the OpenAI API on sockets and engines set up by the parent process.
+    ///
+    /// Run by `vrs frontend`, which binds the HTTP and engine listeners, starts the
+    /// engines and passes the listening fds on; vrs-rs adopts them and serves.
+    Frontend(Box<frontend::FrontendCli>),
     /// Benchmarks (`bench serve`: load-test an OpenAI-compatible server).
     Bench(vrs_bench::BenchCli),
     /// Serve template rendering + tokenization only (no engine, no weights): what the
@@ -67,6 +91,17 @@ fn main() -> ExitCode {
             };
             init_tracing(args.log_level());
             run_async("serve", server::run(args))
+        }
+        Cmd::Frontend(cli) => {
+            let args = match cli.serve_args() {
+                Ok(args) => args,
+                Err(e) => {
+                    eprintln!("vrs-rs frontend: error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            init_tracing(args.log_level());
+            run_async("frontend", frontend::run(*cli, args))
         }
         Cmd::Render(render) => {
             let args = match RenderArgs::from_cli(*render) {

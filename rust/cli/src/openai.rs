@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::logprobs::{ChatLogprobs, CompletionLogprobs};
+
 // ------------------------------------------------------------------------- requests
 
 /// Fields shared by chat and completions requests.
@@ -26,6 +28,7 @@ pub struct CommonFields {
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
+    pub n: Option<i64>,
 }
 
 /// Keys of [`CommonFields`].
@@ -48,6 +51,7 @@ pub const COMMON_KEYS: &[&str] = &[
     "stream",
     "stream_options",
     "user",
+    "n",
 ];
 
 /// `stop`: one string or a list of them.
@@ -73,6 +77,10 @@ pub struct ChatFields {
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub add_generation_prompt: Option<bool>,
     pub continue_final_message: Option<bool>,
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<i64>,
+    pub parallel_tool_calls: Option<bool>,
+    // `tools` and `tool_choice` stay raw JSON: `tools::tool_settings` checks them.
 }
 
 pub const CHAT_KEYS: &[&str] = &[
@@ -81,6 +89,11 @@ pub const CHAT_KEYS: &[&str] = &[
     "chat_template_kwargs",
     "add_generation_prompt",
     "continue_final_message",
+    "logprobs",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
 ];
 
 /// One chat message as the client sent it.
@@ -119,9 +132,11 @@ pub struct ContentPart {
 #[derive(Debug, Default, Deserialize)]
 pub struct CompletionFields {
     pub prompt: Option<Prompt>,
+    pub logprobs: Option<i64>,
+    pub echo: Option<bool>,
 }
 
-pub const COMPLETION_KEYS: &[&str] = &["prompt"];
+pub const COMPLETION_KEYS: &[&str] = &["prompt", "logprobs", "echo"];
 
 /// `prompt`: text, token ids, or a batch of one of either.
 #[derive(Debug, Deserialize, PartialEq)]
@@ -168,64 +183,115 @@ pub struct Header<'a> {
 pub struct ChatCompletion<'a> {
     #[serde(flatten)]
     pub header: Header<'a>,
-    pub choices: [ChatChoice<'a>; 1],
+    pub choices: Vec<ChatChoice>,
     pub usage: Usage,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ChatChoice<'a> {
+pub struct ChatChoice {
     pub index: u32,
-    pub message: AssistantMessage<'a>,
-    pub logprobs: Option<()>,
-    pub finish_reason: &'a str,
+    pub message: AssistantMessage,
+    pub logprobs: Option<ChatLogprobs>,
+    pub finish_reason: &'static str,
+}
+
+/// `reasoning_content` is present (maybe null) when the server has a reasoning parser,
+/// `tool_calls` when the answer made any.
+#[derive(Debug, Serialize)]
+pub struct AssistantMessage {
+    pub role: &'static str,
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallOut>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct AssistantMessage<'a> {
-    pub role: &'static str,
-    pub content: &'a str,
+pub struct Function {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool call in a response message.
+#[derive(Debug, Serialize)]
+pub struct ToolCallOut {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function,
+}
+
+/// A tool call in a stream delta (sent whole, once).
+#[derive(Debug, Serialize)]
+pub struct ToolCallDelta {
+    pub index: usize,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function,
 }
 
 #[derive(Debug, Serialize)]
 pub struct ChatChunk<'a> {
     #[serde(flatten)]
     pub header: Header<'a>,
-    pub choices: &'a [ChatChunkChoice<'a>],
+    pub choices: Vec<ChatChunkChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ChatChunkChoice<'a> {
+pub struct ChatChunkChoice {
     pub index: u32,
-    pub delta: Delta<'a>,
-    pub logprobs: Option<()>,
-    pub finish_reason: Option<&'a str>,
+    pub delta: Delta,
+    pub logprobs: Option<ChatLogprobs>,
+    pub finish_reason: Option<&'static str>,
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct Delta<'a> {
+pub struct Delta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<&'a str>,
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallDelta>,
 }
 
+/// A completions response, and a streamed chunk (without usage, or without choices).
 #[derive(Debug, Serialize)]
 pub struct Completion<'a> {
     #[serde(flatten)]
     pub header: Header<'a>,
-    pub choices: &'a [CompletionChoice<'a>],
+    pub choices: Vec<CompletionChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct CompletionChoice<'a> {
+pub struct CompletionChoice {
     pub index: u32,
-    pub text: &'a str,
-    pub logprobs: Option<()>,
-    pub finish_reason: Option<&'a str>,
+    pub text: String,
+    pub logprobs: Option<CompletionLogprobs>,
+    pub finish_reason: Option<&'static str>,
+}
+
+/// `POST /tokenize` (vLLM's shape).
+#[derive(Debug, Serialize)]
+pub struct Tokenized {
+    pub count: usize,
+    pub max_model_len: u64,
+    pub tokens: Vec<u32>,
+    pub token_strs: Option<Vec<String>>,
+}
+
+/// `POST /detokenize` (vLLM's shape).
+#[derive(Debug, Serialize)]
+pub struct Detokenized {
+    pub prompt: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -246,84 +312,5 @@ pub struct ModelCard<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn prompt_forms() {
-        let p = |v: Value| serde_json::from_value::<Prompt>(v);
-        assert_eq!(p(json!("hi")).unwrap(), Prompt::Text("hi".into()));
-        assert_eq!(p(json!([1, 2])).unwrap(), Prompt::Tokens(vec![1, 2]));
-        assert_eq!(p(json!(["a"])).unwrap(), Prompt::Texts(vec!["a".into()]));
-        assert_eq!(p(json!([[3]])).unwrap(), Prompt::TokenLists(vec![vec![3]]));
-        let err = p(json!(5)).unwrap_err().to_string();
-        assert!(err.contains("a string, a list of token ids"), "{err}");
-        assert!(p(json!([-1])).is_err());
-    }
-
-    #[test]
-    fn message_content_forms() {
-        let m: ChatMessage = serde_json::from_value(json!({
-            "role": "user", "content": [{"type": "text", "text": "a"}]
-        }))
-        .unwrap();
-        assert_eq!(
-            m.content,
-            Some(MessageContent::Parts(vec![ContentPart {
-                kind: "text".into(),
-                text: Some("a".into())
-            }]))
-        );
-        assert!(serde_json::from_value::<ChatMessage>(json!({"role": "user", "x": 1})).is_err());
-        assert!(serde_json::from_value::<ChatMessage>(json!({"content": "hi"})).is_err());
-    }
-
-    #[test]
-    fn chunk_shapes() {
-        let header = Header {
-            id: "chatcmpl-1",
-            object: "chat.completion.chunk",
-            created: 7,
-            model: "m",
-        };
-        let choices = [ChatChunkChoice {
-            index: 0,
-            delta: Delta {
-                role: Some("assistant"),
-                content: Some(""),
-            },
-            logprobs: None,
-            finish_reason: None,
-        }];
-        let v = serde_json::to_value(ChatChunk {
-            header,
-            choices: &choices,
-            usage: None,
-        })
-        .unwrap();
-        assert_eq!(
-            v,
-            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7,
-                   "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant",
-                   "content": ""}, "logprobs": null, "finish_reason": null}]})
-        );
-        let header = Header {
-            id: "cmpl-1",
-            object: "text_completion",
-            created: 7,
-            model: "m",
-        };
-        let v = serde_json::to_value(Completion {
-            header,
-            choices: &[],
-            usage: Some(Usage::new(3, 4)),
-        })
-        .unwrap();
-        assert_eq!(
-            v["usage"],
-            json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
-        );
-        assert_eq!(v["choices"], json!([]));
-    }
-}
+#[path = "openai_tests.rs"]
+mod tests;

@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 use vrs_wire::SamplingParams;
 
 use crate::error::ApiError;
-use crate::openai::{CommonFields, Stop, COMMON_KEYS};
+use crate::logprobs::MAX_LOGPROBS;
+use crate::openai::{ChatFields, CommonFields, CompletionFields, Stop, COMMON_KEYS};
 
 /// Which request kind a body is for; decides the accepted keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +28,14 @@ pub struct Generation {
     pub include_usage: bool,
     pub user: Option<String>,
     pub model: Option<String>,
+    /// Choices (engine requests) per request.
+    pub n: u32,
+    /// Completions: the prompt goes before the text.
+    pub echo: bool,
 }
+
+/// Most choices one request may ask for.
+pub const MAX_N: i64 = 128;
 
 /// The body as a JSON object.
 pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
@@ -91,35 +99,24 @@ enum Refusal {
 fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
     let chat = endpoint == Endpoint::Chat;
     let neutral = match key {
-        "n" | "best_of" => {
+        "best_of" => {
             let ok = value.is_null() || value.as_u64() == Some(1);
             return Some(if ok {
                 Refusal::Accepted
             } else {
-                Refusal::Refused(format!("`{key}` > 1 is not supported"))
+                Refusal::Refused("`best_of` > 1 is not supported".into())
             });
         }
-        "logprobs" if chat => value.is_null() || value == &Value::Bool(false),
-        "logprobs" | "prompt_logprobs" => value.is_null(),
-        "top_logprobs" if chat => value.is_null() || value.as_u64() == Some(0),
+        "prompt_logprobs" => value.is_null(),
         "echo" => value.is_null() || value == &Value::Bool(false),
         "suffix" if !chat => value.is_null() || value.as_str() == Some(""),
         "logit_bias" => value.is_null() || value.as_object().is_some_and(Map::is_empty),
         "response_format" => {
             value.is_null() || value.get("type").and_then(Value::as_str) == Some("text")
         }
-        "tools" | "functions" if chat => {
-            value.is_null() || value.as_array().is_some_and(Vec::is_empty)
-        }
-        "tool_choice" | "function_call" if chat => {
-            value.is_null() || value.as_str() == Some("none")
-        }
-        "parallel_tool_calls"
-        | "reasoning_effort"
-        | "modalities"
-        | "audio"
-        | "prediction"
-        | "web_search_options"
+        "functions" if chat => value.is_null() || value.as_array().is_some_and(Vec::is_empty),
+        "function_call" if chat => value.is_null() || value.as_str() == Some("none"),
+        "reasoning_effort" | "modalities" | "audio" | "prediction" | "web_search_options"
         | "documents"
             if chat =>
         {
@@ -274,6 +271,13 @@ pub fn validate(
         }
         include_usage = options.include_usage.unwrap_or(false);
     }
+    let n = common.n.unwrap_or(1);
+    check(
+        "n",
+        (1..=MAX_N).contains(&n),
+        &format!("must be in [1, {MAX_N}]"),
+        n,
+    )?;
     Ok(Generation {
         sampling,
         max_tokens,
@@ -283,7 +287,55 @@ pub fn validate(
         include_usage,
         user: common.user,
         model: common.model,
+        n: u32::try_from(n).unwrap_or(1),
+        echo: false,
     })
+}
+
+/// `logprobs` / `top_logprobs` of a chat request into `settings`.
+pub fn chat_logprobs(chat: &ChatFields, settings: &mut Generation) -> Result<(), ApiError> {
+    let logprobs = chat.logprobs.unwrap_or(false);
+    if let Some(top) = chat.top_logprobs {
+        let rule = format!("must be in [0, {MAX_LOGPROBS}]");
+        check(
+            "top_logprobs",
+            (0..=MAX_LOGPROBS).contains(&top),
+            &rule,
+            top,
+        )?;
+        if top > 0 && !logprobs {
+            return Err(ApiError::bad(
+                "top_logprobs",
+                "`top_logprobs` needs `logprobs` set to true",
+            ));
+        }
+    }
+    if logprobs {
+        settings.sampling.logprobs =
+            Some(u32::try_from(chat.top_logprobs.unwrap_or(0)).unwrap_or(0));
+    }
+    Ok(())
+}
+
+/// `logprobs` and `echo` of a completions request into `settings`.
+pub fn completion_output(
+    fields: &CompletionFields,
+    settings: &mut Generation,
+) -> Result<(), ApiError> {
+    if let Some(k) = fields.logprobs {
+        let rule = format!("must be in [0, {MAX_LOGPROBS}]");
+        check("logprobs", (0..=MAX_LOGPROBS).contains(&k), &rule, k)?;
+        settings.sampling.logprobs = Some(u32::try_from(k).unwrap_or(0));
+    }
+    settings.echo = fields.echo.unwrap_or(false);
+    if settings.echo && fields.logprobs.is_some() {
+        return Err(ApiError::bad(
+            "echo",
+            "`echo` with `logprobs` is not supported: the engine does not compute prompt \
+             logprobs",
+        ));
+    }
+    Ok(())
 }
 
 fn check<T: std::fmt::Display>(

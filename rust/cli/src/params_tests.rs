@@ -51,7 +51,6 @@ fn unknown_keys_are_named() {
 #[test]
 fn unsupported_features_are_refused_unless_neutral() {
     let refused = [
-        (Endpoint::Chat, json!({"n": 2}), "`n` > 1 is not supported"),
         (
             Endpoint::Completions,
             json!({"best_of": 3}),
@@ -59,38 +58,23 @@ fn unsupported_features_are_refused_unless_neutral() {
         ),
         (
             Endpoint::Chat,
-            json!({"logprobs": true}),
-            "`logprobs` is not supported",
-        ),
-        (
-            Endpoint::Chat,
-            json!({"top_logprobs": 2}),
-            "`top_logprobs` is not supported",
-        ),
-        (
-            Endpoint::Completions,
-            json!({"logprobs": 0}),
-            "`logprobs` is not supported",
-        ),
-        (
-            Endpoint::Completions,
             json!({"echo": true}),
             "`echo` is not supported",
         ),
         (
             Endpoint::Completions,
+            json!({"prompt_logprobs": 1}),
+            "`prompt_logprobs` is not supported",
+        ),
+        (
+            Endpoint::Chat,
+            json!({"function_call": "auto"}),
+            "`function_call` is not supported",
+        ),
+        (
+            Endpoint::Completions,
             json!({"suffix": "x"}),
             "`suffix` is not supported",
-        ),
-        (
-            Endpoint::Chat,
-            json!({"tools": [{"type": "function"}]}),
-            "`tools` is not supported",
-        ),
-        (
-            Endpoint::Chat,
-            json!({"tool_choice": "auto"}),
-            "`tool_choice` is not supported",
         ),
         (
             Endpoint::Chat,
@@ -133,6 +117,65 @@ fn unsupported_features_are_refused_unless_neutral() {
     // Chat-only features are plain unknown fields on completions.
     let e = check_keys(&map(json!({"tools": []})), Endpoint::Completions).unwrap_err();
     assert_eq!(e.to_string(), "unknown field `tools`");
+    // Implemented features pass the key policy (their values are checked later).
+    let chat = json!({"n": 3, "logprobs": true, "top_logprobs": 2, "tools": [{}],
+                      "tool_choice": "required", "parallel_tool_calls": false});
+    check_keys(&map(chat), Endpoint::Chat).unwrap();
+    check_keys(
+        &map(json!({"n": 2, "logprobs": 3, "echo": true})),
+        Endpoint::Completions,
+    )
+    .unwrap();
+}
+
+#[test]
+fn n_logprobs_and_echo_values() {
+    assert_eq!(common(json!({})).unwrap().n, 1);
+    assert_eq!(common(json!({"n": 128})).unwrap().n, 128);
+    for bad in [0, -1, 129] {
+        let e = common(json!({"n": bad})).unwrap_err();
+        assert_eq!(e.to_string(), format!("`n` must be in [1, 128], got {bad}"));
+        assert_eq!(param_of(e).as_deref(), Some("n"));
+    }
+    let chat = |v: Value| -> Result<Generation, ApiError> {
+        let mut g = common(json!({}))?;
+        chat_logprobs(&fields::<ChatFields>(&v)?, &mut g)?;
+        Ok(g)
+    };
+    assert_eq!(
+        chat(json!({"logprobs": true})).unwrap().sampling.logprobs,
+        Some(0)
+    );
+    let g = chat(json!({"logprobs": true, "top_logprobs": 5})).unwrap();
+    assert_eq!(g.sampling.logprobs, Some(5));
+    assert_eq!(
+        chat(json!({"logprobs": false, "top_logprobs": 0}))
+            .unwrap()
+            .sampling
+            .logprobs,
+        None
+    );
+    let e = chat(json!({"top_logprobs": 2})).unwrap_err();
+    assert_eq!(e.to_string(), "`top_logprobs` needs `logprobs` set to true");
+    let e = chat(json!({"logprobs": true, "top_logprobs": 21})).unwrap_err();
+    assert_eq!(e.to_string(), "`top_logprobs` must be in [0, 20], got 21");
+    let cmpl = |v: Value| -> Result<Generation, ApiError> {
+        let mut g = common(json!({}))?;
+        completion_output(&fields::<CompletionFields>(&v)?, &mut g)?;
+        Ok(g)
+    };
+    assert_eq!(
+        cmpl(json!({"logprobs": 0})).unwrap().sampling.logprobs,
+        Some(0)
+    );
+    assert!(cmpl(json!({"echo": true})).unwrap().echo);
+    assert_eq!(
+        param_of(cmpl(json!({"logprobs": -1})).unwrap_err()).as_deref(),
+        Some("logprobs")
+    );
+    let e = cmpl(json!({"echo": true, "logprobs": 1})).unwrap_err();
+    assert!(e.to_string().contains("prompt logprobs"), "{e}");
+    assert_eq!(param_of(e).as_deref(), Some("echo"));
 }
 
 #[test]

@@ -18,12 +18,12 @@ use crate::chat::{text_error, Template};
 use crate::error::ApiError;
 use crate::job;
 use crate::metrics::Histogram;
-use crate::reasoning;
-use crate::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 use crate::openai::{
     ChatFields, ChatMessage, CommonFields, CompletionFields, MessageContent, Prompt as PromptField,
 };
 use crate::params::{self, Endpoint, Generation};
+use crate::reasoning;
+use crate::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 
 /// What prompt building needs from a server: the model's text assets and limits.
 pub trait TextModel: Send + Sync + 'static {
@@ -40,6 +40,10 @@ pub trait TextModel: Send + Sync + 'static {
         None
     }
 }
+
+/// The 400 of a chat request to a model without a chat template.
+pub const NO_CHAT_TEMPLATE: &str = "this model has no chat template, so /v1/chat/completions \
+     is unavailable; start the server with --chat-template or use /v1/completions";
 
 /// How a chat request's answer is parsed.
 #[derive(Debug, Clone)]
@@ -113,10 +117,7 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
         Some(m) => m,
     };
     if state.template().is_none() {
-        return Err(ApiError::bad_request(
-            "this model has no chat template, so /v1/chat/completions is unavailable; \
-             start the server with --chat-template or use /v1/completions",
-        ));
+        return Err(ApiError::bad_request(NO_CHAT_TEMPLATE));
     }
     let messages = messages
         .into_iter()
@@ -167,7 +168,14 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
         prefilled: forced.is_some(),
         reasoning_inside,
     };
-    finish(state.as_ref(), Some(text), ids, settings, "messages", Some(output))
+    finish(
+        state.as_ref(),
+        Some(text),
+        ids,
+        settings,
+        "messages",
+        Some(output),
+    )
 }
 
 /// A `/v1/completions` body (or its render).
@@ -223,7 +231,7 @@ fn token_prompt(
 }
 
 /// A message as the template sees it: text parts joined, absent fields left out.
-fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiError> {
+pub fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiError> {
     let mut out = Map::new();
     out.insert("role".into(), Value::String(message.role));
     let content = match message.content {

@@ -187,8 +187,7 @@ fn load(args: &RenderArgs) -> Result<RenderState, String> {
     let (tokenizer, template) = crate::chat::load_text(dir, args.chat_template.as_deref())?;
     let (vocab_size, max_model_len) =
         model_limits(dir, args.max_model_len, tokenizer.vocab_size() as u64)?;
-    let tool_parser =
-        crate::tools::pick_parser(None, tokenizer.config().chat_template("default"))?;
+    let tool_parser = crate::tools::pick_parser(None, tokenizer.config().chat_template("default"))?;
     Ok(RenderState {
         tokenizer,
         template,

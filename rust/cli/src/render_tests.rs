@@ -129,16 +129,23 @@ async fn completion_render_keeps_the_prompt_as_given() {
 }
 
 #[tokio::test]
-async fn tools_are_rendered_with_none_or_auto_only() {
+async fn tools_need_a_parser_unless_tool_choice_is_none() {
     let f = fixture();
+    assert_eq!(
+        f.state.tool_parser, None,
+        "the tiny template writes no tool markers"
+    );
     let tool = json!({"type": "function", "function": {"name": "f", "parameters": {}}});
     let messages = json!([{"role": "user", "content": "hello"}]);
-    for choice in [json!("auto"), json!("none"), Value::Null] {
-        let body = json!({"messages": messages, "tools": [tool], "tool_choice": choice});
-        let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
-        assert_eq!(status, StatusCode::OK, "{out}");
-    }
+    let body = json!({"messages": messages, "tools": [tool], "tool_choice": "none"});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
     let cases = [
+        (json!({"tools": [tool]}), "tool_choice"),
+        (
+            json!({"tools": [tool], "tool_choice": "auto"}),
+            "tool_choice",
+        ),
         (
             json!({"tools": [tool], "tool_choice": "required"}),
             "tool_choice",
@@ -160,14 +167,40 @@ async fn tools_are_rendered_with_none_or_auto_only() {
 }
 
 #[tokio::test]
-async fn serving_still_refuses_tools() {
+async fn forced_tool_calls_show_their_prefill() {
     let f = fixture();
-    let body = json!({"messages": [{"role": "user", "content": "hello"}],
-                      "tools": [{"type": "function", "function": {"name": "f"}}]});
-    let err = prompt::chat(&f.state, Bytes::from(body.to_string()), Tools::Refused)
+    let state = Arc::new(RenderState {
+        tool_parser: Some("hermes"),
+        tokenizer: f.state.tokenizer.clone(),
+        template: f.state.template.clone(),
+        model_name: f.state.model_name.clone(),
+        model_root: f.state.model_root.clone(),
+        created: 1,
+        max_model_len: f.state.max_model_len,
+        vocab_size: f.state.vocab_size,
+    });
+    let tool = json!({"type": "function", "function": {"name": "f"}});
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let named = json!({"type": "function", "function": {"name": "f"}});
+    for (choice, tail) in [
+        (json!("required"), "<tool_call>"),
+        (named, "<tool_call>{\"name\": \"f\", \"arguments\": "),
+    ] {
+        let body = json!({"messages": messages, "tools": [tool], "tool_choice": choice});
+        let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
+            .await
+            .unwrap();
+        assert!(
+            prompt.text.as_deref().unwrap().ends_with(tail),
+            "{prompt:?}"
+        );
+        assert!(prompt.chat.unwrap().prefilled);
+    }
+    let body = json!({"messages": messages, "tools": [tool], "tool_choice": "auto"});
+    let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
         .await
-        .unwrap_err();
-    assert_eq!(err.to_string(), "`tools` is not supported");
+        .unwrap();
+    assert!(!prompt.text.as_deref().unwrap().contains("<tool_call>"));
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use std::time::Duration;
 use tower::ServiceExt;
 
 async fn call(h: &Harness, method: &str, path: &str, body: &str) -> (StatusCode, String, Bytes) {
@@ -162,10 +163,12 @@ async fn bad_requests_get_error_bodies_and_the_server_goes_on() {
         ("/v1/completions", r#"{"prompt": "hello", "max_tokens": 64}"#.into(), 400, json!("max_tokens"), "65 tokens"),
         ("/v1/completions", r#"{"prompt": [3, 99]}"#.into(), 400, json!("prompt"), "out of the vocabulary"),
         ("/v1/completions", r#"{"prompt": ["a", "b"]}"#.into(), 400, json!("prompt"), "batched"),
-        ("/v1/completions", r#"{"prompt": "x", "n": 2}"#.into(), 400, json!("n"), "`n` > 1 is not supported"),
-        ("/v1/completions", r#"{"prompt": "x", "echo": true}"#.into(), 400, json!("echo"), "not supported"),
+        ("/v1/completions", r#"{"prompt": "x", "n": 0}"#.into(), 400, json!("n"), "`n` must be in [1, 128], got 0"),
+        ("/v1/completions", r#"{"prompt": "x", "best_of": 2}"#.into(), 400, json!("best_of"), "`best_of` > 1 is not supported"),
+        ("/v1/completions", r#"{"prompt": "x", "echo": true, "logprobs": 1}"#.into(), 400, json!("echo"), "prompt logprobs"),
         ("/v1/completions", r#"{"prompt": "x", "bogus": 1}"#.into(), 400, json!("bogus"), "unknown field `bogus`"),
-        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}"#.into(), 400, json!("tools"), "not supported"),
+        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}"#.into(), 400, json!("tools[0].function"), "a tool needs"),
+        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}"#.into(), 400, json!("response_format"), "not supported"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#.into(), 400, json!("messages[0].content[0]"), "image_url"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"boom": true}}"#.into(), 400, Value::Null, "boom!"),
     ];

@@ -74,6 +74,36 @@ mod tests {
         assert!(text.ends_with("\n\n"));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_value_is_one_well_framed_event(
+            text in proptest::prelude::any::<String>(),
+            n in proptest::prelude::any::<i64>(),
+            items in proptest::collection::vec(proptest::prelude::any::<String>(), 0..5),
+        ) {
+            let value = serde_json::json!({"text": text, "n": n, "items": items});
+            let mut buf = b"data: [DONE]\n\n".to_vec();
+            push_event(&mut buf, &value);
+            let event = &buf[DONE.len()..];
+            proptest::prop_assert!(event.starts_with(b"data: ") && event.ends_with(b"\n\n"));
+            let body = &event[6..event.len() - 2];
+            proptest::prop_assert!(!body.contains(&b'\n') && !body.contains(&b'\r'));
+            let back: serde_json::Value = serde_json::from_slice(body).unwrap();
+            proptest::prop_assert_eq!(back, value);
+        }
+
+        #[test]
+        fn any_error_is_an_event_then_done(message in proptest::prelude::any::<String>()) {
+            let bytes = error_event(&ApiError::EngineError(message.clone()));
+            let text = std::str::from_utf8(&bytes).unwrap();
+            let (event, done) = text.split_once("\n\n").unwrap();
+            proptest::prop_assert_eq!(done, "data: [DONE]\n\n");
+            let body: serde_json::Value =
+                serde_json::from_str(event.strip_prefix("data: ").unwrap()).unwrap();
+            proptest::prop_assert_eq!(body["error"]["message"].as_str(), Some(message.as_str()));
+        }
+    }
+
     #[test]
     fn response_headers() {
         let r = response(Body::empty());

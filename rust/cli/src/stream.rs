@@ -1,25 +1,32 @@
 //! One request's output pipeline: engine outputs → incremental detokenizer → stop
 //! strings → text pieces, with the token counts for `usage`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use vrs_text::{IncrementalDetokenizer, StopMatcher, TextError, Tokenizer};
-use vrs_wire::{EngineCoreOutput, FinishReason};
+use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
 
 use crate::chat::text_error;
 use crate::engine_client::{EngineEvent, RequestHandle};
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::openai::Usage;
 
-/// What the client gets next.
-#[derive(Debug, PartialEq)]
-pub enum Piece {
-    /// More text (never empty).
-    Text(String),
-    /// The last text (maybe empty) and the OpenAI finish reason.
-    Finished { text: String, reason: &'static str },
-    /// The request failed; nothing follows.
-    Failed(ApiError),
+/// What the client gets next: text (never empty unless this is the last piece), the
+/// finish reason on the last, and the logprobs of the piece's visible tokens.
+#[derive(Debug, Default, PartialEq)]
+pub struct Piece {
+    pub text: String,
+    pub finish: Option<&'static str>,
+    pub logprobs: Vec<TokenLogprobs>,
+}
+
+/// Where a request's latencies go: the metrics and when the HTTP request arrived.
+#[derive(Clone)]
+pub struct Observer {
+    pub metrics: Arc<Metrics>,
+    pub arrival: Instant,
 }
 
 /// A running request as the HTTP layer sees it.
@@ -32,7 +39,9 @@ pub struct Generation {
     outcome: Option<&'static str>,
     /// A failure that follows text not yet handed out.
     pending: Option<ApiError>,
-    started: Instant,
+    observer: Observer,
+    /// When the latest output with tokens came.
+    last: Option<Instant>,
 }
 
 impl Generation {
@@ -43,6 +52,7 @@ impl Generation {
         skip_special_tokens: bool,
         stop: &[String],
         prompt_tokens: usize,
+        observer: Observer,
     ) -> Result<Self, TextError> {
         let detokenizer =
             IncrementalDetokenizer::new(tokenizer.clone(), prompt_tail, skip_special_tokens)?;
@@ -55,7 +65,8 @@ impl Generation {
             completion_tokens: 0,
             outcome: None,
             pending: None,
-            started: Instant::now(),
+            observer,
+            last: None,
         })
     }
 
@@ -63,54 +74,57 @@ impl Generation {
         Usage::new(self.prompt_tokens, self.completion_tokens)
     }
 
-    /// The next piece; `None` after the last. Outputs already queued are merged into one
-    /// piece, so a slow client gets fewer, larger events instead of a growing backlog.
-    pub async fn next(&mut self) -> Option<Piece> {
+    /// The next piece; `None` after the last (or after a failure). Outputs already
+    /// queued are merged into one piece, so a slow client gets fewer, larger events
+    /// instead of a growing backlog.
+    pub async fn next(&mut self) -> Option<Result<Piece, ApiError>> {
         if let Some(err) = self.pending.take() {
-            return Some(self.fail(err));
+            return Some(Err(self.fail(err)));
         }
         if self.outcome.is_some() {
             return None;
         }
-        let mut text = String::new();
+        let mut piece = Piece::default();
         loop {
-            let Some(event) = self.handle.rx.recv().await else {
-                return Some(
-                    self.fail(ApiError::EngineDead("the engine connection closed".into())),
-                );
+            let Some(event) = self.handle.recv().await else {
+                let err = self.handle.closed_error();
+                return Some(Err(self.fail(err)));
             };
             let mut event = Some(event);
             while let Some(ev) = event.take() {
-                match self.absorb(ev, &mut text) {
-                    Ok(None) => event = self.handle.rx.try_recv().ok(),
+                match self.absorb(ev, &mut piece) {
+                    Ok(None) => event = self.handle.try_recv(),
                     Ok(Some(reason)) => {
                         self.outcome = Some(reason);
-                        return Some(Piece::Finished { text, reason });
+                        piece.finish = Some(reason);
+                        return Some(Ok(piece));
                     }
-                    Err(err) if text.is_empty() => return Some(self.fail(err)),
+                    Err(err) if piece.text.is_empty() && piece.logprobs.is_empty() => {
+                        return Some(Err(self.fail(err)))
+                    }
                     Err(err) => {
                         self.pending = Some(err);
-                        return Some(Piece::Text(text));
+                        return Some(Ok(piece));
                     }
                 }
             }
-            if !text.is_empty() {
-                return Some(Piece::Text(text));
+            if !piece.text.is_empty() || !piece.logprobs.is_empty() {
+                return Some(Ok(piece));
             }
         }
     }
 
-    fn fail(&mut self, err: ApiError) -> Piece {
+    fn fail(&mut self, err: ApiError) -> ApiError {
         self.outcome = Some("error");
         tracing::warn!(request_id = %self.handle.request_id(), "request failed: {err}");
-        Piece::Failed(err)
+        err
     }
 
-    /// Adds one event's text to `text`; returns the finish reason when it ended.
+    /// Adds one event's text to `piece`; returns the finish reason when it ended.
     fn absorb(
         &mut self,
         event: EngineEvent,
-        text: &mut String,
+        piece: &mut Piece,
     ) -> Result<Option<&'static str>, ApiError> {
         let output = match event {
             EngineEvent::Output(output) => output,
@@ -123,25 +137,42 @@ impl Generation {
             .finish()
             .map_err(|e| ApiError::Internal(format!("bad engine output: {e}")))?;
         let ids = visible_ids(&output);
-        self.completion_tokens += u32::try_from(output.new_token_ids.len()).unwrap_or(u32::MAX);
+        if let Some(logprobs) = &output.new_logprobs {
+            piece
+                .logprobs
+                .extend(logprobs.iter().take(ids.len()).cloned());
+        }
+        self.count(output.new_token_ids.len());
+        let started = Instant::now();
         let mut new_text = self.detokenizer.push(ids).map_err(text_error)?;
         if finish.is_some() {
             self.handle.finished();
             new_text.push_str(&self.detokenizer.finish().map_err(text_error)?);
         }
+        self.observer.metrics.detokenize.observe(started.elapsed());
         if let Some(stop) = &mut self.stop {
             let outcome = stop.push(&new_text);
-            text.push_str(&outcome.emit);
+            piece.text.push_str(&outcome.emit);
             if outcome.stopped.is_some() {
                 // Our own stop: the engine may still be generating.
                 self.handle.abort();
+                self.observer
+                    .metrics
+                    .e2e
+                    .observe(self.observer.arrival.elapsed());
                 return Ok(Some(FinishReason::Stop.as_str()));
             }
             if finish.is_some() {
-                text.push_str(&stop.flush());
+                piece.text.push_str(&stop.flush());
             }
         } else {
-            text.push_str(&new_text);
+            piece.text.push_str(&new_text);
+        }
+        if finish.is_some() {
+            self.observer
+                .metrics
+                .e2e
+                .observe(self.observer.arrival.elapsed());
         }
         match finish {
             None => Ok(None),
@@ -152,6 +183,22 @@ impl Generation {
             )),
             Some(reason) => Ok(Some(reason.as_str())),
         }
+    }
+
+    /// Counts generated tokens and their latencies.
+    fn count(&mut self, tokens: usize) {
+        if tokens == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let metrics = &self.observer.metrics;
+        match self.last {
+            None => metrics.ttft.observe(now - self.observer.arrival),
+            Some(last) => metrics.itl.observe(now - last),
+        }
+        self.last = Some(now);
+        self.completion_tokens += u32::try_from(tokens).unwrap_or(u32::MAX);
+        metrics.generation_tokens(tokens);
     }
 }
 
@@ -166,7 +213,7 @@ fn visible_ids(output: &EngineCoreOutput) -> &[u32] {
 impl Drop for Generation {
     fn drop(&mut self) {
         let id = self.handle.request_id();
-        let elapsed_ms = self.started.elapsed().as_millis() as u64;
+        let elapsed_ms = self.observer.arrival.elapsed().as_millis() as u64;
         match self.outcome {
             Some(reason) => tracing::info!(
                 request_id = %id,

@@ -14,6 +14,10 @@ fn start(h: &Harness, id: &str, sampling: SamplingParams, stop: &[&str]) -> Gene
     };
     let handle = h.client.submit(request).unwrap();
     let stop: Vec<String> = stop.iter().map(|s| (*s).to_owned()).collect();
+    let observer = Observer {
+        metrics: Arc::clone(&h.state.metrics),
+        arrival: std::time::Instant::now(),
+    };
     Generation::new(
         handle,
         &h.state.tokenizer,
@@ -21,6 +25,7 @@ fn start(h: &Harness, id: &str, sampling: SamplingParams, stop: &[&str]) -> Gene
         true,
         &stop,
         PROMPT.len(),
+        observer,
     )
     .unwrap()
 }
@@ -33,16 +38,27 @@ async fn run(mut g: Generation) -> (String, Result<&'static str, ApiError>, Usag
             .await
             .unwrap();
         match piece {
-            Some(Piece::Text(t)) => {
+            Some(Ok(Piece {
+                text: t,
+                finish: None,
+                ..
+            })) => {
                 assert!(!t.is_empty(), "text pieces are never empty");
                 text.push_str(&t);
             }
-            Some(Piece::Finished { text: t, reason }) => {
+            Some(Ok(Piece {
+                text: t,
+                finish: Some(reason),
+                ..
+            })) => {
                 text.push_str(&t);
                 assert!(g.next().await.is_none(), "nothing after the finish");
                 return (text, Ok(reason), g.usage());
             }
-            Some(Piece::Failed(e)) => return (text, Err(e), g.usage()),
+            Some(Err(e)) => {
+                assert!(g.next().await.is_none(), "nothing after a failure");
+                return (text, Err(e), g.usage());
+            }
             None => panic!("ended without a finish"),
         }
     }
@@ -108,7 +124,10 @@ async fn engine_death_is_a_failure_piece() {
 async fn dropping_an_unfinished_generation_aborts() {
     let h = Harness::start(vec![5], Duration::from_millis(10));
     let mut g = start(&h, "gone", SamplingParams::new(10_000), &[]);
-    assert!(matches!(g.next().await, Some(Piece::Text(_))));
+    assert!(matches!(
+        g.next().await,
+        Some(Ok(Piece { finish: None, .. }))
+    ));
     drop(g);
     assert!(h.engine.wait_for(|e| e.aborted() == ["gone"]));
 }

@@ -10,9 +10,12 @@ use vrs_wire::{
     Ready, RequestType, ENGINE_DEAD_SENTINEL,
 };
 
+use crate::admission::Admission;
 use crate::engine_client::EngineClient;
 use crate::launcher;
-use crate::server::AppState;
+use crate::logprobs::TokenTexts;
+use crate::metrics::Metrics;
+use crate::server::{AppState, HttpOptions};
 
 /// Words of the tiny vocabulary; a word's id is its index.
 pub const WORDS: &[&str] = &[
@@ -273,10 +276,16 @@ impl Harness {
         let (connected, ipc) =
             launcher::handshake(sockets, exit, config, Duration::from_secs(10), &cancel).unwrap();
         let client =
-            EngineClient::start(connected.input, connected.output, connected.identity).unwrap();
+            EngineClient::start(connected.input, connected.output, vec![connected.identity])
+                .unwrap();
         let (tokenizer, template) = crate::chat::load_text(model.path(), None).unwrap();
+        let options = HttpOptions {
+            max_request_body: crate::server::MAX_BODY_BYTES,
+            ..HttpOptions::default()
+        };
         let state = Arc::new(AppState {
             client: Arc::clone(&client),
+            token_texts: Arc::new(TokenTexts::new(tokenizer.clone())),
             tokenizer,
             template,
             model_name: Arc::from("tiny"),
@@ -284,6 +293,9 @@ impl Harness {
             created: 1,
             max_model_len: connected.ready.max_model_len,
             vocab_size: connected.ready.vocab_size,
+            admission: Admission::new(options.max_concurrent_requests),
+            options,
+            metrics: Arc::new(Metrics::default()),
         });
         Self {
             state,
