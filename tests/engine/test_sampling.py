@@ -1,0 +1,179 @@
+"""Sampling: the sampler on hand-made logits, and seeded sampling through the engine."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from conftest import EOS_ID, make_engine, run_to_completion, tokens_of
+
+from engine import protocol as p
+from engine.request import Request
+from engine.sampler import Sampler
+
+VOCAB = 16
+
+
+def req(
+    prompt: list[int] | None = None, outputs: list[int] | None = None, **params: Any
+) -> Request:
+    params.setdefault("max_tokens", 100)
+    r = Request("r", prompt or [0], p.SamplingParams(**params), 0.0, frozenset({EOS_ID}))
+    r.token_ids.extend(outputs or [])
+    return r
+
+
+def logits_row(peak: int, second: int | None = None) -> torch.Tensor:
+    row = torch.zeros(VOCAB)
+    row[peak] = 5.0
+    if second is not None:
+        row[second] = 4.0
+    return row
+
+
+def draw(sampler: Sampler, row: torch.Tensor, request: Request, n: int) -> set[int]:
+    logits = row.repeat(n, 1)
+    return set(sampler(logits, [request] * n).token_ids)
+
+
+def test_greedy_and_fast_path() -> None:
+    sampler = Sampler(VOCAB, 0, torch.device("cpu"))
+    logits = torch.stack([logits_row(3), logits_row(9)])
+    out = sampler(logits, [req(temperature=0.0), req(temperature=0.0)])
+    assert out.token_ids == [3, 9] and out.logprobs == [None, None]
+
+
+def test_top_k_top_p_min_p_restrict_the_draw() -> None:
+    sampler = Sampler(VOCAB, 0, torch.device("cpu"))
+    flat = torch.zeros(VOCAB)
+    flat[:4] = torch.tensor([3.0, 2.9, 2.8, 2.7])
+    assert draw(sampler, flat, req(temperature=1.0, top_k=2), 400) == {0, 1}
+    # top_p: tokens 0 and 1 hold ~0.37 of the mass together: top_p=0.3 keeps both.
+    kept = draw(sampler, flat, req(temperature=1.0, top_p=0.3), 400)
+    assert kept == {0, 1}
+    assert draw(sampler, flat, req(temperature=1.0, min_p=0.95), 400) <= {0, 1}
+    # No restriction: the long tail shows up.
+    assert len(draw(sampler, flat, req(temperature=1.0), 400)) > 6
+
+
+def test_penalties() -> None:
+    sampler = Sampler(VOCAB, 0, torch.device("cpu"))
+    row = logits_row(peak=5, second=6)[None]
+    # Token 5 was generated: presence / frequency penalties push it below token 6.
+    assert sampler(row, [req(temperature=0.0, outputs=[5], presence_penalty=1.5)]).token_ids == [6]
+    assert sampler(row, [req(temperature=0.0, outputs=[5], frequency_penalty=1.5)]).token_ids == [6]
+    assert sampler(row, [req(temperature=0.0, outputs=[6], presence_penalty=1.5)]).token_ids == [5]
+    # Repetition penalty also covers the prompt: 5.0 / 1.5 < 4.0.
+    assert sampler(row, [req(temperature=0.0, prompt=[5], repetition_penalty=1.5)]).token_ids == [6]
+    assert sampler(row, [req(temperature=0.0, prompt=[5], repetition_penalty=1.1)]).token_ids == [5]
+
+
+def test_min_tokens_masks_eos_and_stop_ids() -> None:
+    sampler = Sampler(VOCAB, 0, torch.device("cpu"))
+    row = logits_row(peak=EOS_ID, second=7)[None]
+    assert sampler(row, [req(temperature=0.0, min_tokens=2)]).token_ids == [7]
+    assert sampler(row, [req(temperature=0.0, min_tokens=2, outputs=[1, 1])]).token_ids == [EOS_ID]
+    stop_row = logits_row(peak=9, second=7)[None]
+    masked = req(temperature=0.0, min_tokens=1, stop_token_ids=[9])
+    assert sampler(stop_row, [masked]).token_ids == [7]
+
+
+def test_logprobs_are_raw_log_softmax_with_rank() -> None:
+    sampler = Sampler(VOCAB, 0, torch.device("cpu"))
+    row = torch.randn(VOCAB, generator=torch.Generator().manual_seed(3))
+    expected = torch.log_softmax(row, dim=-1)
+    out = sampler(row[None], [req(temperature=0.0, logprobs=3, presence_penalty=0.0)])
+    (lp,) = out.logprobs
+    assert lp is not None and lp.token_id == out.token_ids[0] == int(row.argmax())
+    assert lp.rank == 1 and math.isclose(lp.logprob, float(expected.max()), rel_tol=1e-6)
+    assert lp.top_token_ids == expected.topk(3).indices.tolist()
+    # A sampled token that is not the best one reports its rank.
+    low = int(row.argmin())
+    forced = req(temperature=0.0, logprobs=0, min_tokens=1, stop_token_ids=[
+        t for t in range(VOCAB) if t != low])
+    (lp,) = sampler(row[None], [forced]).logprobs
+    assert lp is not None and lp.token_id == low and lp.rank == VOCAB and lp.top_token_ids == []
+
+
+# ---------------------------------------------------------------------- through the engine
+
+
+def sampled(model_dir: Path, requests: list[tuple[str, list[int], p.SamplingParams]],
+            **engine_overrides: Any) -> dict[str, list[int]]:
+    engine = make_engine(model_dir, block_size=4, **engine_overrides)
+    outputs = run_to_completion(engine, requests)
+    stats = engine.stats()
+    assert stats.num_free_blocks == stats.num_total_blocks
+    return {rid: tokens_of(outs) for rid, outs in outputs.items()}
+
+
+def test_seeded_sampling_is_reproducible_and_batch_independent(
+    model_dirs: dict[str, Path],
+) -> None:
+    model_dir = model_dirs["llama"]
+    prompt = list(range(10, 30))
+    seeded = p.SamplingParams(max_tokens=24, temperature=1.0, top_p=0.95, seed=1234,
+                              ignore_eos=True)
+    alone = sampled(model_dir, [("s", prompt, seeded)])["s"]
+    assert sampled(model_dir, [("s", prompt, seeded)])["s"] == alone
+    # The same request amid others (seeded, unseeded, greedy, longer prompts, a tight
+    # token budget that reshapes every batch): same tokens.
+    crowd = [
+        ("x", list(range(40, 90)), p.SamplingParams(max_tokens=30, temperature=0.8)),
+        ("s", prompt, seeded),
+        ("y", list(range(5, 12)), p.SamplingParams(max_tokens=10, temperature=1.0, seed=9)),
+        ("g", list(range(60, 75)), p.SamplingParams(max_tokens=20, temperature=0.0)),
+    ]
+    together = sampled(model_dir, crowd, max_num_batched_tokens=16, max_num_seqs=3)
+    assert together["s"] == alone
+    other_seed = p.SamplingParams(max_tokens=24, temperature=1.0, top_p=0.95, seed=99,
+                                  ignore_eos=True)
+    assert sampled(model_dir, [("s", prompt, other_seed)])["s"] != alone
+
+
+def test_stop_token_ids_and_eos(model_dirs: dict[str, Path], tmp_path: Path) -> None:
+    model_dir = model_dirs["qwen2"]
+    prompt = list(range(100, 120))
+    greedy = p.SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    free_run = sampled(model_dir, [("g", prompt, greedy)])["g"]
+    stop_at = free_run[4]
+    first = free_run.index(stop_at)
+    stop = p.SamplingParams(max_tokens=12, temperature=0.0, stop_token_ids=[stop_at])
+    engine = make_engine(model_dir, block_size=4)
+    outs = run_to_completion(engine, [("s", prompt, stop)])["s"]
+    assert tokens_of(outs) == free_run[:first + 1]
+    assert outs[-1].finish_reason == "stop" and outs[-1].stop_token_id == stop_at
+    # min_tokens past that point: the stop token is masked until then.
+    late = p.SamplingParams(max_tokens=12, temperature=0.0, stop_token_ids=[stop_at],
+                            min_tokens=first + 1)
+    out = sampled(model_dir, [("m", prompt, late)])["m"]
+    assert len(out) > first + 1 and out[first] != stop_at
+    # EOS ids from generation_config.json (a list) end a request unless ignore_eos.
+    eos_dir = tmp_path / "eos-model"
+    shutil.copytree(model_dir, eos_dir)
+    (eos_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": [511, stop_at]}))
+    eos_engine = make_engine(eos_dir, block_size=4)
+    assert eos_engine.ready(0).eos_token_ids == [511, stop_at]
+    outs = run_to_completion(eos_engine, [
+        ("e", prompt, p.SamplingParams(max_tokens=12, temperature=0.0)),
+        ("i", prompt, p.SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)),
+    ])
+    assert tokens_of(outs["e"]) == free_run[:first + 1]
+    assert outs["e"][-1].finish_reason == "stop"
+    assert tokens_of(outs["i"]) == free_run
+
+
+def test_logprobs_through_the_engine(model_dirs: dict[str, Path]) -> None:
+    engine = make_engine(model_dirs["qwen3"], block_size=4)
+    params = p.SamplingParams(max_tokens=5, temperature=0.0, logprobs=4, ignore_eos=True)
+    outs = run_to_completion(engine, [("l", list(range(50, 70)), params)])["l"]
+    assert len(outs) == 5
+    for out in outs:
+        (lp,) = out.new_logprobs
+        assert lp.token_id == out.new_token_ids[0] and lp.rank == 1
+        assert lp.top_token_ids[0] == lp.token_id and len(lp.top_logprobs) == 4
+        assert lp.top_logprobs == sorted(lp.top_logprobs, reverse=True) and lp.logprob <= 0.0
