@@ -77,14 +77,21 @@ def test_missing_binary_names_the_variable_and_paths(command: str, tmp_path: Pat
     assert "VRS_RUST_FRONTEND_PATH" in result.stderr
     assert "no-such-vrs-rs" in result.stderr
     assert "Traceback" not in result.stderr
-    # auto: every place looked at is named
+    # auto: every place looked at is named. An interpreter whose scripts dir has no vrs-rs
+    # (a fresh venv over this one's packages), with nothing on PATH.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)], check=True, timeout=120)
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = run_vrs(command, "--mock", env={"VRS_RUST_FRONTEND_PATH": "auto",
-                                            "PATH": str(empty)})
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from cli.main import main; main()", command,
+         "--mock"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": "200", "VRS_RUST_FRONTEND_PATH": "auto",
+             "PATH": str(empty)})
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "VRS_RUST_FRONTEND_PATH=auto looked at" in result.stderr
-    assert str(Path(sys.executable).parent / "vrs-rs") in result.stderr.replace("\n", "")
+    assert str(venv / "bin" / "vrs-rs") in result.stderr.replace("\n", "")
 
 
 def test_frontend_help_lists_flags() -> None:

@@ -26,9 +26,28 @@ STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 Linear = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
 
+def row_bucket(rows: int) -> int:
+    """Rows padded to a few sizes: 1, 2, 4, 8, 16, then multiples of 16, then of 128."""
+    if rows <= 16:
+        return 1 << (rows - 1).bit_length()
+    if rows <= 512:
+        return (rows + 15) // 16 * 16
+    return (rows + 127) // 128 * 128
+
+
 def _onednn_linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
+    """oneDNN matmul of ``x [rows, in]``; rows are padded to a bucket size.
+
+    oneDNN builds (and caches) a kernel per input shape, which costs milliseconds; with
+    continuous batching the row count changes every step, so only a few sizes are used.
+    """
+    rows = x.shape[0]
+    padded = row_bucket(rows)
+    if padded != rows:
+        x = F.pad(x, (0, 0, 0, padded - rows))
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")[:rows]
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 

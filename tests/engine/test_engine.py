@@ -168,3 +168,12 @@ def test_stats_and_utility(model_dirs: dict[str, Path]) -> None:
     assert outs["c"][0].num_cached_tokens == 0
     with pytest.raises(ValueError, match="unknown utility method"):
         engine.utility("nope", [])
+
+
+def test_matmul_row_buckets_are_few_and_cover() -> None:
+    from engine.models.decoder import row_bucket
+
+    buckets = {row_bucket(rows) for rows in range(1, 8193)}
+    assert all(row_bucket(rows) >= rows for rows in range(1, 8193))
+    assert len(buckets) <= 100  # oneDNN kernels are built per shape: keep shapes few
+    assert row_bucket(1) == 1 and row_bucket(64) == 64 and row_bucket(2048) == 2048
