@@ -260,6 +260,12 @@ def run_frontend(options: ServeOptions, api_server_count: int, console: Console)
     from cli.supervisor import Supervisor, warn_api_server_count
 
     warn_api_server_count(api_server_count, console)
+    local = options.data_parallel_size_local
+    if local is not None and local > options.data_parallel_size:
+        from engine.config import ConfigError
+
+        raise ConfigError(f"--data-parallel-size-local {local} exceeds --data-parallel-size "
+                          f"{options.data_parallel_size}")
     binary = find_rust_frontend()
     args = build_args(options, console)
     print_banner(args, console)

@@ -99,9 +99,29 @@ def bind_http(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bind_listeners(host: str, port: int, directory: Path) -> Listeners:
-    """HTTP (TCP) and the ZMQ input/output listeners (ipc:// sockets in ``directory``)."""
+def _tcp_listener(host: str) -> tuple[socket.socket, str]:
+    """A listening TCP socket on a free port of ``host`` and its tcp:// address."""
+    sock = bind_http(host, 0)
+    bound_host, port = sock.getsockname()[:2]
+    if ":" in bound_host:  # IPv6
+        bound_host = f"[{bound_host}]"
+    return sock, f"tcp://{bound_host}:{port}"
+
+
+def bind_listeners(host: str, port: int, directory: Path,
+                   engine_host: str | None = None) -> Listeners:
+    """HTTP (TCP) and the ZMQ input/output listeners: ipc:// sockets in ``directory``, or
+    tcp:// on free ports of ``engine_host`` when engines join from other hosts."""
     http = bind_http(host, port)
+    if engine_host is not None:
+        try:
+            (input_sock, input_address), (output_sock, output_address) = (
+                _tcp_listener(engine_host), _tcp_listener(engine_host))
+        except FrontendStartError:
+            http.close()
+            raise
+        return Listeners(http=http, input=input_sock, output=output_sock,
+                         input_address=input_address, output_address=output_address)
     input_path, output_path = directory / "input", directory / "output"
     try:
         input_sock = _unix_listener(input_path)
@@ -186,7 +206,19 @@ class Supervisor:
             shutil.rmtree(directory, ignore_errors=True)
 
     def _run(self, directory: Path) -> int:
-        listeners = bind_listeners(self.args["host"], self.args["port"], directory)
+        local = self.args.get("data_parallel_size_local")
+        local = self.data_parallel_size if local is None else local
+        remote = self.data_parallel_size - local
+        engine_host = self.args.get("data_parallel_address") or "127.0.0.1"
+        listeners = bind_listeners(self.args["host"], self.args["port"], directory,
+                                   engine_host if remote else None)
+        handshake_address = None
+        if remote:
+            rpc_port = self.args.get("data_parallel_rpc_port") or 29550
+            handshake_address = f"tcp://{engine_host}:{rpc_port}"
+            self.console.print(f"waiting for engines {local}..{self.data_parallel_size} to "
+                               f"join: vrs serve MODEL --headless --handshake-address "
+                               f"{handshake_address} --engine-index I", soft_wrap=True)
         engines: EngineGroup | None = None
         try:
             with self.console.status(f"starting {self.data_parallel_size} engine(s)…"):
@@ -194,9 +226,9 @@ class Supervisor:
                     raise _Interrupted(signal.Signals(self._signals[0]).name)
                 self._raise_on_signal = True
                 engines = start_engines(self.args["engine_config"], listeners.input_address,
-                                        listeners.output_address,
-                                        count=self.data_parallel_size,
-                                        python=self.args["python_executable"])
+                                        listeners.output_address, count=local,
+                                        python=self.args["python_executable"],
+                                        handshake_address=handshake_address, remote=remote)
                 self._raise_on_signal = False
             argv = frontend_argv(self.binary, listeners, self.args, self.data_parallel_size,
                                  self.data_parallel_size)

@@ -70,9 +70,12 @@ _vrs() {
         --tool-call-parser) return ;;
         --reasoning-parser) return ;;
         --data-parallel-size) return ;;
+        --data-parallel-size-local) return ;;
+        --data-parallel-address) return ;;
+        --data-parallel-rpc-port) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in

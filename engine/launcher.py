@@ -92,8 +92,12 @@ def start_engines(
     start_index: int = 0,
     python: str = sys.executable,
     handshake_address: str | None = None,
+    remote: int = 0,
 ) -> EngineGroup:
     """Start ``count`` engines (indices start_index..), run the handshake, return them ready.
+
+    ``remote`` more engines (the indices after those) are started elsewhere and join at
+    ``handshake_address`` (tcp://); the handshake waits for them too.
 
     Each engine runs in its own session (process group) so that signals to the
     frontend's terminal do not reach it and it can be stopped as a group. On any failure
@@ -113,7 +117,8 @@ def start_engines(
             group.processes[index] = subprocess.Popen(
                 engine_command(python, handshake_address, index), start_new_session=True
             )
-        _handshake(router, group, engine_config, input_address, output_address)
+        expected = range(start_index, start_index + count + remote)
+        _handshake(router, group, engine_config, input_address, output_address, expected)
     except BaseException:
         group.stop(grace_s=2.0)
         raise
@@ -127,20 +132,22 @@ def start_engines(
 
 
 def _handshake(router: zmq.Socket, group: EngineGroup, engine_config: dict[str, Any],
-               input_address: str, output_address: str) -> None:
+               input_address: str, output_address: str, expected: range) -> None:
     timeout = ready_timeout_s()
     deadline = time.monotonic() + timeout
     init = p.encode(p.Init(input_address=input_address, output_address=output_address,
                            engine_config=engine_config))
-    while len(group.readies) < len(group.processes):
+    while set(expected) - set(group.readies):
         gone = group.exited()
-        if gone is not None:
+        # What it said last (a FAILED) is worth more than its exit code.
+        if gone is not None and not router.poll(200):
             raise EngineStartError(f"engine {gone[0]} exited with code {gone[1]} during startup")
         if time.monotonic() > deadline:
-            missing = sorted(set(group.processes) - set(group.readies))
+            missing = ", ".join(str(i) for i in sorted(set(expected) - set(group.readies)))
             raise EngineStartError(
-                f"engines {missing} not ready within {timeout:.0f} s "
-                "(VRS_ENGINE_READY_TIMEOUT_S)"
+                f"engine(s) {missing} of {len(expected)} not ready within {timeout:.0f} s "
+                "(VRS_ENGINE_READY_TIMEOUT_S; a remote engine joins with `vrs serve MODEL "
+                "--headless --handshake-address ... --engine-index I`)"
             )
         if not router.poll(100):
             continue

@@ -41,6 +41,9 @@ def frontend(
     tool_call_parser: o.ToolCallParser = "auto",
     reasoning_parser: o.ReasoningParser = None,
     data_parallel_size: o.DataParallelSize = 1,
+    data_parallel_size_local: o.DataParallelSizeLocal = None,
+    data_parallel_address: o.DataParallelAddress = "127.0.0.1",
+    data_parallel_rpc_port: o.DataParallelRpcPort = 29550,
     api_server_count: Annotated[int, typer.Option(
         min=1, help="Accepted for vLLM compatibility; values above 1 warn and use 1 "
                     "(vrs-rs is multi-threaded).")] = 1,

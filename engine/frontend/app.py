@@ -216,7 +216,7 @@ class App:
                                               self.client.max_model_len))
 
     async def metrics_route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = self.metrics.render(self.client.engine_stats(), self.active)
+        body = self.metrics.render(self.client.engine_stats(), self.active, self.client.routed)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", CONTENT_TYPE),
                                 (b"content-length", str(len(body)).encode())]})

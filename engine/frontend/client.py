@@ -115,6 +115,7 @@ class EngineClient:
         self._streams: dict[str, RequestStream] = {}
         self._load: dict[bytes, int] = {}  # requests in flight per engine identity
         self._turn = 0
+        self.routed: dict[int, int] = {}  # requests routed to each engine index, in all
         self.stats: dict[int, p.SchedulerStats] = {}
         self.readies: dict[int, p.Ready] = {}
         self.dead_reason: str | None = None
@@ -148,6 +149,7 @@ class EngineClient:
                                          f"{kind[0]:#x}")
             ready = p.READY_DECODER.decode(body)
             self.readies[ready.engine_index] = ready
+            self.routed[ready.engine_index] = 0
             self._load[identity] = 0
         self._group = group
         self.max_model_len = min(ready.max_model_len for ready in self.readies.values())
@@ -201,6 +203,8 @@ class EngineClient:
             raise engine_dead(self.dead_reason or str(exc)) from exc
         self._streams[request.request_id] = stream
         self._load[identity] += 1
+        index = int.from_bytes(identity, "little")
+        self.routed[index] = self.routed.get(index, 0) + 1
         return stream
 
     def abort(self, stream: RequestStream) -> None:

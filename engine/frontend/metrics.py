@@ -106,7 +106,9 @@ class Metrics:
             self.prompt_tokens += prompt
             self.generation_tokens += generation
 
-    def render(self, stats: Mapping[int, p.SchedulerStats], in_flight: int) -> bytes:
+    def render(self, stats: Mapping[int, p.SchedulerStats], in_flight: int,
+               routed: Mapping[int, int] | None = None) -> bytes:
+        """The text format; ``routed``: requests routed to each engine (data parallel)."""
         out: list[str] = []
         _header(out, "vrs:http_requests_total", "HTTP requests by endpoint and status.",
                 "counter")
@@ -126,6 +128,10 @@ class Metrics:
         for histogram in (self.ttft, self.itl, self.e2e, self.tokenize, self.detokenize):
             histogram.render(out)
         _engine_metrics(out, stats)
+        _header(out, "vrs:engine_requests_routed_total",
+                "Requests the frontend routed to the engine.", "counter")
+        for index, n in sorted((routed or {}).items()):
+            out.append(f'vrs:engine_requests_routed_total{{engine="{index}"}} {n}\n')
         return "".join(out).encode()
 
 

@@ -66,6 +66,12 @@ def test_engines_share_work_and_aborts_reach_the_owner(
         given = owners(server.log())
         counts = [sum(given[a["id"]] == i for a in answers) for i in range(engines)]
         assert all(n > 0 for n in counts), counts
+        # /metrics counts the routing per engine (the health checks are not routed).
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+        routed = {int(i): float(n) for i, n in
+                  re.findall(r'^vrs:engine_requests_routed_total\{engine="(\d+)"\} (\S+)$', text,
+                             re.MULTILINE)}
+        assert routed == {i: float(n) for i, n in enumerate(counts)}, text
 
         # Seeded sampling gives what one engine gives, whichever engine runs it.
         single = pool.get(mode)

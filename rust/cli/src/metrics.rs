@@ -285,6 +285,22 @@ const ENGINE: &[(&str, &str, &str, EngineValue)] = &[
     ),
 ];
 
+/// Appends the data parallel routing counter: requests routed to each (index, count).
+pub fn routed_metrics(out: &mut String, routed: &[(u32, usize)]) {
+    header(
+        out,
+        "vrs:engine_requests_routed_total",
+        "Requests the frontend routed to the engine.",
+        "counter",
+    );
+    for (index, n) in routed {
+        let _ = writeln!(
+            out,
+            "vrs:engine_requests_routed_total{{engine=\"{index}\"}} {n}"
+        );
+    }
+}
+
 fn engine_metrics(out: &mut String, engines: &[(u32, SchedulerStats)]) {
     for (name, kind, help, value) in ENGINE {
         header(out, name, help, kind);
@@ -337,5 +353,13 @@ mod tests {
             );
         }
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn routed_counts_per_engine() {
+        let mut text = String::new();
+        routed_metrics(&mut text, &[(0, 5), (1, 7)]);
+        assert!(text.contains("# TYPE vrs:engine_requests_routed_total counter\n"));
+        assert!(text.contains("vrs:engine_requests_routed_total{engine=\"1\"} 7\n"));
     }
 }

@@ -171,7 +171,14 @@ async fn guard(State(state): State<SharedState>, request: Request, next: Next) -
 
 async fn metrics(State(state): State<SharedState>) -> Response {
     let engines = state.client.engine_stats();
-    let body = state.metrics.render(&engines, state.admission.active());
+    let mut body = state.metrics.render(&engines, state.admission.active());
+    let routed: Vec<(u32, usize)> = state
+        .client
+        .engine_loads()
+        .into_iter()
+        .map(|(index, _, routed)| (index, routed))
+        .collect();
+    crate::metrics::routed_metrics(&mut body, &routed);
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response()
 }
 
