@@ -83,3 +83,28 @@ def test_chat_greedy_equals_transformers(real_server: Server, tokenizer: Any,
     assert usage is not None and usage.prompt_tokens == len(ids)
     assert usage.completion_tokens == MAX_TOKENS
     assert text == tokenizer.decode(expected, skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("mode", ["rust-serve", "python"])
+def test_two_real_engines_give_the_single_engine_tokens(
+        mode: str, demo_model: Path, tmp_path: Path, tokenizer: Any, reference: Any) -> None:
+    server = Server(mode, demo_model, tmp_path / "dp.log", mock=False, engine_count=2,
+                    cli_args=("--data-parallel-size", "2", "--device", "cpu",
+                              "--kv-cache-memory", "64MiB"))
+    try:
+        client = server.client()
+        prompts = [tokenizer(p, add_special_tokens=False).input_ids for p in PROMPTS]
+
+        def complete(ids: list[int]) -> Any:
+            return client.completions.create(model=MODEL, prompt=ids, max_tokens=MAX_TOKENS,
+                                             temperature=0, extra_body={"ignore_eos": True})
+
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            responses = list(pool.map(complete, prompts))
+        for ids, response in zip(prompts, responses, strict=True):
+            expected = tokenizer.decode(greedy(reference, ids), skip_special_tokens=True)
+            assert response.choices[0].text == expected
+        assert len(server.engines()) == 2
+    finally:
+        assert server.stop() == 0, server.log()
+        server.assert_all_gone()
