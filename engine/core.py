@@ -71,12 +71,17 @@ class EngineCore:
         self._output = output_socket
         self._inbox: queue.Queue[Any] = queue.Queue()
         self._outbox: queue.Queue[Any] = queue.Queue()
+        self._input_done = threading.Event()
 
     # ---------------------------------------------------------------- threads
 
     def _input_loop(self) -> None:
         try:
-            while True:
+            while not self._input_done.is_set():
+                # Poll with a timeout so the thread notices the end of the busy loop and
+                # stops using the socket before its owner closes it.
+                if not self._input.poll(100):
+                    continue
                 frames = self._input.recv_multipart(copy=False)
                 kind = p.RequestType(frames[0].bytes[0])
                 body = frames[1].buffer
@@ -137,7 +142,10 @@ class EngineCore:
     def run_busy_loop(self, stop: threading.Event | None = None) -> None:
         """Serve until ``stop`` is set. Raises whatever the backend raises."""
         stop = stop or threading.Event()
-        threading.Thread(target=self._input_loop, name="vrs-engine-input", daemon=True).start()
+        self._input_done.clear()
+        receiver = threading.Thread(target=self._input_loop, name="vrs-engine-input",
+                                    daemon=True)
+        receiver.start()
         sender = threading.Thread(target=self._output_loop, name="vrs-engine-output", daemon=True)
         sender.start()
         try:
@@ -167,6 +175,8 @@ class EngineCore:
                 if immediate or step_outputs:
                     self._send(immediate + step_outputs, None)
         finally:
+            self._input_done.set()
+            receiver.join(timeout=5)
             self._outbox.put(_STOP)
             sender.join(timeout=5)
 
