@@ -130,12 +130,22 @@ def test_stop_token_ids(engine) -> None:
     assert not set(toks[:-1]) & {6, 7}
 
 
-def test_abort_stops_a_request_at_once(engine) -> None:
-    frontend, _, _ = engine
-    frontend.add("long", [3], max_tokens=10_000_000, ignore_eos=True)
-    frontend.abort("long")
-    out = frontend.collect({"long"})
-    assert out["long"][-1].finish_reason == "abort"
+def test_abort_stops_a_request_at_once(tmp_path: Path, mock_model: Path) -> None:
+    # 5 ms a step: the request needs ~300 ms to reach max_model_len, so only the abort
+    # can end it sooner.
+    frontend = Frontend(tmp_path)
+    group = start_engines({"model": str(mock_model), "mock": True, "mock_step_delay_ms": 5.0},
+                          frontend.input_address, frontend.output_address)
+    try:
+        frontend.wait_ready()
+        frontend.add("long", [3], max_tokens=10_000_000, ignore_eos=True)
+        frontend.abort("long")
+        out = frontend.collect({"long"})
+        assert out["long"][-1].finish_reason == "abort"
+        assert len(tokens(out["long"])) < 40
+    finally:
+        group.stop(grace_s=2)
+        frontend.close()
 
 
 def test_prompt_over_max_model_len_is_an_error_not_a_crash(engine) -> None:
