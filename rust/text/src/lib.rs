@@ -1,6 +1,7 @@
 //! The vrs text path: everything between a request's JSON and token ids, and back.
 //!
-//! * [`Tokenizer`] — HF `tokenizer.json` through the `tokenizers` crate;
+//! * [`Tokenizer`] — HF `tokenizer.json` through the `tokenizers` crate, with a faster
+//!   encoder of the same ids for byte-level BPE tokenizers;
 //! * [`ChatTemplate`] — the model's jinja chat template through minijinja, behaving like
 //!   transformers' jinja2 environment (`tojson`, `raise_exception`, Python methods...);
 //! * [`IncrementalDetokenizer`] — streamed text that never splits a UTF-8 character;
@@ -9,11 +10,14 @@
 //! Everything here is synchronous and thread-safe; [`Tokenizer`] and [`ChatTemplate`] are
 //! cheap to clone (shared, compiled once).
 
+mod bpe;
 mod config;
 mod detokenizer;
 mod error;
+mod fast_encoder;
 mod filters;
 mod jinja;
+mod pretokenizer;
 mod pyjson;
 mod pymethods;
 mod stop;
@@ -27,4 +31,4 @@ pub use detokenizer::IncrementalDetokenizer;
 pub use error::{Result, TextError};
 pub use stop::{StopMatcher, StopOutcome};
 pub use template::{ChatTemplate, ChatTemplateInput};
-pub use tokenizer::Tokenizer;
+pub use tokenizer::{Tokenizer, FAST_ENCODER_ENV};

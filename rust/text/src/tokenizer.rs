@@ -4,10 +4,15 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use tokenizers::AddedToken;
+use tokenizers::{AddedToken, Encoding, PostProcessor, Token};
 
 use crate::config::TokenizerConfig;
 use crate::error::{Result, TextError};
+use crate::fast_encoder::FastEncoder;
+
+/// Set to `0` to encode through the `tokenizers` pipeline even where the fast encoder
+/// applies (to compare the two).
+pub const FAST_ENCODER_ENV: &str = "VRS_TOKENIZER_FAST";
 
 /// A loaded tokenizer; cloning is cheap (`Arc`) and it is `Send + Sync`.
 #[derive(Clone)]
@@ -17,6 +22,10 @@ pub struct Tokenizer {
 
 struct Inner {
     tokenizer: tokenizers::Tokenizer,
+    /// The fast encoder, or why this tokenizer does not get one.
+    fast: std::result::Result<FastEncoder, String>,
+    /// Whether `add_special_tokens` can change the ids (a post-processor that adds tokens).
+    post_processor_adds: bool,
     config: TokenizerConfig,
     special_ids: HashSet<u32>,
     bos_token_id: Option<u32>,
@@ -33,6 +42,22 @@ impl std::fmt::Debug for Tokenizer {
             .field("eos_token_id", &self.inner.eos_token_id)
             .finish_non_exhaustive()
     }
+}
+
+/// The fast encoder for the tokenizer at `path` when its shape allows one and it agrees
+/// with `tokenizer` on the probe texts.
+fn fast_encoder(
+    path: &Path,
+    tokenizer: &tokenizers::Tokenizer,
+) -> std::result::Result<FastEncoder, String> {
+    if std::env::var(FAST_ENCODER_ENV).is_ok_and(|v| v == "0") {
+        return Err(format!("disabled by {FAST_ENCODER_ENV}=0"));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let fast = FastEncoder::new(&json, &tokenizer.get_added_tokens_decoder())?;
+    fast.agrees_with(tokenizer)?;
+    Ok(fast)
 }
 
 impl Tokenizer {
@@ -74,6 +99,10 @@ impl Tokenizer {
             .filter(|(_, t)| t.special)
             .map(|(id, _)| id)
             .collect();
+        let fast = fast_encoder(path, &tokenizer);
+        let post_processor_adds = tokenizer
+            .get_post_processor()
+            .is_some_and(|p| p.added_tokens(false) > 0);
         let id_of = |name: &str| {
             config
                 .special_token(name)
@@ -86,6 +115,8 @@ impl Tokenizer {
             vocab_size: tokenizer.get_vocab_size(true),
             special_ids,
             tokenizer,
+            fast,
+            post_processor_adds,
             config,
         };
         Ok(Self {
@@ -96,6 +127,22 @@ impl Tokenizer {
     /// Token ids of `text`; `add_special_tokens` applies the tokenizer's post-processor
     /// (e.g. a BOS token), as transformers' `encode` does.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        if let Ok(fast) = &self.inner.fast {
+            let ids = fast.encode(text);
+            if !(add_special_tokens && self.inner.post_processor_adds) {
+                return Ok(ids);
+            }
+            let tokens = ids
+                .into_iter()
+                .map(|id| Token::new(id, String::new(), (0, 0)));
+            let encoding = Encoding::from_tokens(tokens.collect(), 0);
+            return self
+                .inner
+                .tokenizer
+                .post_process(encoding, None, true)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| TextError::Tokenizer(e.to_string()));
+        }
         let encoding = self
             .inner
             .tokenizer
@@ -111,6 +158,12 @@ impl Tokenizer {
             .tokenizer
             .decode(ids, skip_special_tokens)
             .map_err(|e| TextError::Tokenizer(e.to_string()))
+    }
+
+    /// `Ok` when encoding takes the fast byte-level BPE path, else why not (the
+    /// `tokenizers` pipeline is used; the ids are the same either way).
+    pub fn fast_encoder(&self) -> std::result::Result<(), &str> {
+        self.inner.fast.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
     /// Number of tokens including added tokens (transformers' `len(tokenizer)`).

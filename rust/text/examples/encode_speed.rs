@@ -1,0 +1,111 @@
+//! Encoding speed: the fast byte-level BPE encoder against the `tokenizers` pipeline on
+//! the same tokenizer, in one process, taking turns.
+//!
+//! ```text
+//! cargo run --release -p vrs-text --example encode_speed -- MODEL_DIR CORPUS.jsonl
+//! ```
+//!
+//! Texts: the messages (and tool definitions) of the `short`, `long` and `tools` bodies of
+//! `tests/render_corpus/requests.jsonl`, and 200 random prompts of 512 token ids decoded
+//! to text (what `vrs bench serve --dataset random` sends).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::Value;
+use vrs_text::Tokenizer;
+
+fn body_text(body: &Value) -> String {
+    let mut text = String::new();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        text.push_str(message["content"].as_str().unwrap_or_default());
+        text.push('\n');
+    }
+    if let Some(tools) = body.get("tools") {
+        text.push_str(&tools.to_string());
+    }
+    text
+}
+
+/// Seconds per pass over `texts`, best of `rounds`, and the tokens of one pass.
+fn time(tok: &Tokenizer, texts: &[String], rounds: usize) -> Result<(f64, usize), String> {
+    let mut best = f64::INFINITY;
+    let mut tokens = 0;
+    for _ in 0..rounds {
+        let start = Instant::now();
+        tokens = 0;
+        for text in texts {
+            tokens += tok.encode(text, false).map_err(|e| e.to_string())?.len();
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    Ok((best, tokens))
+}
+
+fn run(model: &Path, corpus: &Path) -> Result<(), String> {
+    let fast = Tokenizer::from_dir(model).map_err(|e| e.to_string())?;
+    fast.fast_encoder()
+        .map_err(|why| format!("no fast encoder for this tokenizer: {why}"))?;
+    std::env::set_var(vrs_text::FAST_ENCODER_ENV, "0");
+    let pipeline = Tokenizer::from_dir(model).map_err(|e| e.to_string())?;
+    let corpus = std::fs::read_to_string(corpus).map_err(|e| e.to_string())?;
+    let mut sets: Vec<(String, Vec<String>)> = Vec::new();
+    for line in corpus.lines() {
+        let entry: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let name = entry["name"].as_str().unwrap_or_default();
+        if ["short", "long", "tools"].contains(&name) {
+            sets.push((name.to_owned(), vec![body_text(&entry["body"])]));
+        }
+    }
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut random = Vec::new();
+    for _ in 0..200 {
+        let ids: Vec<u32> = (0..512)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 128_000) as u32
+            })
+            .collect();
+        random.push(pipeline.decode(&ids, false).map_err(|e| e.to_string())?);
+    }
+    sets.push(("random 512".to_owned(), random));
+    println!("| text | tokens | tokenizers (µs) | fast (µs) | speed-up |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, texts) in &sets {
+        let rounds = (200_000 / texts.iter().map(String::len).sum::<usize>()).clamp(5, 2000);
+        let (slow, tokens) = time(&pipeline, texts, rounds)?;
+        let (quick, same) = time(&fast, texts, rounds)?;
+        if same != tokens {
+            return Err(format!(
+                "{name}: {same} tokens from the fast encoder, {tokens} expected"
+            ));
+        }
+        let per = |s: f64| s / texts.len() as f64 * 1e6;
+        println!(
+            "| {name} | {} | {:.1} | {:.1} | {:.1}× |",
+            tokens / texts.len(),
+            per(slow),
+            per(quick),
+            slow / quick
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, model, corpus] = &args[..] else {
+        eprintln!("usage: encode_speed MODEL_DIR CORPUS.jsonl");
+        return ExitCode::from(2);
+    };
+    match run(Path::new(model), Path::new(corpus)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("encode_speed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The fast encoder against the `tokenizers` pipeline on the same `tokenizer.json`:
+//! the DeepSeek tokenizer as shipped, and the same vocabulary behind the GPT-2 and
+//! Llama 3 / Qwen2 pre-tokenizers, on generated text built to hit every regex branch,
+//! every kind of whitespace, added tokens and long pieces.
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use super::FastEncoder;
+use crate::tokenizer::tests::deepseek_dir;
+
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+fn deepseek_json() -> &'static Value {
+    static JSON: OnceLock<Value> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let text = std::fs::read_to_string(deepseek_dir().join("tokenizer.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    })
+}
+
+/// The HF tokenizer and the fast encoder for one `tokenizer.json`.
+fn pair(json: &Value) -> (tokenizers::Tokenizer, FastEncoder) {
+    let hf: tokenizers::Tokenizer = json.to_string().parse().unwrap();
+    let fast = FastEncoder::new(json, &hf.get_added_tokens_decoder()).unwrap();
+    (hf, fast)
+}
+
+fn with_pre_tokenizer(pre_tokenizer: Value) -> Value {
+    let mut json = deepseek_json().clone();
+    json["pre_tokenizer"] = pre_tokenizer;
+    json
+}
+
+/// xorshift64*: deterministic test data without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+const PIECES: &[&str] = &[
+    "the",
+    "The",
+    "QUICK",
+    "brown",
+    "fox",
+    "naïve",
+    "café",
+    "Ǆungla",
+    "x",
+    "I",
+    "a",
+    "'s",
+    "'S",
+    "'t",
+    "'re",
+    "'VE",
+    "'m",
+    "'ll",
+    "'LL",
+    "'d",
+    "’s",
+    "don't",
+    "0",
+    "7",
+    "42",
+    "123",
+    "2024",
+    "31415926",
+    "١٢٣",
+    "Ⅻ",
+    "½",
+    "１２３",
+    ",",
+    ".",
+    "!",
+    "?",
+    "...",
+    ";",
+    ":",
+    "-",
+    "--",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "\"",
+    "'",
+    "<",
+    ">",
+    "/",
+    "\\",
+    "@",
+    "#",
+    "$",
+    "%",
+    "^",
+    "&",
+    "*",
+    "_",
+    "=",
+    "+",
+    "|",
+    "~",
+    "`",
+    "€",
+    "£",
+    "©",
+    "™",
+    "→",
+    "∑",
+    "√",
+    " ",
+    " ",
+    " ",
+    "  ",
+    "   ",
+    "\t",
+    "\n",
+    "\n\n",
+    "\r\n",
+    "\r",
+    " \n",
+    "\n ",
+    "\t\n",
+    "\u{3000}",
+    "\u{a0}",
+    "\u{2028}",
+    "\u{2029}",
+    "\u{85}",
+    "\u{b}",
+    "\u{c}",
+    "\u{2009}",
+    "\u{200b}",
+    "\u{feff}",
+    "日本語",
+    "中文",
+    "文本",
+    "测试",
+    "の",
+    "テキスト",
+    "カタカナ",
+    "ひらがな",
+    "한국어",
+    "Ωμέγα",
+    "Привет",
+    "עברית",
+    "العربية",
+    "हिन्दी",
+    "ไทย",
+    "🎉",
+    "🦀",
+    "👩‍👩‍👧",
+    "🇫🇷",
+    "❤️",
+    "\u{301}",
+    "e\u{301}",
+    "\u{308}",
+    "<｜begin▁of▁sentence｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+    "<|EOT|>",
+    "<think>",
+    "</think>",
+    "<｜",
+    "｜>",
+    "<|",
+    "|>",
+    "<｜fim▁hole｜>",
+];
+
+/// A random text of up to `max` pieces, with occasional long runs of one piece.
+fn text(rng: &mut Rng, max: usize) -> String {
+    let mut out = String::new();
+    for _ in 0..rng.below(max + 1) {
+        let piece = rng.pick(PIECES);
+        let repeat = if rng.below(40) == 0 {
+            10 + rng.below(90)
+        } else {
+            1
+        };
+        for _ in 0..repeat {
+            out.push_str(piece);
+        }
+    }
+    out
+}
+
+fn assert_same(hf: &tokenizers::Tokenizer, fast: &FastEncoder, text: &str) {
+    let want = hf.encode_fast(text, false).unwrap();
+    assert_eq!(fast.encode(text), want.get_ids(), "text {text:?}");
+}
+
+fn check_generated(json: &Value, seed: u64, count: usize) {
+    let (hf, fast) = pair(json);
+    let mut rng = Rng(seed);
+    for _ in 0..count {
+        assert_same(&hf, &fast, &text(&mut rng, 40));
+    }
+}
+
+#[test]
+fn deepseek_gives_tokenizers_ids_on_generated_text() {
+    check_generated(deepseek_json(), 0x9e37_79b9_7f4a_7c15, 3000);
+}
+
+#[test]
+fn deepseek_gives_tokenizers_ids_on_decoded_random_tokens() {
+    // What `vrs bench serve --dataset random` sends: random ids decoded to text.
+    let (hf, fast) = pair(deepseek_json());
+    let mut rng = Rng(7);
+    for _ in 0..300 {
+        let ids: Vec<u32> = (0..64).map(|_| rng.below(128_000) as u32).collect();
+        let text = hf.decode(&ids, false).unwrap();
+        assert_same(&hf, &fast, &text);
+    }
+}
+
+#[test]
+fn gpt2_pre_tokenizer_gives_tokenizers_ids() {
+    let json = with_pre_tokenizer(
+        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}),
+    );
+    check_generated(&json, 11, 1500);
+}
+
+#[test]
+fn qwen2_pre_tokenizer_gives_tokenizers_ids() {
+    let json = with_pre_tokenizer(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+    ]}));
+    check_generated(&json, 13, 1500);
+}
+
+#[test]
+fn ignore_merges_takes_whole_words_from_the_vocabulary() {
+    let mut json = deepseek_json().clone();
+    json["model"]["ignore_merges"] = json!(true);
+    check_generated(&json, 17, 1000);
+}
+
+#[test]
+fn long_pieces_merge_like_short_ones() {
+    // Pieces over the scan limit go through the heap; both must agree with tokenizers.
+    let (hf, fast) = pair(deepseek_json());
+    for text in [
+        "a".repeat(300),
+        "ab".repeat(150),
+        "日本語のテキスト".repeat(40),
+        "x".repeat(65) + &"y".repeat(64),
+        " ".repeat(200) + "z",
+        "🦀".repeat(70),
+    ] {
+        assert_same(&hf, &fast, &text);
+    }
+}
+
+#[test]
+fn shapes_it_cannot_match_exactly_are_refused() {
+    let refused = |json: Value| {
+        let hf: tokenizers::Tokenizer = json.to_string().parse().unwrap();
+        FastEncoder::new(&json, &hf.get_added_tokens_decoder())
+            .err()
+            .unwrap()
+    };
+    let mut nfc = deepseek_json().clone();
+    nfc["normalizer"] = json!({"type": "NFC"});
+    assert!(refused(nfc).contains("normalizer"));
+    let mut dropout = deepseek_json().clone();
+    dropout["model"]["dropout"] = json!(0.1);
+    assert!(refused(dropout).contains("dropout"));
+    let mut lstrip = deepseek_json().clone();
+    lstrip["added_tokens"][0]["lstrip"] = json!(true);
+    assert!(refused(lstrip).contains("strip"));
+    let mut truncation = deepseek_json().clone();
+    truncation["truncation"] =
+        json!({"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0});
+    assert!(refused(truncation).contains("truncation"));
+    let lookbehind = with_pre_tokenizer(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(?<=a)b"}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+    ]}));
+    assert!(refused(lookbehind).contains("look-around"));
+    let removed = with_pre_tokenizer(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+    ]}));
+    assert!(refused(removed).contains("pre-tokenizer step"));
+}
+
+#[test]
+fn the_probe_check_catches_a_wrong_encoder() {
+    // An encoder built for another pre-tokenizer disagrees with the shipped tokenizer.
+    let gpt2 = with_pre_tokenizer(
+        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}),
+    );
+    let (_, wrong) = pair(&gpt2);
+    let (hf, right) = pair(deepseek_json());
+    assert!(right.agrees_with(&hf).is_ok());
+    assert!(wrong.agrees_with(&hf).unwrap_err().contains("ids differ"));
+}
