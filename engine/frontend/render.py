@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import uvicorn
 
 from engine.frontend import schema as s
 from engine.frontend.app import (
@@ -52,10 +49,13 @@ from engine.frontend.server import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
-    LOG_LEVELS,
-    PY_LEVELS,
-    DrainingServer,
+    CommonArgs,
     bind_http,
+    checked_args,
+    convert_args,
+    http_server,
+    setup_logging,
+    text_executor,
 )
 from engine.frontend.text import ModelText, TextError
 from engine.frontend.tools import pick_parser
@@ -66,15 +66,9 @@ DEFAULT_MAX_POSITION_EMBEDDINGS = 4096  # as engine/mock.py
 _encode = msgspec.json.Encoder().encode
 
 
-class RenderArgs(msgspec.Struct, forbid_unknown_fields=True):
+class RenderArgs(CommonArgs, forbid_unknown_fields=True):
     """The args-json map of ``vrs render`` (docs/internals.md)."""
 
-    model: str
-    served_model_name: str | None = None
-    host: str | None = None
-    port: int | None = None
-    log_level: str | None = None
-    chat_template: str | None = None
     max_model_len: int | None = None
 
 
@@ -151,36 +145,19 @@ class RenderApp:
 
 def parse_args(args: dict[str, Any]) -> RenderArgs:
     """Check the args-json map; raises ValueError naming the problem."""
-    try:
-        raw = msgspec.convert(args, RenderArgs)
-    except msgspec.ValidationError as exc:
-        raise ValueError(str(exc)) from None
-    if not os.path.isdir(raw.model):
-        raise ValueError(f"model directory {raw.model!r} does not exist")
-    if (raw.log_level or "info").lower() not in LOG_LEVELS:
-        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}; "
-                         f"got {raw.log_level!r}")
-    if raw.port is not None and not 0 <= raw.port < 65536:
-        raise ValueError(f"port must be in 0..65535; got {raw.port}")
+    raw = convert_args(args, RenderArgs)
     if raw.max_model_len is not None and raw.max_model_len < 1:
         raise ValueError(f"max_model_len must be >= 1; got {raw.max_model_len}")
-    if raw.chat_template is not None and not os.path.isfile(raw.chat_template):
-        raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
     return raw
 
 
 def serve_render(args: dict[str, Any]) -> int:
     """Run the render service until SIGINT/SIGTERM; returns the process exit code."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        config = parse_args(args)
-    except ValueError as exc:
-        print(f"vrs render: invalid arguments: {exc}", file=sys.stderr)
+    config = checked_args("render", parse_args, args)
+    if config is None:
         return EXIT_USAGE
-    level_name = (config.log_level or "info").lower()
-    level = PY_LEVELS.get(level_name, level_name.upper())
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("vrs").setLevel(level)
+    level = (config.log_level or "info").lower()
+    setup_logging(level)
     try:
         text = ModelText(config.model, config.chat_template)
         limits = model_limits(config.model, config.max_model_len, text.vocab_size)
@@ -194,17 +171,13 @@ def serve_render(args: dict[str, Any]) -> int:
     except OSError as exc:
         logger.error("cannot listen on %s:%d: %s", host, port, exc)
         return EXIT_FAILURE
-    executor = ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2),
-                                  thread_name_prefix="vrs-text")
+    executor = text_executor()
     name = config.served_model_name or config.model
     app = RenderApp(text, name, config.model, limits, executor)
     logger.info("render service for %s (max_model_len %d%s) on http://%s:%d", name,
                 limits.max_model_len, "" if text.has_chat_template else "; no chat template",
                 host, sock.getsockname()[1])
-    server = DrainingServer(uvicorn.Config(
-        app, loop="none", http="httptools", ws="none", lifespan="off",
-        log_level=level.lower(), access_log=level_name in ("trace", "debug"),
-        timeout_graceful_shutdown=5, timeout_keep_alive=30))
+    server = http_server(app, level, graceful_shutdown_s=5)
     import uvloop
 
     try:

@@ -25,14 +25,15 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import uvicorn
 
-from engine.frontend.app import App, Options
+from engine.frontend.app import App, Handler, Options
 from engine.frontend.client import EngineClient, EngineConnectError
 from engine.frontend.reasoning import check_parser
 from engine.frontend.text import ModelText, TextError
@@ -58,18 +59,26 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 DEFAULT_MAX_REQUEST_BODY = 32 * 1024 * 1024
 API_KEY_ENV = "VRS_API_KEY"
 
+Parsed = TypeVar("Parsed")
 
-class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """The args-json map (docs/internals.md); defaults as in ``rust/cli/src/args.rs``."""
+
+class CommonArgs(msgspec.Struct):
+    """The args-json keys of both services, ``vrs serve`` and ``vrs render``
+    (``rust/cli/src/args_common.rs``)."""
 
     model: str
     served_model_name: str | None = None
     host: str | None = None
     port: int | None = None
     log_level: str | None = None
+    chat_template: str | None = None
+
+
+class ServeArgs(CommonArgs, forbid_unknown_fields=True):
+    """The args-json map (docs/internals.md); defaults as in ``rust/cli/src/args.rs``."""
+
     shutdown_timeout: float | None = None
     python_executable: str | None = None
-    chat_template: str | None = None
     engine_config: dict[str, Any] | None = None
     api_key: str | None = None
     max_request_body: int | None = None
@@ -116,25 +125,36 @@ class Config(msgspec.Struct):
     options: Options  # what the routes need; tool_call_parser is resolved with the template
 
 
-def parse_args(args: dict[str, Any]) -> Config:
-    """Check the args-json map; raises ValueError naming the problem."""
+Args = TypeVar("Args", bound=CommonArgs)
+
+
+def convert_args(args: dict[str, Any], kind: type[Args]) -> Args:
+    """The args-json map as ``kind``, its shared keys checked; raises ValueError naming
+    the problem."""
     try:
-        raw = msgspec.convert(args, ServeArgs)
+        raw = msgspec.convert(args, kind)
     except msgspec.ValidationError as exc:
         raise ValueError(str(exc)) from None
     if not os.path.isdir(raw.model):
         raise ValueError(f"model directory {raw.model!r} does not exist")
+    level = (raw.log_level or "info").lower()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}; got {level!r}")
+    if raw.port is not None and not 0 <= raw.port < 65536:
+        raise ValueError(f"port must be in 0..65535; got {raw.port}")
+    if raw.chat_template is not None and not os.path.isfile(raw.chat_template):
+        raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
+    return raw
+
+
+def parse_args(args: dict[str, Any]) -> Config:
+    """Check the args-json map; raises ValueError naming the problem."""
+    raw = convert_args(args, ServeArgs)
     timeout = DEFAULT_SHUTDOWN_TIMEOUT_S if raw.shutdown_timeout is None else raw.shutdown_timeout
     if not (math.isfinite(timeout) and timeout >= 0):
         raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {timeout}")
     level = (raw.log_level or "info").lower()
-    if level not in LOG_LEVELS:
-        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}; got {level!r}")
     port = DEFAULT_PORT if raw.port is None else raw.port
-    if not 0 <= port < 65536:
-        raise ValueError(f"port must be in 0..65535; got {port}")
-    if raw.chat_template is not None and not os.path.isfile(raw.chat_template):
-        raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
     engine_config = dict(raw.engine_config or {})
     engine_config.setdefault("model", raw.model)
     data_parallel_size = 1 if raw.data_parallel_size is None else raw.data_parallel_size
@@ -172,6 +192,52 @@ def _options(raw: ServeArgs) -> Options:
                    reasoning_parser=reasoning)
 
 
+def checked_args(command: str, parse: Callable[[dict[str, Any]], Parsed],
+                 args: dict[str, Any]) -> Parsed | None:
+    """A service process's first step: ``parse(args)``, the args-json map; None after
+    printing ``vrs COMMAND: invalid arguments: ...`` (the process then exits EXIT_USAGE)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return parse(args)
+    except ValueError as exc:
+        print(f"vrs {command}: invalid arguments: {exc}", file=sys.stderr)
+        return None
+
+
+def python_level(level: str) -> str:
+    """The logging level name of a LOG_LEVELS name (lower case)."""
+    return PY_LEVELS.get(level, level.upper())
+
+
+def setup_logging(level: str) -> None:
+    """Log to stderr at ``level`` (a LOG_LEVELS name, lower case)."""
+    logging.basicConfig(level=python_level(level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("vrs").setLevel(python_level(level))
+
+
+def text_executor() -> ThreadPoolExecutor:
+    """The threads that load the tokenizer and template and tokenize large bodies."""
+    return ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2),
+                              thread_name_prefix="vrs-text")
+
+
+def http_server(app: Handler, level: str, graceful_shutdown_s: float) -> DrainingServer:
+    """uvicorn for ``app`` on a socket bound beforehand (``serve(sockets=[sock])``, run
+    on uvloop by the caller): httptools, no lifespan, access log at trace and debug."""
+    return DrainingServer(uvicorn.Config(
+        app,
+        loop="none",
+        http="httptools",
+        ws="none",
+        lifespan="off",
+        log_level=python_level(level).lower(),
+        access_log=level in ("trace", "debug"),
+        timeout_graceful_shutdown=graceful_shutdown_s,
+        timeout_keep_alive=30,
+    ))
+
+
 def bind_http(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (IPv4 or IPv6, whichever host resolves to)."""
     family, kind, proto, _, address = socket.getaddrinfo(
@@ -190,15 +256,10 @@ def bind_http(host: str, port: int) -> socket.socket:
 
 def serve(args: dict[str, Any]) -> int:
     """Run the Python frontend with its engine(s); returns the process exit code."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        config = parse_args(args)
-    except ValueError as exc:
-        print(f"vrs frontend: invalid arguments: {exc}", file=sys.stderr)
+    config = checked_args("frontend", parse_args, args)
+    if config is None:
         return EXIT_USAGE
-    level = PY_LEVELS.get(config.log_level, config.log_level.upper())
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("vrs").setLevel(level)
+    setup_logging(config.log_level)
 
     try:
         sock = bind_http(config.host, config.port)
@@ -229,8 +290,7 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_interrupted)
-    executor = ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2),
-                                  thread_name_prefix="vrs-text")
+    executor = text_executor()
     client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
     group = None
     try:
@@ -269,20 +329,9 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
 def _run_http(config: Config, sock: socket.socket, app: App, client: EngineClient) -> int:
     import uvloop
 
-    uv_config = uvicorn.Config(
-        app,
-        loop="none",
-        http="httptools",
-        ws="none",
-        lifespan="off",
-        log_level=PY_LEVELS.get(config.log_level, config.log_level.upper()).lower(),
-        access_log=config.log_level in ("trace", "debug"),
-        # Open streams are cut off with an error event at shutdown_timeout (below);
-        # uvicorn closes what is left CUT_OFF_FLUSH_S later.
-        timeout_graceful_shutdown=config.shutdown_timeout + CUT_OFF_FLUSH_S,
-        timeout_keep_alive=30,
-    )
-    server = DrainingServer(uv_config)
+    # Open streams are cut off with an error event at shutdown_timeout (below); uvicorn
+    # closes what is left CUT_OFF_FLUSH_S later.
+    server = http_server(app, config.log_level, config.shutdown_timeout + CUT_OFF_FLUSH_S)
     # From here on a signal means "drain and stop" (uvicorn installs the same handler
     # while it serves); one that arrives before uvicorn starts is not lost.
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions`, and loading the model's text assets.
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,12 +11,13 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use vrs_text::{ChatTemplate, TextError, Tokenizer};
 
+use crate::admission::Permit;
 use crate::choice::ChatChoiceState;
 use crate::error::ApiError;
 use crate::job::{self, Job};
 use crate::logprobs::ChatLogprobs;
 use crate::openai::{ChatChunk, ChatChunkChoice, ChatCompletion, Delta, Header, Usage};
-use crate::prompt;
+use crate::prompt::{self, Prompt};
 use crate::response::Shapes;
 use crate::server::{request_body, AppState, SharedState};
 use crate::sse;
@@ -31,6 +33,10 @@ pub fn load_text(
 ) -> Result<(Tokenizer, Option<Template>), String> {
     let tokenizer =
         Tokenizer::from_dir(dir).map_err(|e| format!("cannot load the tokenizer: {e}"))?;
+    match tokenizer.fast_encoder() {
+        Ok(()) => tracing::info!("tokenizer: fast byte-level BPE encoder"),
+        Err(why) => tracing::info!("tokenizer: the tokenizers pipeline ({why})"),
+    }
     match ChatTemplate::from_config(tokenizer.config(), override_path.map(Path::new)) {
         Ok(template) => Ok((tokenizer, Some(template))),
         Err(TextError::NoChatTemplate(message)) => {
@@ -66,25 +72,48 @@ pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    generate(&state, body, "chatcmpl", prompt::chat, |job, state| {
+        Ok(ChatShapes::new(job, state))
+    })
+    .await
+}
+
+/// A generation request (chat or completions) from arrival to answer: a slot under the
+/// concurrency limit, the body under the size limit, the prompt `build` makes of it, then
+/// the engine's answer in the `shapes` made for the job (ids `ID_PREFIX-…`).
+pub async fn generate<'a, P, S>(
+    state: &'a SharedState,
+    body: Result<Bytes, BytesRejection>,
+    id_prefix: &str,
+    build: impl FnOnce(&'a SharedState, Bytes) -> P,
+    shapes: impl FnOnce(&Job, &AppState) -> Result<S, ApiError>,
+) -> Response
+where
+    P: Future<Output = Result<Prompt, ApiError>>,
+    S: Shapes,
+{
     let arrival = Instant::now();
-    match prepare(&state, body, arrival).await {
-        Ok(job) => {
-            let shapes = ChatShapes::new(&job, &state);
-            job.respond(&state, shapes).await
-        }
+    let job = match prepare(state, body, build).await {
+        Ok((prompt, permit)) => Job::new(prompt, id_prefix, arrival, permit),
+        Err(err) => return err.into_response(),
+    };
+    match shapes(&job, state) {
+        Ok(shapes) => job.respond(state, shapes).await,
         Err(err) => err.into_response(),
     }
 }
 
-async fn prepare(
-    state: &SharedState,
+async fn prepare<'a, P>(
+    state: &'a SharedState,
     body: Result<Bytes, BytesRejection>,
-    arrival: Instant,
-) -> Result<Job, ApiError> {
+    build: impl FnOnce(&'a SharedState, Bytes) -> P,
+) -> Result<(Prompt, Permit), ApiError>
+where
+    P: Future<Output = Result<Prompt, ApiError>>,
+{
     let permit = state.admission.enter()?;
     let body = request_body(body, state.options.max_request_body)?;
-    let prompt = prompt::chat(state, body).await?;
-    Ok(Job::new(prompt, "chatcmpl", arrival, permit))
+    Ok((build(state, body).await?, permit))
 }
 
 /// Chat response shapes: one state per choice.

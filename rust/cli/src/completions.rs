@@ -1,21 +1,20 @@
 //! `POST /v1/completions`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use crate::chat::text_error;
+use crate::chat::{generate, text_error};
 use crate::choice::CompletionChoiceState;
 use crate::error::ApiError;
 use crate::job::{self, Job};
 use crate::openai::{Completion, Header, Usage};
 use crate::prompt;
 use crate::response::Shapes;
-use crate::server::{request_body, AppState, SharedState};
+use crate::server::{AppState, SharedState};
 use crate::sse;
 use crate::stream::Piece;
 
@@ -23,26 +22,14 @@ pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let arrival = Instant::now();
-    let job = match prepare(&state, body, arrival).await {
-        Ok(job) => job,
-        Err(err) => return err.into_response(),
-    };
-    match CompletionShapes::new(&job, &state) {
-        Ok(shapes) => job.respond(&state, shapes).await,
-        Err(err) => err.into_response(),
-    }
-}
-
-async fn prepare(
-    state: &SharedState,
-    body: Result<Bytes, BytesRejection>,
-    arrival: Instant,
-) -> Result<Job, ApiError> {
-    let permit = state.admission.enter()?;
-    let body = request_body(body, state.options.max_request_body)?;
-    let prompt = prompt::completion(state, body).await?;
-    Ok(Job::new(prompt, "cmpl", arrival, permit))
+    generate(
+        &state,
+        body,
+        "cmpl",
+        prompt::completion,
+        CompletionShapes::new,
+    )
+    .await
 }
 
 /// Completions response shapes: one state per choice.

@@ -185,8 +185,11 @@ pub fn model_limits(
 fn load(args: &RenderArgs) -> Result<RenderState, String> {
     let dir = Path::new(&args.model);
     let (tokenizer, template) = crate::chat::load_text(dir, args.chat_template.as_deref())?;
-    let (vocab_size, max_model_len) =
-        model_limits(dir, args.max_model_len, tokenizer.vocab_size() as u64)?;
+    let (vocab_size, max_model_len) = model_limits(
+        dir,
+        args.specific.max_model_len,
+        tokenizer.vocab_size() as u64,
+    )?;
     let tool_parser = crate::tools::pick_parser(None, tokenizer.config().chat_template("default"))?;
     Ok(RenderState {
         tokenizer,

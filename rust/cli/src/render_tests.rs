@@ -1,6 +1,7 @@
 //! The render router in-process on the tiny word-level model (no engine anywhere).
 
 use super::*;
+use crate::render_args::RenderSpecific;
 use crate::testutil::{tiny_model_dir, MAX_MODEL_LEN};
 use axum::body::Body;
 use axum::http::Request;
@@ -27,7 +28,9 @@ fn fixture() -> Fixture {
         port: None,
         log_level: None,
         chat_template: None,
-        max_model_len: Some(MAX_MODEL_LEN),
+        specific: RenderSpecific {
+            max_model_len: Some(MAX_MODEL_LEN),
+        },
     };
     Fixture {
         state: Arc::new(load(&args).unwrap()),

@@ -63,13 +63,15 @@ impl HttpOptions {
         Ok(Self {
             api_key: args.api_key(),
             max_request_body: args.max_request_body(),
-            max_concurrent_requests: args.max_concurrent_requests,
+            max_concurrent_requests: args.specific.max_concurrent_requests,
             request_timeout: args.request_timeout(),
             tool_call_parser: crate::tools::pick_parser(
-                args.tool_call_parser.as_deref(),
+                args.specific.tool_call_parser.as_deref(),
                 template,
             )?,
-            reasoning_parser: crate::reasoning::check_parser(args.reasoning_parser.as_deref())?,
+            reasoning_parser: crate::reasoning::check_parser(
+                args.specific.reasoning_parser.as_deref(),
+            )?,
         })
     }
 }
