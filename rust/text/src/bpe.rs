@@ -126,6 +126,9 @@ impl BytePairModel {
     }
 
     fn merge(&self, piece: &[u8], out: &mut Vec<u32>) {
+        if piece.is_empty() {
+            return;
+        }
         if piece.len() > SCAN_LIMIT {
             self.merge_heap(piece, out);
         } else {
@@ -133,35 +136,43 @@ impl BytePairModel {
         }
     }
 
-    /// Short pieces: symbols and the rank of each adjacent pair in small arrays; each step
-    /// merges the lowest rank (the leftmost on ties) and re-ranks its two neighbours.
+    /// Short pieces: symbols and the rank of each adjacent pair in arrays on the stack;
+    /// each step merges the lowest rank (the leftmost on ties) and re-ranks its neighbours.
     fn merge_scan(&self, piece: &[u8], out: &mut Vec<u32>) {
-        let mut ids: Vec<u32> = piece
-            .iter()
-            .map(|&b| self.byte_ids[usize::from(b)])
-            .collect();
-        let mut ranks: Vec<(u32, u32)> = ids.windows(2).map(|w| self.rank(w[0], w[1])).collect();
+        let mut ids = [0u32; SCAN_LIMIT];
+        let mut ranks = [(NO_MERGE, 0u32); SCAN_LIMIT];
+        let mut len = piece.len();
+        for (slot, &b) in ids.iter_mut().zip(piece) {
+            *slot = self.byte_ids[usize::from(b)];
+        }
+        for i in 0..len - 1 {
+            ranks[i] = self.rank(ids[i], ids[i + 1]);
+        }
         loop {
-            let mut best = None;
+            let mut best = usize::MAX;
             let mut best_rank = NO_MERGE;
-            for (i, &(rank, _)) in ranks.iter().enumerate() {
+            for (i, &(rank, _)) in ranks[..len - 1].iter().enumerate() {
                 if rank < best_rank {
                     best_rank = rank;
-                    best = Some(i);
+                    best = i;
                 }
             }
-            let Some(i) = best else { break };
+            if best == usize::MAX {
+                break;
+            }
+            let i = best;
             ids[i] = ranks[i].1;
-            ids.remove(i + 1);
-            ranks.remove(i);
+            ids.copy_within(i + 2..len, i + 1);
+            ranks.copy_within(i + 1..len - 1, i);
+            len -= 1;
             if i > 0 {
                 ranks[i - 1] = self.rank(ids[i - 1], ids[i]);
             }
-            if i < ranks.len() {
+            if i + 1 < len {
                 ranks[i] = self.rank(ids[i], ids[i + 1]);
             }
         }
-        out.extend_from_slice(&ids);
+        out.extend_from_slice(&ids[..len]);
     }
 
     /// Long pieces: HF's algorithm, a min-heap of (rank, position) over a linked list of

@@ -11,6 +11,7 @@
 //! cheap to clone (shared, compiled once).
 
 mod bpe;
+mod byte_decoder;
 mod config;
 mod detokenizer;
 mod error;

@@ -9,7 +9,7 @@
 //! look-around, or that can match the empty string, are refused (the caller keeps HF).
 
 use regex_automata::meta::Regex;
-use regex_automata::{Input, PatternID};
+use regex_automata::{Anchored, Input, PatternID};
 
 const LOOKAHEAD: &str = r"\s+(?!\S)";
 const WHITESPACE: &str = r"\s+";
@@ -62,7 +62,14 @@ impl Splitter {
     pub(crate) fn split<'t>(&self, text: &'t str, out: &mut Vec<&'t str>) {
         let mut done = 0;
         while done < text.len() {
-            let Some(found) = self.regex.search(&Input::new(text).range(done..)) else {
+            // Pieces are mostly back to back: an anchored search needs no reverse scan to
+            // find where the match starts, and gives the same match when there is one here.
+            let here = Input::new(text).range(done..);
+            let found = self
+                .regex
+                .search(&here.clone().anchored(Anchored::Yes))
+                .or_else(|| self.regex.search(&here));
+            let Some(found) = found else {
                 break;
             };
             let start = found.start();

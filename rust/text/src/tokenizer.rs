@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use tokenizers::{AddedToken, Encoding, PostProcessor, Token};
 
+use crate::byte_decoder::ByteDecoder;
 use crate::config::TokenizerConfig;
 use crate::error::{Result, TextError};
 use crate::fast_encoder::FastEncoder;
 
-/// Set to `0` to encode through the `tokenizers` pipeline even where the fast encoder
-/// applies (to compare the two).
+/// Set to `0` to encode and decode through the `tokenizers` pipeline even where the fast
+/// paths apply (to compare the two).
 pub const FAST_ENCODER_ENV: &str = "VRS_TOKENIZER_FAST";
 
 /// A loaded tokenizer; cloning is cheap (`Arc`) and it is `Send + Sync`.
@@ -24,6 +25,8 @@ struct Inner {
     tokenizer: tokenizers::Tokenizer,
     /// The fast encoder, or why this tokenizer does not get one.
     fast: std::result::Result<FastEncoder, String>,
+    /// Decoding without `tokenizers` when the decoder is plain `ByteLevel`.
+    byte_decoder: Option<ByteDecoder>,
     /// Whether `add_special_tokens` can change the ids (a post-processor that adds tokens).
     post_processor_adds: bool,
     config: TokenizerConfig,
@@ -44,20 +47,28 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
-/// The fast encoder for the tokenizer at `path` when its shape allows one and it agrees
-/// with `tokenizer` on the probe texts.
-fn fast_encoder(
+/// The fast paths for the tokenizer at `path`: the encoder when its shape allows one and
+/// it agrees with `tokenizer` on the probe texts (else why not), and the byte-level decoder.
+fn fast_paths(
     path: &Path,
     tokenizer: &tokenizers::Tokenizer,
-) -> std::result::Result<FastEncoder, String> {
+) -> (
+    std::result::Result<FastEncoder, String>,
+    Option<ByteDecoder>,
+) {
     if std::env::var(FAST_ENCODER_ENV).is_ok_and(|v| v == "0") {
-        return Err(format!("disabled by {FAST_ENCODER_ENV}=0"));
+        return (Err(format!("disabled by {FAST_ENCODER_ENV}=0")), None);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let fast = FastEncoder::new(&json, &tokenizer.get_added_tokens_decoder())?;
-    fast.agrees_with(tokenizer)?;
-    Ok(fast)
+    let json: serde_json::Value = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
+        Ok(json) => json,
+        Err(e) => return (Err(e), None),
+    };
+    let encoder = FastEncoder::new(&json, &tokenizer.get_added_tokens_decoder())
+        .and_then(|fast| fast.agrees_with(tokenizer).map(|()| fast));
+    (encoder, ByteDecoder::new(&json, tokenizer))
 }
 
 impl Tokenizer {
@@ -99,7 +110,7 @@ impl Tokenizer {
             .filter(|(_, t)| t.special)
             .map(|(id, _)| id)
             .collect();
-        let fast = fast_encoder(path, &tokenizer);
+        let (fast, byte_decoder) = fast_paths(path, &tokenizer);
         let post_processor_adds = tokenizer
             .get_post_processor()
             .is_some_and(|p| p.added_tokens(false) > 0);
@@ -116,6 +127,7 @@ impl Tokenizer {
             special_ids,
             tokenizer,
             fast,
+            byte_decoder,
             post_processor_adds,
             config,
         };
@@ -154,6 +166,9 @@ impl Tokenizer {
     /// Text of `ids`, like transformers' `decode` (no `clean_up_tokenization_spaces`).
     /// Ids the tokenizer does not know (a model's padded vocabulary) decode to nothing.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        if let Some(decoder) = &self.inner.byte_decoder {
+            return Ok(decoder.decode(ids, skip_special_tokens));
+        }
         self.inner
             .tokenizer
             .decode(ids, skip_special_tokens)
