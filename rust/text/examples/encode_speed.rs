@@ -44,11 +44,19 @@ fn time(tok: &Tokenizer, texts: &[String], rounds: usize) -> Result<(f64, usize)
 }
 
 fn run(model: &Path, corpus: &Path) -> Result<(), String> {
+    let start = Instant::now();
     let fast = Tokenizer::from_dir(model).map_err(|e| e.to_string())?;
+    let fast_load = start.elapsed();
     fast.fast_encoder()
         .map_err(|why| format!("no fast encoder for this tokenizer: {why}"))?;
     std::env::set_var(vrs_text::FAST_ENCODER_ENV, "0");
+    let start = Instant::now();
     let pipeline = Tokenizer::from_dir(model).map_err(|e| e.to_string())?;
+    println!(
+        "load: {:.0} ms with the fast paths, {:.0} ms without\n",
+        fast_load.as_secs_f64() * 1e3,
+        start.elapsed().as_secs_f64() * 1e3
+    );
     let corpus = std::fs::read_to_string(corpus).map_err(|e| e.to_string())?;
     let mut sets: Vec<(String, Vec<String>)> = Vec::new();
     for line in corpus.lines() {

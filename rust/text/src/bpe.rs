@@ -74,6 +74,7 @@ impl BytePairModel {
                 .ok_or_else(|| format!("byte {b:#04x} ({c:?}) has no token"))?;
         }
         let mut merge_map = AHashMap::with_capacity(merges.len());
+        let mut joined = String::new();
         for (rank, (a, b)) in merges.iter().enumerate() {
             let id = |t: &str| {
                 vocab
@@ -81,7 +82,10 @@ impl BytePairModel {
                     .copied()
                     .ok_or_else(|| format!("merge token {t:?} is not in the vocabulary"))
             };
-            let merged = id(&format!("{a}{b}"))?;
+            joined.clear();
+            joined.push_str(a);
+            joined.push_str(b);
+            let merged = id(&joined)?;
             merge_map.insert(pair(id(a)?, id(b)?), (rank as u32, merged));
         }
         let mut model = Self {

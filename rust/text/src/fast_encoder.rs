@@ -10,7 +10,10 @@
 //! [`FastEncoder::agrees_with`] checks a probe corpus against HF at load time.
 
 use ahash::AHashMap;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use std::sync::Mutex;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex_automata::meta::Cache;
 use serde_json::Value;
 
 use crate::bpe::BytePairModel;
@@ -36,6 +39,9 @@ pub(crate) struct FastEncoder {
     /// over (`normalized: true`); each with the id of every pattern.
     added: [Option<(AhoCorasick, Vec<u32>)>; 2],
     splitters: Vec<Splitter>,
+    /// Regex search caches, one per splitter, a set per concurrent `encode` (the regex's
+    /// own pool is fast for one thread only; this takes one lock per call, not per search).
+    caches: Mutex<Vec<Vec<Cache>>>,
     model: BytePairModel,
 }
 
@@ -72,6 +78,7 @@ impl FastEncoder {
             (!patterns.is_empty()).then(|| {
                 AhoCorasickBuilder::new()
                     .match_kind(MatchKind::LeftmostLongest)
+                    .kind(Some(AhoCorasickKind::DFA))
                     .build(&patterns)
                     .map(|ac| (ac, ids))
                     .map_err(|e| e.to_string())
@@ -81,6 +88,7 @@ impl FastEncoder {
         Ok(Self {
             added: [raw.transpose()?, normalized.transpose()?],
             splitters,
+            caches: Mutex::new(Vec::new()),
             model,
         })
     }
@@ -90,20 +98,26 @@ impl FastEncoder {
         let mut ids = Vec::with_capacity(text.len() / 3 + 1);
         let mut words = Vec::new();
         let mut scratch = Vec::new();
+        let taken = self.caches.lock().ok().and_then(|mut sets| sets.pop());
+        let mut caches =
+            taken.unwrap_or_else(|| self.splitters.iter().map(Splitter::cache).collect());
         self.encode_added(text, 0, &mut ids, &mut |segment, ids| {
             words.clear();
             words.push(segment);
-            for splitter in &self.splitters {
+            for (splitter, cache) in self.splitters.iter().zip(&mut caches) {
                 std::mem::swap(&mut words, &mut scratch);
                 words.clear();
                 for piece in scratch.drain(..) {
-                    splitter.split(piece, &mut words);
+                    splitter.split(piece, cache, &mut words);
                 }
             }
             for word in &words {
                 self.model.encode_piece(word.as_bytes(), ids);
             }
         });
+        if let Ok(mut sets) = self.caches.lock() {
+            sets.push(caches);
+        }
         ids
     }
 

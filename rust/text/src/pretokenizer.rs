@@ -8,7 +8,7 @@
 //! win by the look-ahead alternative is shortened by hand. Patterns with any other
 //! look-around, or that can match the empty string, are refused (the caller keeps HF).
 
-use regex_automata::meta::Regex;
+use regex_automata::meta::{Cache, Regex};
 use regex_automata::{Anchored, Input, PatternID};
 
 const LOOKAHEAD: &str = r"\s+(?!\S)";
@@ -58,8 +58,13 @@ impl Splitter {
         Ok(Self { regex, lookahead })
     }
 
+    /// Search state for [`Splitter::split`]; one per thread at a time.
+    pub(crate) fn cache(&self) -> Cache {
+        self.regex.create_cache()
+    }
+
     /// Appends the pieces of `text`: every match and every non-empty gap, in order.
-    pub(crate) fn split<'t>(&self, text: &'t str, out: &mut Vec<&'t str>) {
+    pub(crate) fn split<'t>(&self, text: &'t str, cache: &mut Cache, out: &mut Vec<&'t str>) {
         let mut done = 0;
         while done < text.len() {
             // Pieces are mostly back to back: an anchored search needs no reverse scan to
@@ -67,8 +72,8 @@ impl Splitter {
             let here = Input::new(text).range(done..);
             let found = self
                 .regex
-                .search(&here.clone().anchored(Anchored::Yes))
-                .or_else(|| self.regex.search(&here));
+                .search_with(cache, &here.clone().anchored(Anchored::Yes))
+                .or_else(|| self.regex.search_with(cache, &here));
             let Some(found) = found else {
                 break;
             };
@@ -146,7 +151,8 @@ mod tests {
 
     fn pieces(pattern: &str, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        Splitter::new(pattern).unwrap().split(text, &mut out);
+        let splitter = Splitter::new(pattern).unwrap();
+        splitter.split(text, &mut splitter.cache(), &mut out);
         out.into_iter().map(str::to_owned).collect()
     }
 
