@@ -4,9 +4,11 @@
 //! HF's `encode` builds a `NormalizedString` per split with alignment tracking, runs onig
 //! regexes and allocates per word. For the shapes below this encoder does the same
 //! steps on borrowed `&str` slices: added tokens (two leftmost-longest passes, as HF does),
-//! the `Split` regexes on the `regex` crate, then byte-level BPE on raw bytes. A tokenizer
-//! of any other shape (a normalizer, truncation, padding, dropout, token flags like
-//! `lstrip`, unusual regexes) gets `None` from [`FastEncoder::new`] and keeps HF's path.
+//! the `Split` regexes on the `regex` crate, then byte-level BPE on raw bytes. An NFC
+//! normalizer (Qwen's) is supported for text that is already NFC, where it changes nothing;
+//! [`FastEncoder::encode`] gives `None` for other text and the caller uses HF. A tokenizer
+//! of any other shape (another normalizer, truncation, padding, dropout, token flags like
+//! `lstrip`, unusual regexes) gets an `Err` from [`FastEncoder::new`] and keeps HF's path.
 //! [`FastEncoder::agrees_with`] checks a probe corpus against HF at load time.
 
 use ahash::AHashMap;
@@ -15,6 +17,7 @@ use std::sync::Mutex;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_automata::meta::Cache;
 use serde_json::Value;
+use unicode_normalization_alignments::is_nfc;
 
 use crate::bpe::BytePairModel;
 use crate::pretokenizer::{Splitter, GPT2_PATTERN};
@@ -39,6 +42,8 @@ pub(crate) struct FastEncoder {
     /// over (`normalized: true`); each with the id of every pattern.
     added: [Option<(AhoCorasick, Vec<u32>)>; 2],
     splitters: Vec<Splitter>,
+    /// The tokenizer normalizes to NFC: only text already in NFC is encoded here.
+    nfc: bool,
     /// Regex search caches, one per splitter, a set per concurrent `encode` (the regex's
     /// own pool is fast for one thread only; this takes one lock per call, not per search).
     caches: Mutex<Vec<Vec<Cache>>>,
@@ -57,7 +62,7 @@ impl FastEncoder {
                 return Err(format!("`{key}` is configured"));
             }
         }
-        check_normalizer(json.get("normalizer"))?;
+        let nfc = nfc_normalizer(json.get("normalizer"))?;
         let splitters = splitters(json.get("pre_tokenizer"))?;
         let model = model(json.get("model").ok_or("no `model`")?)?;
         let mut sets: [(Vec<&str>, Vec<u32>); 2] = Default::default();
@@ -67,6 +72,9 @@ impl FastEncoder {
                     "added token {:?} has word/strip flags",
                     token.content
                 ));
+            }
+            if nfc && token.normalized && !is_nfc(&token.content) {
+                return Err(format!("added token {:?} changes under NFC", token.content));
             }
             if !token.content.is_empty() {
                 let set = &mut sets[usize::from(token.normalized)];
@@ -88,13 +96,18 @@ impl FastEncoder {
         Ok(Self {
             added: [raw.transpose()?, normalized.transpose()?],
             splitters,
+            nfc,
             caches: Mutex::new(Vec::new()),
             model,
         })
     }
 
-    /// The ids of `text` (no post-processor: the caller adds special tokens).
-    pub(crate) fn encode(&self, text: &str) -> Vec<u32> {
+    /// The ids of `text` (no post-processor: the caller adds special tokens), or `None`
+    /// when the tokenizer's NFC normalizer would change `text`.
+    pub(crate) fn encode(&self, text: &str) -> Option<Vec<u32>> {
+        if self.nfc && !text.is_ascii() && !is_nfc(text) {
+            return None;
+        }
         let mut ids = Vec::with_capacity(text.len() / 3 + 1);
         let mut words = Vec::new();
         let mut scratch = Vec::new();
@@ -118,7 +131,7 @@ impl FastEncoder {
         if let Ok(mut sets) = self.caches.lock() {
             sets.push(caches);
         }
-        ids
+        Some(ids)
     }
 
     /// Splits on the added tokens of pass `pass` and later passes; text between them goes to
@@ -156,7 +169,8 @@ impl FastEncoder {
             let want = reference
                 .encode_fast(*probe, false)
                 .map_err(|e| e.to_string())?;
-            if self.encode(probe) != want.get_ids() {
+            // A probe NFC would change is HF's at run time too; nothing to compare.
+            if self.encode(probe).is_some_and(|ids| ids != want.get_ids()) {
                 return Err(format!("ids differ from tokenizers' on {probe:?}"));
             }
         }
@@ -164,16 +178,24 @@ impl FastEncoder {
     }
 }
 
-fn check_normalizer(normalizer: Option<&Value>) -> Result<(), Refusal> {
-    match normalizer {
-        None | Some(Value::Null) => Ok(()),
-        Some(n)
-            if n["type"] == "Sequence"
-                && n["normalizers"].as_array().is_some_and(Vec::is_empty) =>
-        {
-            Ok(())
-        }
-        Some(n) => Err(format!("normalizer {}", n["type"])),
+/// Whether the normalizer is NFC (else none); any other normalizer is refused.
+fn nfc_normalizer(normalizer: Option<&Value>) -> Result<bool, Refusal> {
+    let steps: Vec<&Value> = match normalizer {
+        None | Some(Value::Null) => return Ok(false),
+        Some(n) if n["type"] == "Sequence" => n["normalizers"]
+            .as_array()
+            .ok_or("normalizer sequence without steps")?
+            .iter()
+            .collect(),
+        Some(n) => vec![n],
+    };
+    match steps[..] {
+        [] => Ok(false),
+        [step] if step["type"] == "NFC" => Ok(true),
+        _ => Err(format!(
+            "normalizer {}",
+            normalizer.map_or(Value::Null, Clone::clone)
+        )),
     }
 }
 

@@ -202,9 +202,16 @@ fn text(rng: &mut Rng, max: usize) -> String {
     out
 }
 
+/// The fast encoder gives HF's ids, or declines text its NFC normalizer would change.
 fn assert_same(hf: &tokenizers::Tokenizer, fast: &FastEncoder, text: &str) {
     let want = hf.encode_fast(text, false).unwrap();
-    assert_eq!(fast.encode(text), want.get_ids(), "text {text:?}");
+    match fast.encode(text) {
+        Some(ids) => assert_eq!(ids, want.get_ids(), "text {text:?}"),
+        None => assert!(
+            fast.nfc && !unicode_normalization_alignments::is_nfc(text),
+            "declined {text:?}"
+        ),
+    }
 }
 
 fn check_generated(json: &Value, seed: u64, count: usize) {
@@ -250,6 +257,28 @@ fn qwen2_pre_tokenizer_gives_tokenizers_ids() {
 }
 
 #[test]
+fn nfc_normalizer_encodes_nfc_text_and_declines_the_rest() {
+    // Qwen2's shape: NFC, then the Qwen2 split.
+    let mut json = with_pre_tokenizer(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+    ]}));
+    json["normalizer"] = json!({"type": "NFC"});
+    check_generated(&json, 19, 1500);
+    let (hf, fast) = pair(&json);
+    assert!(fast.nfc);
+    let composed = "caf\u{e9} na\u{ef}ve \u{c5}ngstr\u{f6}m";
+    assert_same(&hf, &fast, composed);
+    assert!(fast.encode(composed).is_some());
+    // Decomposed text changes under NFC: HF's path, not a wrong answer.
+    assert!(fast.encode("cafe\u{301}").is_none());
+    assert_ne!(
+        hf.encode_fast("cafe\u{301}", false).unwrap().get_ids(),
+        pair(deepseek_json()).1.encode("cafe\u{301}").unwrap()
+    );
+}
+
+#[test]
 fn ignore_merges_takes_whole_words_from_the_vocabulary() {
     let mut json = deepseek_json().clone();
     json["model"]["ignore_merges"] = json!(true);
@@ -280,9 +309,9 @@ fn shapes_it_cannot_match_exactly_are_refused() {
             .err()
             .unwrap()
     };
-    let mut nfc = deepseek_json().clone();
-    nfc["normalizer"] = json!({"type": "NFC"});
-    assert!(refused(nfc).contains("normalizer"));
+    let mut nfkc = deepseek_json().clone();
+    nfkc["normalizer"] = json!({"type": "NFKC"});
+    assert!(refused(nfkc).contains("normalizer"));
     let mut dropout = deepseek_json().clone();
     dropout["model"]["dropout"] = json!(0.1);
     assert!(refused(dropout).contains("dropout"));

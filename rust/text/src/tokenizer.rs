@@ -139,8 +139,7 @@ impl Tokenizer {
     /// Token ids of `text`; `add_special_tokens` applies the tokenizer's post-processor
     /// (e.g. a BOS token), as transformers' `encode` does.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        if let Ok(fast) = &self.inner.fast {
-            let ids = fast.encode(text);
+        if let Some(ids) = self.inner.fast.as_ref().ok().and_then(|f| f.encode(text)) {
             if !(add_special_tokens && self.inner.post_processor_adds) {
                 return Ok(ids);
             }
