@@ -345,3 +345,37 @@ fn the_probe_check_catches_a_wrong_encoder() {
     assert!(right.agrees_with(&hf).is_ok());
     assert!(wrong.agrees_with(&hf).unwrap_err().contains("ids differ"));
 }
+
+#[test]
+fn a_bos_adding_post_processor_applies_to_fast_ids() {
+    // Llama 3's shape: TemplateProcessing puts BOS in front when special tokens are asked.
+    let mut json = deepseek_json().clone();
+    json["post_processor"] = json!({
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<｜begin▁of▁sentence｜>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<｜begin▁of▁sentence｜>": {
+            "id": "<｜begin▁of▁sentence｜>", "ids": [0], "tokens": ["<｜begin▁of▁sentence｜>"]}}
+    });
+    let dir = std::env::temp_dir().join(format!("vrs-bos-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, json.to_string()).unwrap();
+    let config = crate::TokenizerConfig::from_json(&json!({})).unwrap();
+    let tok = crate::Tokenizer::from_file(&path, config).unwrap();
+    assert!(tok.fast_encoder().is_ok());
+    let hf: tokenizers::Tokenizer = json.to_string().parse().unwrap();
+    for text in ["Hello world", "", "日本語 <｜User｜> 12345"] {
+        for special in [false, true] {
+            let want = hf.encode_fast(text, special).unwrap();
+            assert_eq!(
+                tok.encode(text, special).unwrap(),
+                want.get_ids(),
+                "{text:?} {special}"
+            );
+        }
+    }
+    assert_eq!(tok.encode("Hi", true).unwrap()[0], 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
