@@ -379,3 +379,31 @@ fn a_bos_adding_post_processor_applies_to_fast_ids() {
     assert_eq!(tok.encode("Hi", true).unwrap()[0], 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn concurrent_encodes_share_the_encoder_safely() {
+    // Each call takes a set of regex caches from the shared stack and puts it back.
+    let (hf, fast) = pair(deepseek_json());
+    let mut rng = Rng(23);
+    let texts: Vec<String> = (0..400).map(|_| text(&mut rng, 30)).collect();
+    let want: Vec<Vec<u32>> = texts
+        .iter()
+        .map(|t| {
+            hf.encode_fast(t.as_str(), false)
+                .unwrap()
+                .get_ids()
+                .to_vec()
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for offset in 0..4 {
+            let (fast, texts, want) = (&fast, &texts, &want);
+            scope.spawn(move || {
+                for i in (0..texts.len()).map(|i| (i + offset * 97) % texts.len()) {
+                    assert_eq!(fast.encode(&texts[i]).as_deref(), Some(&want[i][..]));
+                }
+            });
+        }
+    });
+    assert!(!fast.caches.lock().unwrap().is_empty());
+}
