@@ -66,7 +66,11 @@ impl FastEncoder {
         let splitters = splitters(json.get("pre_tokenizer"))?;
         let model = model(json.get("model").ok_or("no `model`")?)?;
         let mut sets: [(Vec<&str>, Vec<u32>); 2] = Default::default();
-        for (&id, token) in added_tokens {
+        // HF's pattern order (special tokens, then the others, each by id) decides between
+        // equal contents.
+        let mut ordered: Vec<(&u32, &tokenizers::AddedToken)> = added_tokens.iter().collect();
+        ordered.sort_by_key(|(&id, token)| (!token.special, id));
+        for (&id, token) in ordered {
             if token.single_word || token.lstrip || token.rstrip {
                 return Err(format!(
                     "added token {:?} has word/strip flags",
