@@ -44,6 +44,9 @@ pub(crate) struct BytePairModel {
     byte_ids: [u32; 256],
     /// `(left id, right id)` packed into a u64 → `(rank, merged id)`.
     merges: AHashMap<u64, (u32, u32)>,
+    /// The merges of two single bytes, indexed by `first << 8 | second` (a piece's first
+    /// round of lookups, from a table that fits in cache).
+    byte_pairs: Vec<(u32, u32)>,
     /// Pieces answered by one token: the tokens whose merges rebuild them (or every
     /// vocabulary token when the model ignores merges for whole words).
     whole: AHashMap<Box<[u8]>, u32>,
@@ -88,8 +91,21 @@ impl BytePairModel {
             let merged = id(&joined)?;
             merge_map.insert(pair(id(a)?, id(b)?), (rank as u32, merged));
         }
+        let byte_pairs = (0..=u16::MAX)
+            .map(|pair_bytes| {
+                let [first, second] = pair_bytes.to_be_bytes();
+                merge_map
+                    .get(&pair(
+                        byte_ids[usize::from(first)],
+                        byte_ids[usize::from(second)],
+                    ))
+                    .copied()
+                    .unwrap_or((NO_MERGE, 0))
+            })
+            .collect();
         let mut model = Self {
             byte_ids,
+            byte_pairs,
             merges: merge_map,
             whole: AHashMap::with_capacity(vocab.len()),
         };
@@ -149,8 +165,8 @@ impl BytePairModel {
         for (slot, &b) in ids.iter_mut().zip(piece) {
             *slot = self.byte_ids[usize::from(b)];
         }
-        for i in 0..len - 1 {
-            ranks[i] = self.rank(ids[i], ids[i + 1]);
+        for (slot, bytes) in ranks.iter_mut().zip(piece.windows(2)) {
+            *slot = self.byte_pairs[usize::from(u16::from_be_bytes([bytes[0], bytes[1]]))];
         }
         loop {
             let mut best = usize::MAX;
