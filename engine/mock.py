@@ -40,6 +40,7 @@ _MAX_MOCK_RANK = 10
 
 class _MockRequest:
     __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script")
+    lp_rng: random.Random | None
 
     def __init__(self, request: p.EngineCoreRequest, base_seed: int,
                  script: list[int] | None) -> None:
@@ -51,8 +52,9 @@ class _MockRequest:
         if seed is None:
             seed = zlib.crc32(request.request_id.encode()) ^ base_seed
         self.rng = random.Random(seed)
-        # A separate stream: asking for logprobs does not change the sampled tokens.
-        self.lp_rng = random.Random(seed ^ 0x10C9)
+        # A separate stream: asking for logprobs does not change the sampled tokens. Seeded
+        # only for requests that ask for logprobs (seeding costs as much as ten tokens).
+        self.lp_rng = random.Random(seed ^ 0x10C9) if self.params.logprobs is not None else None
         self.script = script
 
 
@@ -165,31 +167,37 @@ class MockEngine:
 
     def _next_token(self, request: _MockRequest) -> int:
         script = request.script
+        if script is None:
+            return request.rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
         if script:
             return script.pop(0)
-        if script is not None and self.eos_token_ids and not request.params.ignore_eos:
+        if self.eos_token_ids and not request.params.ignore_eos:
             return self.eos_token_ids[0]  # the scripted reply is over
         return request.rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
 
     def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
         params = request.params
         token = self._next_token(request)
-        request.generated += 1
-        logprobs = None if params.logprobs is None else [self._logprobs(request, token)]
-        out = p.EngineCoreOutput(request.request_id, [token], new_logprobs=logprobs)
-        may_stop = request.generated > params.min_tokens
+        generated = request.generated = request.generated + 1
+        if params.logprobs is None:
+            out = p.EngineCoreOutput(request.request_id, [token])
+        else:
+            out = p.EngineCoreOutput(request.request_id, [token],
+                                     new_logprobs=[self._logprobs(request, token)])
+        may_stop = generated > params.min_tokens
         if may_stop and token in params.stop_token_ids:
             out.finish_reason, out.stop_token_id = "stop", token
         elif may_stop and not params.ignore_eos and token in self.eos_token_ids:
             out.finish_reason, out.stop_token_id = "stop", token
-        elif (request.generated >= params.max_tokens
-                or request.prompt_len + request.generated >= self.max_model_len):
+        elif (generated >= params.max_tokens
+                or request.prompt_len + generated >= self.max_model_len):
             out.finish_reason = "length"
         return out
 
     def _logprobs(self, request: _MockRequest, token: int) -> p.TokenLogprobs:
         """Made-up but well-formed log-probabilities for ``token`` (see the module doc)."""
         rng = request.lp_rng
+        assert rng is not None, "lp_rng is seeded for every request that asks for logprobs"
         choices = self.vocab_size - _FIRST_SAMPLED_ID  # distinct ids the mock can draw
         k = min(request.params.logprobs or 0, choices)
         rank = 1 if rng.random() < _GREEDY_SHARE else rng.randint(2, _MAX_MOCK_RANK)
