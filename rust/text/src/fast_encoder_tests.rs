@@ -407,3 +407,26 @@ fn concurrent_encodes_share_the_encoder_safely() {
     });
     assert!(!fast.caches.lock().unwrap().is_empty());
 }
+
+#[test]
+fn every_code_point_splits_as_onig_splits_it() {
+    // The regex crate and onig must agree on every character class the patterns use
+    // (`\p{L}`, `\p{N}`, `\s`, case folding in `(?i:'s)`...): both carry Unicode 16 tables
+    // today, and this catches a future version skew. Each scalar value is tried next to a
+    // letter, itself, a digit, an apostrophe and spaces, 48 values per text.
+    let qwen2 = with_pre_tokenizer(json!({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+    ]}));
+    let scalars: Vec<char> = (0..=0x10_ffff_u32).filter_map(char::from_u32).collect();
+    for json in [deepseek_json(), &qwen2] {
+        let (hf, fast) = pair(json);
+        for chunk in scalars.chunks(48) {
+            let mut text = String::new();
+            for &c in chunk {
+                text.extend([c, 'x', c, c, '1', c, '\'', c, ' ', c, ' ', ' ']);
+            }
+            assert_same(&hf, &fast, &text);
+        }
+    }
+}
