@@ -167,11 +167,9 @@ class MockEngine:
 
     def _next_token(self, request: _MockRequest) -> int:
         script = request.script
-        if script is None:
-            return request.rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
         if script:
             return script.pop(0)
-        if self.eos_token_ids and not request.params.ignore_eos:
+        if script is not None and self.eos_token_ids and not request.params.ignore_eos:
             return self.eos_token_ids[0]  # the scripted reply is over
         return request.rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
 

@@ -11,7 +11,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use vrs_text::Tokenizer;
 use vrs_wire::Ready;
@@ -22,7 +21,7 @@ use crate::engine_client::EngineClient;
 use crate::launcher::{self, EngineProcess, LaunchError};
 use crate::logprobs::TokenTexts;
 use crate::metrics::Metrics;
-use crate::server::{bind_http, router, unix_now, AppState, HttpOptions};
+use crate::server::{bind_http, router, spawn_http, unix_now, AppState, HttpOptions, ServerTask};
 
 /// How long the server keeps answering (503) after the engine died, so that clients
 /// see why rather than a refused connection.
@@ -248,20 +247,7 @@ pub async fn serve_connected(
         },
     );
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let app = router(state);
-    let mut server = tokio::spawn(async move {
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    let (stop_tx, mut server) = spawn_http(listener, router(state));
     tracing::info!("listening on http://{local}");
     let stats = tokio::spawn(log_stats(Arc::clone(&client)));
 
@@ -285,8 +271,6 @@ pub async fn serve_connected(
     stats.abort();
     Ok(code)
 }
-
-type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;
 
 async fn drain(
     client: &EngineClient,

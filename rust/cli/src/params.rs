@@ -73,6 +73,12 @@ pub fn check_keys(map: &Map<String, Value>, endpoint: Endpoint) -> Result<(), Ap
             None => unknown.push(key.as_str()),
         }
     }
+    refuse_unknown(unknown)
+}
+
+/// A 400 naming the `unknown` body keys (sorted; the first is the error's `param`), or
+/// `Ok` when there are none.
+pub fn refuse_unknown(mut unknown: Vec<&str>) -> Result<(), ApiError> {
     unknown.sort_unstable();
     match unknown.as_slice() {
         [] => Ok(()),

@@ -24,7 +24,6 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use serde::Serialize;
 use tokio::signal::unix::{signal, SignalKind};
@@ -235,20 +234,7 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
             "; no chat template"
         },
     );
-    let app = router(Arc::new(state));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut server = tokio::spawn(async move {
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    let (stop_tx, mut server) = server::spawn_http(listener, router(Arc::new(state)));
     let name = tokio::select! {
         _ = sigint.recv() => "SIGINT",
         _ = sigterm.recv() => "SIGTERM",

@@ -12,6 +12,7 @@ use axum::http::{header, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use vrs_text::Tokenizer;
 
@@ -258,6 +259,31 @@ pub async fn bind_http(host: &str, port: u16) -> anyhow::Result<tokio::net::TcpL
         .bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot bind http://{addr}: {e}"))?;
     Ok(socket.listen(4096)?)
+}
+
+/// The task serving HTTP; it ends when the server stops.
+pub type ServerTask = tokio::task::JoinHandle<std::io::Result<()>>;
+
+/// Serves `app` on `listener` (TCP_NODELAY on every connection) in a task; sending on the
+/// returned channel starts the graceful shutdown (no new connections, open ones finish).
+pub fn spawn_http(
+    listener: tokio::net::TcpListener,
+    app: Router,
+) -> (tokio::sync::oneshot::Sender<()>, ServerTask) {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    (stop_tx, server)
 }
 
 #[cfg(test)]

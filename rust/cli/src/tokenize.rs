@@ -71,26 +71,13 @@ struct Detokenize {
 /// The body as a JSON object whose keys are all in `keys`.
 fn object(body: &[u8], keys: &[&str]) -> Result<Value, ApiError> {
     let map = params::parse_object(body)?;
-    let mut unknown: Vec<&str> = map
+    let unknown = map
         .keys()
         .map(String::as_str)
         .filter(|k| !keys.contains(k))
         .collect();
-    unknown.sort_unstable();
-    match unknown.as_slice() {
-        [] => Ok(Value::Object(map)),
-        [one] => Err(ApiError::bad(*one, format!("unknown field `{one}`"))),
-        many => Err(ApiError::bad(
-            many[0],
-            format!(
-                "unknown fields: {}",
-                many.iter()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-    }
+    params::refuse_unknown(unknown)?;
+    Ok(Value::Object(map))
 }
 
 pub async fn tokenize(

@@ -33,8 +33,18 @@ pub(crate) fn byte_alphabet() -> [char; 256] {
     table
 }
 
-/// The bytes a byte-level token string stands for; `None` when it has a character outside
-/// the byte alphabet (such a token can never come out of byte-level pre-tokenization).
+/// The byte alphabet's inverse: character → the byte it stands for.
+pub(crate) fn alphabet_bytes() -> AHashMap<char, u8> {
+    byte_alphabet()
+        .iter()
+        .enumerate()
+        .map(|(b, c)| (*c, b as u8))
+        .collect()
+}
+
+/// The bytes a byte-level token string stands for (`inverse` from [`alphabet_bytes`]);
+/// `None` when it has a character outside the byte alphabet (such a token can never come
+/// out of byte-level pre-tokenization).
 pub(crate) fn token_bytes(token: &str, inverse: &AHashMap<char, u8>) -> Option<Vec<u8>> {
     token.chars().map(|c| inverse.get(&c).copied()).collect()
 }
@@ -65,11 +75,7 @@ impl BytePairModel {
         ignore_merges: bool,
     ) -> Result<Self, String> {
         let alphabet = byte_alphabet();
-        let inverse: AHashMap<char, u8> = alphabet
-            .iter()
-            .enumerate()
-            .map(|(b, c)| (*c, b as u8))
-            .collect();
+        let inverse = alphabet_bytes();
         let mut byte_ids = [0u32; 256];
         for (b, c) in alphabet.iter().enumerate() {
             byte_ids[b] = *vocab

@@ -11,7 +11,7 @@ use ahash::{AHashMap, AHashSet};
 use serde_json::Value;
 use tokenizers::Model;
 
-use crate::bpe::byte_alphabet;
+use crate::bpe::{alphabet_bytes, token_bytes};
 
 /// The bytes of every id, in one buffer.
 pub(crate) struct ByteDecoder {
@@ -22,28 +22,30 @@ pub(crate) struct ByteDecoder {
 }
 
 impl ByteDecoder {
-    /// `None` unless `json`'s decoder is a plain `ByteLevel`.
-    pub(crate) fn new(json: &Value, tokenizer: &tokenizers::Tokenizer) -> Option<Self> {
+    /// `None` unless `json`'s decoder is a plain `ByteLevel`; `added` is the tokenizer's
+    /// added tokens (id → token).
+    pub(crate) fn new(
+        json: &Value,
+        tokenizer: &tokenizers::Tokenizer,
+        added: &AHashMap<u32, tokenizers::AddedToken>,
+    ) -> Option<Self> {
         if json["decoder"]["type"] != "ByteLevel" {
             return None;
         }
-        let inverse: AHashMap<char, u8> = byte_alphabet()
-            .iter()
-            .enumerate()
-            .map(|(b, c)| (*c, b as u8))
-            .collect();
-        let added = tokenizer.get_added_tokens_decoder();
+        let inverse = alphabet_bytes();
         let special: AHashSet<&str> = added
             .values()
             .filter(|t| t.special)
             .map(|t| t.content.as_str())
             .collect();
-        let vocab = tokenizer.get_vocab(false);
-        let size = vocab
-            .values()
-            .chain(added.keys())
+        let model_ids = json["model"]["vocab"]
+            .as_object()
+            .into_iter()
+            .flat_map(|vocab| vocab.values().filter_map(Value::as_u64));
+        let size = model_ids
+            .chain(added.keys().map(|&id| u64::from(id)))
             .max()
-            .map_or(0, |&m| m as usize + 1);
+            .map_or(0, |m| m as usize + 1);
         let mut decoder = Self {
             bytes: Vec::new(),
             spans: vec![None; size],
@@ -56,11 +58,7 @@ impl ByteDecoder {
             };
             let Some(token) = token else { continue };
             let start = decoder.bytes.len() as u32;
-            match token
-                .chars()
-                .map(|c| inverse.get(&c).copied())
-                .collect::<Option<Vec<u8>>>()
-            {
+            match token_bytes(&token, &inverse) {
                 Some(raw) => decoder.bytes.extend_from_slice(&raw),
                 None => decoder.bytes.extend_from_slice(token.as_bytes()),
             }
@@ -96,7 +94,7 @@ mod tests {
         let path = deepseek_dir().join("tokenizer.json");
         let hf = tokenizers::Tokenizer::from_file(&path).unwrap();
         let json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let fast = super::ByteDecoder::new(&json, &hf).unwrap();
+        let fast = super::ByteDecoder::new(&json, &hf, &hf.get_added_tokens_decoder()).unwrap();
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         for round in 0..2000 {
             let len = 1 + round % 24;
@@ -131,6 +129,6 @@ mod tests {
         let mut json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         json["decoder"] = serde_json::json!({"type": "Fuse"});
-        assert!(super::ByteDecoder::new(&json, &hf).is_none());
+        assert!(super::ByteDecoder::new(&json, &hf, &hf.get_added_tokens_decoder()).is_none());
     }
 }

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex_automata::meta::Cache;
+use serde::Deserialize;
 use serde_json::Value;
 use unicode_normalization_alignments::is_nfc;
 
@@ -255,8 +256,8 @@ fn model(model: &Value) -> Result<BytePairModel, Refusal> {
             return Err(format!("BPE `{key}` is set"));
         }
     }
-    let vocab: AHashMap<String, u32> =
-        serde_json::from_value(model["vocab"].clone()).map_err(|e| format!("vocab: {e}"))?;
+    let vocab =
+        AHashMap::<String, u32>::deserialize(&model["vocab"]).map_err(|e| format!("vocab: {e}"))?;
     let merges = model["merges"]
         .as_array()
         .ok_or("no merges")?

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use ahash::AHashMap;
 use tokenizers::{AddedToken, Encoding, PostProcessor, Token};
 
 use crate::byte_decoder::ByteDecoder;
@@ -47,11 +48,13 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
-/// The fast paths for the tokenizer at `path`: the encoder when its shape allows one and
-/// it agrees with `tokenizer` on the probe texts (else why not), and the byte-level decoder.
+/// The fast paths for the tokenizer read from `text` (its `tokenizer.json`): the encoder
+/// when its shape allows one and it agrees with `tokenizer` on the probe texts (else why
+/// not), and the byte-level decoder. `added` is the tokenizer's added tokens (id → token).
 fn fast_paths(
-    path: &Path,
+    text: &str,
     tokenizer: &tokenizers::Tokenizer,
+    added: &AHashMap<u32, AddedToken>,
 ) -> (
     std::result::Result<FastEncoder, String>,
     Option<ByteDecoder>,
@@ -59,16 +62,13 @@ fn fast_paths(
     if std::env::var(FAST_ENCODER_ENV).is_ok_and(|v| v == "0") {
         return (Err(format!("disabled by {FAST_ENCODER_ENV}=0")), None);
     }
-    let json: serde_json::Value = match std::fs::read_to_string(path)
-        .map_err(|e| e.to_string())
-        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
-    {
+    let json: serde_json::Value = match serde_json::from_str(text) {
         Ok(json) => json,
-        Err(e) => return (Err(e), None),
+        Err(e) => return (Err(e.to_string()), None),
     };
-    let encoder = FastEncoder::new(&json, &tokenizer.get_added_tokens_decoder())
-        .and_then(|fast| fast.agrees_with(tokenizer).map(|()| fast));
-    (encoder, ByteDecoder::new(&json, tokenizer))
+    let encoder =
+        FastEncoder::new(&json, added).and_then(|fast| fast.agrees_with(tokenizer).map(|()| fast));
+    (encoder, ByteDecoder::new(&json, tokenizer, added))
 }
 
 impl Tokenizer {
@@ -91,8 +91,12 @@ impl Tokenizer {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no tokenizer.json"),
             });
         }
-        let mut tokenizer = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| TextError::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
+        let cannot_load = |e: &dyn std::fmt::Display| {
+            TextError::Tokenizer(format!("cannot load {}: {e}", path.display()))
+        };
+        // Read once: `tokenizers` and the fast paths both parse this text.
+        let text = std::fs::read_to_string(path).map_err(|e| cannot_load(&e))?;
+        let mut tokenizer: tokenizers::Tokenizer = text.parse().map_err(|e| cannot_load(&e))?;
         let missing: Vec<AddedToken> = config
             .special_tokens
             .iter()
@@ -104,13 +108,13 @@ impl Tokenizer {
         if !missing.is_empty() {
             tokenizer.add_special_tokens(&missing);
         }
-        let special_ids = tokenizer
-            .get_added_tokens_decoder()
-            .into_iter()
+        let added = tokenizer.get_added_tokens_decoder();
+        let special_ids = added
+            .iter()
             .filter(|(_, t)| t.special)
-            .map(|(id, _)| id)
+            .map(|(&id, _)| id)
             .collect();
-        let (fast, byte_decoder) = fast_paths(path, &tokenizer);
+        let (fast, byte_decoder) = fast_paths(&text, &tokenizer, &added);
         let post_processor_adds = tokenizer
             .get_post_processor()
             .is_some_and(|p| p.added_tokens(false) > 0);
