@@ -6,7 +6,8 @@ Three threads, as in vLLM's EngineCoreProc:
   puts them on a queue;
 * the busy loop (the caller's thread) drains that queue into the backend, runs one
   backend step while there is work, and hands the step's outputs on;
-* the output thread owns the output PUSH and sends encoded EngineOutputs.
+* the output thread owns the output PUSH; it encodes and sends the steps' outputs,
+  coalescing the steps that wait for it into one message (engine/coalesce.py).
 
 A backend exception in ``step`` is fatal: the dead sentinel goes out and the process
 exits non-zero. Per-request failures are the backend's business (finish_reason
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 import zmq
 
 from engine import protocol as p
+from engine.coalesce import StepResult, coalesce
 
 logger = logging.getLogger("vrs.engine")
 
@@ -69,8 +71,8 @@ class EngineCore:
         self.engine_index = engine_index
         self._input = input_socket
         self._output = output_socket
-        self._inbox: queue.Queue[Any] = queue.Queue()
-        self._outbox: queue.Queue[Any] = queue.Queue()
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._input_done = threading.Event()
 
     # ---------------------------------------------------------------- threads
@@ -99,12 +101,21 @@ class EngineCore:
 
     def _output_loop(self) -> None:
         while True:
-            item = self._outbox.get()
-            if item is _STOP:
-                return
+            steps = [self._outbox.get()]
+            while True:  # everything made while the last message was going out
+                try:
+                    steps.append(self._outbox.get_nowait())
+                except queue.Empty:
+                    break
+            stop = steps[-1] is _STOP
+            if stop:
+                steps.pop()
             try:
-                self._output.send(item, copy=False)
+                for message in coalesce(steps, self.engine_index):
+                    self._output.send(p.encode(message), copy=False)
             except zmq.ContextTerminated:
+                return
+            if stop:
                 return
 
     # ---------------------------------------------------------------- busy loop
@@ -129,15 +140,23 @@ class EngineCore:
                 call_id=msg.call_id, success=False, error_message=f"{type(exc).__name__}: {exc}"
             )
 
+    def _take(self, item: Any) -> list[p.EngineCoreOutput]:
+        """Apply ``item`` and every other input waiting; utility answers go out at once,
+        the other outputs (refusals, aborts) are returned to go out with this step's."""
+        immediate: list[p.EngineCoreOutput] = []
+        while True:
+            outputs, utility = self._handle(item)
+            if utility is not None:
+                self._send(outputs, utility)
+            else:
+                immediate.extend(outputs)
+            if self._inbox.empty():
+                return immediate
+            item = self._inbox.get_nowait()
+
     def _send(self, outputs: list[p.EngineCoreOutput], utility: p.UtilityOutput | None) -> None:
-        message = p.EngineOutputs(
-            engine_index=self.engine_index,
-            outputs=outputs,
-            timestamp=time.time(),
-            scheduler_stats=self.backend.stats(),
-            utility_output=utility,
-        )
-        self._outbox.put(p.encode(message))
+        # Handed over, never touched again here: the output thread may merge them.
+        self._outbox.put(StepResult(outputs, self.backend.stats(), time.time(), utility))
 
     def run_busy_loop(self, stop: threading.Event | None = None) -> None:
         """Serve until ``stop`` is set. Raises whatever the backend raises."""
@@ -148,32 +167,24 @@ class EngineCore:
         receiver.start()
         sender = threading.Thread(target=self._output_loop, name="vrs-engine-output", daemon=True)
         sender.start()
+        backend, inbox = self.backend, self._inbox
         try:
             while not stop.is_set():
-                # Block for input only while idle; otherwise drain what is there.
-                pending: list[Any] = []
-                if not self.backend.has_unfinished_requests():
+                # Block for input only while idle; otherwise take what is there.
+                if not backend.has_unfinished_requests():
                     try:
-                        pending.append(self._inbox.get(timeout=0.1))
+                        outputs = self._take(inbox.get(timeout=0.1))
                     except queue.Empty:
                         continue
-                while True:
-                    try:
-                        pending.append(self._inbox.get_nowait())
-                    except queue.Empty:
-                        break
-                immediate: list[p.EngineCoreOutput] = []
-                for item in pending:
-                    outputs, utility = self._handle(item)
-                    if utility is not None:
-                        self._send(outputs, utility)
-                    else:
-                        immediate.extend(outputs)
-                step_outputs = (
-                    self.backend.step() if self.backend.has_unfinished_requests() else []
-                )
-                if immediate or step_outputs:
-                    self._send(immediate + step_outputs, None)
+                elif not inbox.empty():
+                    outputs = self._take(inbox.get_nowait())
+                else:
+                    outputs = []
+                if backend.has_unfinished_requests():
+                    step_outputs = backend.step()
+                    outputs = outputs + step_outputs if outputs else step_outputs
+                if outputs:
+                    self._send(outputs, None)
         finally:
             self._input_done.set()
             receiver.join(timeout=5)

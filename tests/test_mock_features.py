@@ -39,28 +39,29 @@ def test_logprobs_are_well_formed_and_do_not_change_tokens(tmp_path: Path,
     assert tokens(out["plain"]) == tokens(out["lp"]), "logprobs must not change sampling"
     assert all(o.new_logprobs is None for o in out["plain"])
     ranks = set()
-    for output in out["lp"]:
+    for output in out["lp"]:  # steps the output thread merged carry several tokens
         assert output.new_logprobs is not None
-        assert len(output.new_logprobs) == len(output.new_token_ids) == 1
-        entry = output.new_logprobs[0]
-        assert entry.token_id == output.new_token_ids[0]
-        assert len(entry.top_token_ids) == len(entry.top_logprobs) == 4
-        assert len(set(entry.top_token_ids)) == 4
-        assert entry.top_logprobs == sorted(entry.top_logprobs, reverse=True)
-        assert all(lp < 0 for lp in entry.top_logprobs)
-        assert sum(math.exp(lp) for lp in entry.top_logprobs) <= 1.0
-        assert entry.rank >= 1 and entry.logprob < 0
-        if entry.rank <= 4:
-            assert entry.top_token_ids[entry.rank - 1] == entry.token_id
-            assert entry.top_logprobs[entry.rank - 1] == entry.logprob
-        else:
-            assert entry.token_id not in entry.top_token_ids
-            assert entry.logprob < entry.top_logprobs[-1]
-        ranks.add(entry.rank)
+        assert len(output.new_logprobs) == len(output.new_token_ids) >= 1
+        for token, entry in zip(output.new_token_ids, output.new_logprobs, strict=True):
+            assert entry.token_id == token
+            assert len(entry.top_token_ids) == len(entry.top_logprobs) == 4
+            assert len(set(entry.top_token_ids)) == 4
+            assert entry.top_logprobs == sorted(entry.top_logprobs, reverse=True)
+            assert all(lp < 0 for lp in entry.top_logprobs)
+            assert sum(math.exp(lp) for lp in entry.top_logprobs) <= 1.0
+            assert entry.rank >= 1 and entry.logprob < 0
+            if entry.rank <= 4:
+                assert entry.top_token_ids[entry.rank - 1] == entry.token_id
+                assert entry.top_logprobs[entry.rank - 1] == entry.logprob
+            else:
+                assert entry.token_id not in entry.top_token_ids
+                assert entry.logprob < entry.top_logprobs[-1]
+            ranks.add(entry.rank)
+    assert sum(len(o.new_token_ids) for o in out["lp"]) == 30
     assert 1 in ranks and len(ranks) > 1, "ranks should vary"
     for output in out["lp0"]:
         assert output.new_logprobs is not None
-        assert output.new_logprobs[0].top_token_ids == []
+        assert all(entry.top_token_ids == [] for entry in output.new_logprobs)
 
 
 def test_scripted_reply_then_eos(tmp_path: Path, demo_model: Path) -> None:

@@ -138,7 +138,11 @@ def test_disconnect_aborts_every_choice(server: Server) -> None:
 
 @pytest.fixture
 def slow_reader_server(mode: str, demo_model: Path, tmp_path: Path) -> Iterator[Server]:
+    # Steps at a model's pace, so outputs keep arriving one step at a time after the
+    # client stalls (a mock racing ahead would have all its tokens merged into a few
+    # outputs and be finished before eight of them could queue up).
     server = Server(mode, demo_model, tmp_path / "server.log",
+                    cli_args=("--mock-step-delay-ms", "1"),
                     env={"VRS_MAX_PENDING_OUTPUTS": "8"})
     yield server
     assert server.stop() == 0, server.log()
@@ -147,8 +151,10 @@ def slow_reader_server(mode: str, demo_model: Path, tmp_path: Path) -> Iterator[
 
 def test_a_client_that_stops_reading_is_cut_off(slow_reader_server: Server) -> None:
     server = slow_reader_server
-    body = json.dumps({"model": MODEL, "prompt": "flood", "max_tokens": 2000,
-                       "ignore_eos": True, "stream": True}).encode()
+    # About 10 MB of events (8 choices, 20 logprobs a token): more than the socket
+    # buffers and the HTTP server's write buffer can hold, so the generation must stall.
+    body = json.dumps({"model": MODEL, "prompt": "flood", "max_tokens": 2000, "n": 8,
+                       "logprobs": 20, "ignore_eos": True, "stream": True}).encode()
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", server.port))

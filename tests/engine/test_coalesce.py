@@ -1,0 +1,140 @@
+"""Step coalescing (engine/coalesce.py): the rules, and that nothing is lost over the wire."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import zmq
+
+from engine import protocol as p
+from engine.coalesce import StepResult, coalesce
+from engine.core import EngineCore
+from engine.mock import MockEngine
+
+
+def _lp(token: int) -> p.TokenLogprobs:
+    return p.TokenLogprobs(token, -0.5, 1, [token], [-0.5])
+
+
+def _step(outputs: list[p.EngineCoreOutput], running: int, at: float,
+          utility: p.UtilityOutput | None = None) -> StepResult:
+    return StepResult(outputs, p.SchedulerStats(num_running=running), at, utility)
+
+
+def test_one_step_is_one_message_unchanged() -> None:
+    out = p.EngineCoreOutput("a", [5], num_cached_tokens=3)
+    [message] = coalesce([_step([out], 1, 1.0)], engine_index=2)
+    assert message.engine_index == 2
+    assert message.outputs == [p.EngineCoreOutput("a", [5], num_cached_tokens=3)]
+    assert message.timestamp == 1.0 and message.scheduler_stats.num_running == 1
+    assert message.utility_output is None
+
+
+def test_a_requests_steps_merge_in_order_with_the_last_finish() -> None:
+    steps = [
+        _step([p.EngineCoreOutput("a", [1], new_logprobs=[_lp(1)]),
+               p.EngineCoreOutput("b", [7])], 2, 1.0),
+        _step([p.EngineCoreOutput("a", [2], new_logprobs=[_lp(2)]),
+               p.EngineCoreOutput("b", [8], "stop", 8)], 2, 2.0),
+        _step([p.EngineCoreOutput("a", [3], "length", new_logprobs=[_lp(3)])], 1, 3.0),
+    ]
+    [message] = coalesce(steps, engine_index=0)
+    a, b = message.outputs
+    assert (a.request_id, a.new_token_ids, a.finish_reason) == ("a", [1, 2, 3], "length")
+    assert [lp.token_id for lp in a.new_logprobs] == [1, 2, 3]
+    assert (b.new_token_ids, b.finish_reason, b.stop_token_id) == ([7, 8], "stop", 8)
+    # Stats and timestamp are the newest the message carries.
+    assert message.timestamp == 3.0 and message.scheduler_stats.num_running == 1
+
+
+def test_an_error_or_abort_after_tokens_keeps_the_tokens() -> None:
+    steps = [
+        _step([p.EngineCoreOutput("a", [1]), p.EngineCoreOutput("b", [4])], 2, 1.0),
+        _step([p.EngineCoreOutput("a", [], "error", error_message="boom"),
+               p.EngineCoreOutput("b", [], "abort", num_cached_tokens=16)], 0, 2.0),
+    ]
+    [message] = coalesce(steps, engine_index=0)
+    a, b = message.outputs
+    assert (a.new_token_ids, a.finish_reason, a.error_message) == ([1], "error", "boom")
+    assert (b.new_token_ids, b.finish_reason, b.num_cached_tokens) == ([4], "abort", 16)
+
+
+def test_a_utility_answer_never_overtakes_earlier_outputs() -> None:
+    pong = p.UtilityOutput(call_id=9, success=True, result="pong")
+    steps = [
+        _step([p.EngineCoreOutput("a", [1])], 1, 1.0),
+        _step([p.EngineCoreOutput("a", [2])], 1, 2.0, utility=pong),
+        _step([p.EngineCoreOutput("a", [3])], 1, 3.0),
+        _step([], 1, 4.0, utility=p.UtilityOutput(call_id=10, success=True, result=1)),
+    ]
+    first, second = coalesce(steps, engine_index=0)
+    assert first.outputs[0].new_token_ids == [1, 2] and first.utility_output == pong
+    assert second.outputs[0].new_token_ids == [3] and second.utility_output.call_id == 10
+    assert second.timestamp == 4.0
+
+
+def test_a_reused_request_id_is_never_merged_into_the_finished_one() -> None:
+    steps = [
+        _step([p.EngineCoreOutput("a", [1], "length")], 0, 1.0),
+        _step([p.EngineCoreOutput("a", [9])], 1, 2.0),
+    ]
+    first, second = coalesce(steps, engine_index=0)
+    assert first.outputs == [p.EngineCoreOutput("a", [1], "length")]
+    assert second.outputs == [p.EngineCoreOutput("a", [9])]
+
+
+def test_every_token_arrives_in_order_through_the_real_loop(tmp_path: Path) -> None:
+    """The mock behind EngineCore on ipc:// sockets, 48 requests at once: whatever the
+    output thread merged, each request's tokens are exactly what the mock makes alone."""
+    model = MockEngine("m", vocab_size=5000, eos_token_ids=[2], max_model_len=4096, seed=7)
+    requests = [
+        p.EngineCoreRequest(f"r{i}", [11] * (i + 1),
+                            p.SamplingParams(max_tokens=20 + i, seed=i, ignore_eos=True),
+                            time.time())
+        for i in range(48)
+    ]
+    expected: dict[str, list[int]] = {}
+    reference = MockEngine("m", vocab_size=5000, eos_token_ids=[2], max_model_len=4096, seed=7)
+    for request in requests:
+        reference.add_request(request)
+    while reference.has_unfinished_requests():
+        for out in reference.step():
+            expected.setdefault(out.request_id, []).extend(out.new_token_ids)
+
+    ctx = zmq.Context()
+    router, pull = ctx.socket(zmq.ROUTER), ctx.socket(zmq.PULL)
+    router.bind(f"ipc://{tmp_path}/in")
+    pull.bind(f"ipc://{tmp_path}/out")
+    dealer, push = ctx.socket(zmq.DEALER), ctx.socket(zmq.PUSH)
+    dealer.setsockopt(zmq.IDENTITY, p.engine_identity(0))
+    dealer.connect(f"ipc://{tmp_path}/in")
+    push.connect(f"ipc://{tmp_path}/out")
+    dealer.send(b"hello")
+    identity, _ = router.recv_multipart()
+    core = EngineCore(model, 0, dealer, push)
+    stop = threading.Event()
+    loop = threading.Thread(target=core.run_busy_loop, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        for request in requests:
+            router.send_multipart([identity, bytes([p.RequestType.ADD]), p.encode(request)])
+        got: dict[str, list[int]] = {}
+        finished: set[str] = set()
+        while len(finished) < len(requests):
+            assert pull.poll(10_000), "the engine stopped sending"
+            message = p.OUTPUTS_DECODER.decode(pull.recv())
+            for out in message.outputs:
+                assert out.request_id not in finished, "output after the finish"
+                got.setdefault(out.request_id, []).extend(out.new_token_ids)
+                if out.finish_reason is not None:
+                    assert out.finish_reason == "length"
+                    finished.add(out.request_id)
+        assert got == expected
+    finally:
+        stop.set()
+        loop.join(10)
+        for sock in (router, pull, dealer, push):
+            sock.close(linger=0)
+        ctx.term()
