@@ -12,9 +12,9 @@ pub trait TokenCodec: Sync {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
     /// Text of `ids`.
     fn decode(&self, ids: &[u32]) -> Result<String, String>;
-    /// Ids are sampled below this.
+    /// Prompt ids are taken below this.
     fn vocab_size(&self) -> usize;
-    /// Special tokens are never sampled.
+    /// Special tokens are never taken.
     fn is_special(&self, id: u32) -> bool;
 }
 
@@ -69,19 +69,42 @@ fn length_range(len: usize, ratio: f64, min: usize) -> (usize, usize) {
     (low.max(min), high.max(low.max(min)))
 }
 
-fn sample_ids(codec: &impl TokenCodec, rng: &mut SmallRng, count: usize, out: &mut Vec<u32>) {
-    let vocab = codec.vocab_size().max(1) as u32;
-    while out.len() < count {
-        let id = rng.random_range(0..vocab);
-        if !codec.is_special(id) {
-            out.push(id);
+/// Ids in vocabulary order from a random start, as vLLM's random dataset takes them
+/// (`(offset + k) % vocab_size`), special tokens skipped.
+struct IdRun {
+    next: u32,
+    vocab: u32,
+}
+
+impl IdRun {
+    fn new(codec: &impl TokenCodec, rng: &mut SmallRng) -> Self {
+        let vocab = codec.vocab_size().max(1) as u32;
+        Self {
+            next: rng.random_range(0..vocab),
+            vocab,
+        }
+    }
+
+    /// Appends ids to `out` until it holds `count` (none when every id is special).
+    fn fill(&mut self, codec: &impl TokenCodec, count: usize, out: &mut Vec<u32>) {
+        let mut skipped = 0;
+        while out.len() < count && skipped < self.vocab {
+            let id = self.next;
+            self.next = (id + 1) % self.vocab;
+            if codec.is_special(id) {
+                skipped += 1;
+            } else {
+                skipped = 0;
+                out.push(id);
+            }
         }
     }
 }
 
-/// A text of exactly `target` tokens when one is found: random ids are decoded, the text
-/// re-encoded, and the ids cut or topped up until the round trip keeps the length.
-/// Returns the text and its true token count (the nearest found, should none match).
+/// A text of exactly `target` tokens when one is found: a run of consecutive ids is
+/// decoded, the text re-encoded, and the ids cut or topped up (the run continues) until
+/// the round trip keeps the length. Returns the text and its true token count (the
+/// nearest found, should none match).
 pub fn exact_prompt(
     codec: &impl TokenCodec,
     rng: &mut SmallRng,
@@ -90,8 +113,12 @@ pub fn exact_prompt(
     if target == 0 {
         return Ok((String::new(), 0));
     }
+    let mut run = IdRun::new(codec, rng);
     let mut ids = Vec::with_capacity(target + 8);
-    sample_ids(codec, rng, target, &mut ids);
+    run.fill(codec, target, &mut ids);
+    if ids.is_empty() {
+        return Err("every token id of the tokenizer is a special token".into());
+    }
     let mut best: Option<(String, usize)> = None;
     for _ in 0..MAX_ROUNDS {
         let text = codec.decode(&ids)?;
@@ -110,7 +137,7 @@ pub fn exact_prompt(
         if len > target {
             ids.truncate(target);
         } else {
-            sample_ids(codec, rng, target, &mut ids);
+            run.fill(codec, target, &mut ids);
         }
     }
     best.ok_or_else(|| "no prompt could be generated".into())
@@ -217,6 +244,46 @@ mod tests {
         fn is_special(&self, id: u32) -> bool {
             id == 10
         }
+    }
+
+    #[test]
+    fn ids_run_in_vocabulary_order_from_a_random_start_skipping_specials() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut run = IdRun::new(&Toy, &mut rng);
+        let start = run.next;
+        let mut ids = vec![99];
+        run.fill(&Toy, 31, &mut ids);
+        let expected: Vec<u32> = (0..40u32)
+            .map(|k| (start + k) % 12)
+            .filter(|&id| id != 10)
+            .take(30)
+            .collect();
+        assert_eq!(ids[1..], expected[..], "wraps around, never the special id");
+        let starts: std::collections::HashSet<u32> =
+            (0..50).map(|_| IdRun::new(&Toy, &mut rng).next).collect();
+        assert!(starts.len() > 6, "the start is random: {starts:?}");
+    }
+
+    #[test]
+    fn a_vocabulary_of_special_tokens_only_is_an_error() {
+        struct Specials;
+        impl TokenCodec for Specials {
+            fn encode(&self, _: &str) -> Result<Vec<u32>, String> {
+                Ok(Vec::new())
+            }
+            fn decode(&self, _: &[u32]) -> Result<String, String> {
+                Ok(String::new())
+            }
+            fn vocab_size(&self) -> usize {
+                3
+            }
+            fn is_special(&self, _: u32) -> bool {
+                true
+            }
+        }
+        let mut rng = SmallRng::seed_from_u64(1);
+        let err = exact_prompt(&Specials, &mut rng, 5).unwrap_err();
+        assert!(err.contains("special"), "{err}");
     }
 
     #[test]

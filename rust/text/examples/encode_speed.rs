@@ -7,7 +7,7 @@
 //!
 //! Texts: the messages (and tool definitions) of the `short`, `long` and `tools` bodies of
 //! `tests/render_corpus/requests.jsonl`, and 200 random prompts of 512 token ids decoded
-//! to text (what `vrs bench serve --dataset random` sends).
+//! to text (what `vrs bench serve --dataset random` sends: runs of consecutive ids).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -66,16 +66,20 @@ fn run(model: &Path, corpus: &Path) -> Result<(), String> {
             sets.push((name.to_owned(), vec![body_text(&entry["body"])]));
         }
     }
+    // As `vrs bench serve --dataset random` (and vLLM's) makes them: 512 consecutive ids
+    // from a pseudo-random start, special tokens skipped.
+    let vocab = pipeline.vocab_size() as u32;
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
     let mut random = Vec::new();
     for _ in 0..200 {
-        let ids: Vec<u32> = (0..512)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state % 128_000) as u32
-            })
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let start = (state % u64::from(vocab)) as u32;
+        let ids: Vec<u32> = (0..vocab)
+            .map(|k| (start + k) % vocab)
+            .filter(|&id| !pipeline.is_special(id))
+            .take(512)
             .collect();
         random.push(pipeline.decode(&ids, false).map_err(|e| e.to_string())?);
     }
