@@ -9,7 +9,7 @@ Rust/Python ratios, as a markdown table and JSON. ``--perf`` also records where 
 frontend spends its CPU during one extra run at the highest concurrency (``perf``).
 
     python benchmarks/frontend_overhead.py                      # 3 rounds, c = 1, 64, 512
-    python benchmarks/frontend_overhead.py --rounds 5 --perf
+    python benchmarks/frontend_overhead.py --rounds 5 --perf --latency-parts
 
 Needs vrs-rs (``pip install .``, or VRS_RUST_FRONTEND_PATH pointing at a build); nothing
 is downloaded (the built-in demo model's tokenizer, random weights never loaded).
@@ -151,6 +151,25 @@ def profile(server: Server, concurrency: int, args: argparse.Namespace,
             "top_symbols": rows[:30]}
 
 
+def latency_parts(servers: dict[str, Server], args: argparse.Namespace,
+                  work: Path) -> list[dict[str, Any]]:
+    """E2EL p50 at concurrency 1 for 8 / all prompt tokens x 1 / all output tokens."""
+    shapes = [(8, 1), (8, args.output_len), (args.input_len, 1),
+              (args.input_len, args.output_len)]
+    samples: dict[tuple[str, int, int], list[float]] = {}
+    for _ in range(args.rounds):
+        for input_len, output_len in shapes:
+            for frontend in FRONTENDS:
+                shape = argparse.Namespace(**{**vars(args), "input_len": input_len,
+                                              "output_len": output_len, "min_prompts": 500})
+                result = bench(servers[frontend], 1, shape, work / f"parts-{frontend}.json")
+                samples.setdefault((frontend, input_len, output_len), []).append(
+                    result["median_e2el_ms"])
+    return [{"frontend": frontend, "input_len": i, "output_len": o,
+             "median_e2el_ms": statistics.median(values)}
+            for (frontend, i, o), values in samples.items()]
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -214,6 +233,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--perf", action="store_true",
                         help="profile the Rust frontend at the highest concurrency")
+    parser.add_argument("--latency-parts", action="store_true",
+                        help="split the latency of one request at concurrency 1")
     parser.add_argument("--output", type=Path, default=RESULTS / "frontend_overhead.json")
     args = parser.parse_args()
     concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -235,6 +256,7 @@ def main() -> int:
                           f"failed {result['failed']}", file=sys.stderr, flush=True)
         perf_summary = (profile(servers["rust"], max(concurrencies), args, work)
                         if args.perf else None)
+        parts = latency_parts(servers, args, work) if args.latency_parts else None
     finally:
         for server in servers.values():
             server.stop()
@@ -242,7 +264,8 @@ def main() -> int:
     table = markdown(rows)
     command = " ".join(["python", "benchmarks/frontend_overhead.py", *sys.argv[1:]])
     report = {"machine": machine(), "command": command, "settings": vars(args) | {
-        "output": str(args.output)}, "summary": rows, "runs": runs, "perf": perf_summary}
+        "output": str(args.output)}, "summary": rows, "runs": runs, "perf": perf_summary,
+        "latency_parts": parts}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     args.output.with_suffix(".md").write_text(table + "\n")
@@ -253,6 +276,11 @@ def main() -> int:
               f"{perf_summary['duration_s']:.1f} s; CPU s: frontend "
               f"{perf_summary['frontend_cpu_s']:.1f}, engine {perf_summary['engine_cpu_s']:.1f}")
         print("perf, self time:\n" + "\n".join(perf_summary["top_symbols"]))
+    if parts:
+        print("\nconcurrency 1, E2EL p50 (ms):")
+        for part in parts:
+            print(f"  {part['frontend']:<6} input {part['input_len']:>4} output "
+                  f"{part['output_len']:>4}: {part['median_e2el_ms']:.3f}")
     failed = sum(r["failed"] for r in runs)
     if failed:
         print(f"\n{failed} requests failed", file=sys.stderr)

@@ -94,7 +94,10 @@ fn error_message(body: &[u8]) -> String {
 /// Per-stream bookkeeping while the chunks of one response arrive.
 struct StreamState {
     start: Instant,
+    /// The first chunk with generated output (TTFT).
     first: Option<Instant>,
+    /// The first chunk with any choice: TTFT when no chunk carries output (vLLM's rule).
+    first_choice: Option<Instant>,
     last: Instant,
     done: Option<Instant>,
     chunks: usize,
@@ -114,10 +117,14 @@ impl StreamState {
             Err(message) => self.failure = Some(message),
             Ok(Payload::Chunk {
                 content,
+                choices,
                 completion_tokens,
             }) => {
                 if completion_tokens.is_some() {
                     self.usage = completion_tokens;
+                }
+                if choices && self.first_choice.is_none() {
+                    self.first_choice = Some(now);
                 }
                 if content {
                     if self.first.is_none() {
@@ -202,6 +209,7 @@ impl HttpClient {
         let mut state = StreamState {
             start,
             first: None,
+            first_choice: None,
             last: start,
             done: None,
             chunks: 0,
@@ -220,11 +228,13 @@ impl HttpClient {
             prompt_len,
             ..Default::default()
         };
-        match (state.failure, state.first) {
+        // A stream that ends well without any text (one token that is half a character)
+        // still succeeded, as in vLLM's bench: it needs a chunk with a choice.
+        match (state.failure, state.first.or(state.first_choice)) {
             (Some(message), _) => record.error = Some(message),
             (None, None) => {
                 record.error = Some(format!(
-                    "POST {uri}: the response carried no generated text (is the endpoint a \
+                    "POST {uri}: the response carried no choices (is the endpoint a \
                      streaming OpenAI completions API?)"
                 ))
             }

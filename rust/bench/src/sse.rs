@@ -87,8 +87,10 @@ pub enum Payload {
     Done,
     /// A chunk. `content` is true when it carries generated output (text, content,
     /// reasoning or tool calls); role-only and empty finish chunks are not content.
+    /// `choices` is true when it has any choice at all (the usage chunk has none).
     Chunk {
         content: bool,
+        choices: bool,
         completion_tokens: Option<u64>,
     },
     /// The server reported an error inside the stream.
@@ -174,6 +176,7 @@ pub fn parse_payload(data: &[u8]) -> Result<Payload, String> {
     });
     Ok(Payload::Chunk {
         content,
+        choices: !chunk.choices.is_empty(),
         completion_tokens: chunk.usage.and_then(|u| u.completion_tokens),
     })
 }
@@ -218,9 +221,10 @@ mod tests {
 
     #[test]
     fn payloads_are_classified() {
-        let chunk = |content, completion_tokens| {
+        let chunk = |content, completion_tokens: Option<u64>| {
             Ok(Payload::Chunk {
                 content,
+                choices: completion_tokens.is_none(),
                 completion_tokens,
             })
         };

@@ -118,7 +118,29 @@ async fn failures_are_one_line_records() {
     let record = client
         .send(&parse_uri(&silent).unwrap(), Bytes::new(), 1)
         .await;
-    assert!(record.error.unwrap().contains("no generated text"));
+    assert!(record.error.unwrap().contains("no choices"));
+
+    // Done without text (one token that is half a character): a success, timed at the
+    // first chunk with a choice, with the usage's token count.
+    let empty = canned(
+        SSE_HEAD,
+        vec![
+            b"data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n",
+            b"data: {\"choices\":[],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n",
+        ],
+        Duration::from_millis(30),
+    );
+    let record = client
+        .send(&parse_uri(&empty).unwrap(), Bytes::new(), 1)
+        .await;
+    assert!(record.success, "{:?}", record.error);
+    assert_eq!(record.output_tokens, 1);
+    assert!(record.itl.is_empty());
+    assert!(
+        record.ttft >= 0.025,
+        "timed at the first chunk, not earlier"
+    );
+    assert!(record.latency - record.ttft >= 0.02, "nor at the end");
 
     // A port nobody listens on.
     let closed = TcpListener::bind("127.0.0.1:0")
