@@ -115,6 +115,11 @@ class EngineCore:
                     self._output.send(p.encode(message), copy=False)
             except zmq.ContextTerminated:
                 return
+            except Exception as exc:  # e.g. a utility result msgpack cannot carry
+                # Fatal, as a failed step is: the busy loop raises it, the frontend is told.
+                logger.exception("engine %d: cannot send outputs", self.engine_index)
+                self._inbox.put(exc)
+                return
             if stop:
                 return
 

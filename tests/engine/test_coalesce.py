@@ -85,6 +85,43 @@ def test_a_reused_request_id_is_never_merged_into_the_finished_one() -> None:
     assert second.outputs == [p.EngineCoreOutput("a", [9])]
 
 
+class _Wire:
+    """EngineCore around ``model`` on ipc:// sockets, the frontend's side in the test."""
+
+    def __init__(self, model: MockEngine, tmp_path: Path) -> None:
+        self.ctx = zmq.Context()
+        self.router, self.pull = self.ctx.socket(zmq.ROUTER), self.ctx.socket(zmq.PULL)
+        self.router.bind(f"ipc://{tmp_path}/in")
+        self.pull.bind(f"ipc://{tmp_path}/out")
+        self.dealer, self.push = self.ctx.socket(zmq.DEALER), self.ctx.socket(zmq.PUSH)
+        self.dealer.setsockopt(zmq.IDENTITY, p.engine_identity(0))
+        self.dealer.connect(f"ipc://{tmp_path}/in")
+        self.push.connect(f"ipc://{tmp_path}/out")
+        self.dealer.send(b"hello")
+        self.identity, _ = self.router.recv_multipart()
+        self.core = EngineCore(model, 0, self.dealer, self.push)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.loop = threading.Thread(target=self._run, daemon=True)
+        self.loop.start()
+
+    def _run(self) -> None:
+        try:
+            self.core.run_busy_loop(self.stop)
+        except BaseException as exc:  # what the engine process would die of
+            self.error = exc
+
+    def send(self, kind: p.RequestType, message: object) -> None:
+        self.router.send_multipart([self.identity, bytes([kind]), p.encode(message)])
+
+    def close(self) -> None:
+        self.stop.set()
+        self.loop.join(10)
+        for sock in (self.router, self.pull, self.dealer, self.push):
+            sock.close(linger=0)
+        self.ctx.term()
+
+
 def test_every_token_arrives_in_order_through_the_real_loop(tmp_path: Path) -> None:
     """The mock behind EngineCore on ipc:// sockets, 48 requests at once: whatever the
     output thread merged, each request's tokens are exactly what the mock makes alone."""
@@ -103,28 +140,15 @@ def test_every_token_arrives_in_order_through_the_real_loop(tmp_path: Path) -> N
         for out in reference.step():
             expected.setdefault(out.request_id, []).extend(out.new_token_ids)
 
-    ctx = zmq.Context()
-    router, pull = ctx.socket(zmq.ROUTER), ctx.socket(zmq.PULL)
-    router.bind(f"ipc://{tmp_path}/in")
-    pull.bind(f"ipc://{tmp_path}/out")
-    dealer, push = ctx.socket(zmq.DEALER), ctx.socket(zmq.PUSH)
-    dealer.setsockopt(zmq.IDENTITY, p.engine_identity(0))
-    dealer.connect(f"ipc://{tmp_path}/in")
-    push.connect(f"ipc://{tmp_path}/out")
-    dealer.send(b"hello")
-    identity, _ = router.recv_multipart()
-    core = EngineCore(model, 0, dealer, push)
-    stop = threading.Event()
-    loop = threading.Thread(target=core.run_busy_loop, args=(stop,), daemon=True)
-    loop.start()
+    wire = _Wire(model, tmp_path)
     try:
         for request in requests:
-            router.send_multipart([identity, bytes([p.RequestType.ADD]), p.encode(request)])
+            wire.send(p.RequestType.ADD, request)
         got: dict[str, list[int]] = {}
         finished: set[str] = set()
         while len(finished) < len(requests):
-            assert pull.poll(10_000), "the engine stopped sending"
-            message = p.OUTPUTS_DECODER.decode(pull.recv())
+            assert wire.pull.poll(10_000), "the engine stopped sending"
+            message = p.OUTPUTS_DECODER.decode(wire.pull.recv())
             for out in message.outputs:
                 assert out.request_id not in finished, "output after the finish"
                 got.setdefault(out.request_id, []).extend(out.new_token_ids)
@@ -133,8 +157,27 @@ def test_every_token_arrives_in_order_through_the_real_loop(tmp_path: Path) -> N
                     finished.add(out.request_id)
         assert got == expected
     finally:
-        stop.set()
-        loop.join(10)
-        for sock in (router, pull, dealer, push):
-            sock.close(linger=0)
-        ctx.term()
+        wire.close()
+    assert wire.error is None
+
+
+class _OddUtility(MockEngine):
+    def utility(self, method: str, args: list[object]) -> object:
+        if method == "odd":
+            return object()  # msgpack cannot carry it
+        return super().utility(method, args)
+
+
+def test_an_output_that_cannot_be_sent_is_fatal_not_a_hang(tmp_path: Path) -> None:
+    model = _OddUtility("m", vocab_size=5000, eos_token_ids=[2], max_model_len=4096)
+    wire = _Wire(model, tmp_path)
+    try:
+        wire.send(p.RequestType.UTILITY, p.UtilityRequest(call_id=1, method="ping"))
+        assert wire.pull.poll(10_000)
+        assert p.OUTPUTS_DECODER.decode(wire.pull.recv()).utility_output.result == "pong"
+        wire.send(p.RequestType.UTILITY, p.UtilityRequest(call_id=2, method="odd"))
+        wire.loop.join(10)
+        assert not wire.loop.is_alive(), "the busy loop must stop"
+        assert isinstance(wire.error, TypeError), wire.error
+    finally:
+        wire.close()
