@@ -48,27 +48,22 @@ def _merge(into: p.EngineCoreOutput, later: p.EngineCoreOutput) -> None:
         into.num_cached_tokens = later.num_cached_tokens
 
 
+def _message(merged: dict[str, p.EngineCoreOutput], newest: StepResult, engine_index: int,
+             utility: p.UtilityOutput | None) -> p.EngineOutputs:
+    return p.EngineOutputs(
+        engine_index=engine_index,
+        outputs=list(merged.values()),
+        timestamp=newest.timestamp,
+        scheduler_stats=newest.scheduler_stats,
+        utility_output=utility,
+    )
+
+
 def coalesce(steps: list[StepResult], engine_index: int) -> list[p.EngineOutputs]:
     """The messages that carry ``steps``: as few as the rules in the module doc allow."""
     messages: list[p.EngineOutputs] = []
     merged: dict[str, p.EngineCoreOutput] = {}
-    last: StepResult | None = None
-
-    def close(utility: p.UtilityOutput | None) -> None:
-        nonlocal merged, last
-        assert last is not None
-        messages.append(p.EngineOutputs(
-            engine_index=engine_index,
-            outputs=list(merged.values()),
-            timestamp=last.timestamp,
-            scheduler_stats=last.scheduler_stats,
-            utility_output=utility,
-        ))
-        merged = {}
-        last = None
-
     for step in steps:
-        last = step
         for output in step.outputs:
             earlier = merged.get(output.request_id)
             if earlier is None:
@@ -76,11 +71,11 @@ def coalesce(steps: list[StepResult], engine_index: int) -> list[p.EngineOutputs
             elif earlier.finish_reason is None:
                 _merge(earlier, output)
             else:  # a reused id: keep the two requests apart
-                close(None)
-                last = step
-                merged[output.request_id] = output
+                messages.append(_message(merged, step, engine_index, None))
+                merged = {output.request_id: output}
         if step.utility_output is not None:
-            close(step.utility_output)
-    if last is not None and merged:
-        close(None)
+            messages.append(_message(merged, step, engine_index, step.utility_output))
+            merged = {}
+    if merged:
+        messages.append(_message(merged, steps[-1], engine_index, None))
     return messages
