@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: install vrs with its test extras, then run every test.
 # Builds vrs-rs through maturin (release), then pytest, ruff, cargo fmt/clippy/test.
+# Installs into the interpreter $PYTHON (default: python3, i.e. the active venv's, or the
+# system's); .ci/run runs it inside a fresh venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

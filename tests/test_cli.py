@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import stat
 import subprocess
 import sys
@@ -69,6 +70,26 @@ def test_serve_help_lists_flags() -> None:
         assert flag in result.stdout
 
 
+def child_venv_over_this_one(venv: Path) -> None:
+    """A fresh venv at ``venv`` (its own, empty scripts dir) that sees this interpreter's
+    packages, however this one was installed (a venv, the system's, conda): a ``.pth``
+    file in the child's purelib adds this interpreter's site dirs (and the user site when
+    it is enabled). ``--system-site-packages`` would not do: for a venv it means the base
+    interpreter's packages, not this venv's."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    python = str(venv / "bin" / "python")
+    ask = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = subprocess.run([python, "-c", ask], check=True, capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    # addsitedir (not a bare path line) so that the .pth files in those dirs apply too.
+    lines = [f"import site; site.addsitedir({d!r})" for d in dirs if os.path.isdir(d)]
+    Path(purelib, "vrs-test-parent-site.pth").write_text("\n".join(lines) + "\n")
+
+
 @pytest.mark.parametrize("command", ["serve", "frontend"])
 def test_missing_binary_names_the_variable_and_paths(command: str, tmp_path: Path) -> None:
     result = run_vrs(command, "--mock",
@@ -80,8 +101,7 @@ def test_missing_binary_names_the_variable_and_paths(command: str, tmp_path: Pat
     # auto: every place looked at is named. An interpreter whose scripts dir has no vrs-rs
     # (a fresh venv over this one's packages), with nothing on PATH.
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(venv)], check=True, timeout=120)
+    child_venv_over_this_one(venv)
     empty = tmp_path / "empty"
     empty.mkdir()
     result = subprocess.run(

@@ -5,6 +5,7 @@ the others (test_api, test_errors, test_parity, test_lifecycle, test_startup).""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 from pathlib import Path
@@ -149,10 +150,18 @@ def test_vrs_rs_clean_exit_stops_the_engines_and_exits_0(demo_model: Path,
 
 def test_supervisor_killed_takes_everyone_down(demo_model: Path, tmp_path: Path) -> None:
     server = Server("rust-frontend", demo_model, tmp_path / "server.log")
+    private_dir = None
     try:
         assert len(server.tree()) == 3
+        child = server.rust_child()
+        assert child is not None
+        # The supervisor's private ipc dir (tempfile.mkdtemp(prefix="vrs-frontend-")).
+        private_dir = Path(flag(cmdline(child), "--input-address").removeprefix("ipc://")).parent
+        assert private_dir.name.startswith("vrs-frontend-"), private_dir
         server.signal(signal.SIGKILL)  # no chance to clean up: the children notice alone
         assert server.wait_exit(10) == -signal.SIGKILL
         server.assert_all_gone()
     finally:
         server.stop()
+        if private_dir is not None:  # what the killed supervisor could not remove
+            shutil.rmtree(private_dir, ignore_errors=True)

@@ -1,0 +1,31 @@
+"""Fixtures of the whole suite: no test may leave files behind in the temp dir."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+# The prefix of every temp entry vrs makes: cli/supervisor.py ("vrs-frontend-"),
+# engine/launcher.py ("vrs-hs-"), engine/frontend/server.py ("vrs-frontend-") and
+# vrs-rs (tempfile::Builder::new().prefix("vrs-")).
+VRS_TEMP_PREFIX = "vrs-"
+
+
+def vrs_temp_entries() -> set[str]:
+    """Names of the entries of the temp dir that vrs made."""
+    return {name for name in os.listdir(tempfile.gettempdir())
+            if name.startswith(VRS_TEMP_PREFIX)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_vrs_temp_entries_left_behind() -> Iterator[None]:
+    """Fails the session at teardown if a ``vrs-*`` entry appeared in the temp dir and
+    is still there (a process that could not clean up, a test that did not)."""
+    before = vrs_temp_entries()
+    yield
+    left = sorted(vrs_temp_entries() - before)
+    assert not left, (f"left behind in {tempfile.gettempdir()}: {', '.join(left)} "
+                      "(a test, or a process it started, did not clean up)")
