@@ -213,5 +213,4 @@ pub fn percentile_word(p: f64) -> String {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

@@ -12,7 +12,7 @@ fn demo_model_dir() -> PathBuf {
     let out = Command::new(&python)
         .args([
             "-c",
-            "from engine.demo_model import ensure_demo_model; print(ensure_demo_model())",
+            "from engine.mock.demo_model import ensure_demo_model; print(ensure_demo_model())",
         ])
         .current_dir(&root)
         .env("PYTHONPATH", &root)

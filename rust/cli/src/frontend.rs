@@ -1,22 +1,12 @@
-//! `vrs-rs frontend`: serve on sockets and engines that the parent (`vrs frontend`)
-//! set up. The parent binds the HTTP and engine listeners, starts and handshakes the
-//! engines, then runs this with the fds inherited; vrs-rs adopts them (see `adopt`),
-//! waits for each engine's READY on the input socket and serves exactly like `serve`.
-//! The engines are the parent's to supervise: vrs-rs never signals them, and learns of
-//! an engine's death from its closed connection.
+//! `vrs-rs frontend`: its flags (the fds and addresses `vrs frontend` hands over, see
+//! [`vrs_server::lifecycle::frontend`]) and the redacted command line it logs.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use clap::Args;
 use serde_json::Value;
-
-use crate::adopt;
-use crate::args::ServeArgs;
-use crate::engine_client::EngineClient;
-use crate::launcher::{self, LaunchError};
-use crate::lifecycle::{self, Engines, Signals};
+use vrs_server::args::ServeArgs;
+use vrs_server::lifecycle::frontend::Inherited;
 
 /// Flags of `vrs-rs frontend` (normally passed by `vrs frontend`).
 #[derive(Debug, Args)]
@@ -75,6 +65,19 @@ impl FrontendCli {
             ));
         }
         ServeArgs::from_json(&self.args_json)
+    }
+
+    /// The inherited sockets and the engines behind them.
+    pub fn inherited(&self) -> Inherited {
+        Inherited {
+            listen_fd: self.listen_fd,
+            input_listener_fd: self.input_listener_fd,
+            output_listener_fd: self.output_listener_fd,
+            input_address: self.input_address.clone(),
+            output_address: self.output_address.clone(),
+            engine_start_index: self.engine_start_index,
+            engine_count: self.engine_count,
+        }
     }
 }
 
@@ -153,89 +156,7 @@ fn redact_value(value: &str, secret: bool) -> String {
 pub async fn run(cli: FrontendCli, args: ServeArgs) -> u8 {
     let argv: Vec<String> = std::env::args().collect();
     tracing::info!("{}", redact(&argv).join(" "));
-    match serve(cli, args).await {
-        Ok(code) => code,
-        Err(e) => {
-            tracing::error!("{e}");
-            1
-        }
-    }
-}
-
-async fn serve(cli: FrontendCli, args: ServeArgs) -> anyhow::Result<u8> {
-    let mut signals = Signals::new()?;
-    let ctx = zmq::Context::new();
-    let (input, mut lost) = adopt::watched_zmq_listener(
-        &ctx,
-        zmq::ROUTER,
-        cli.input_listener_fd,
-        "--input-listener-fd",
-        &cli.input_address,
-    )?;
-    let output = adopt::zmq_listener(
-        &ctx,
-        zmq::PULL,
-        cli.output_listener_fd,
-        "--output-listener-fd",
-        &cli.output_address,
-    )?;
-    let listener = adopt::http_listener(cli.listen_fd, "--listen-fd").map_err(LaunchError::Text)?;
-
-    let model_dir = std::path::PathBuf::from(&args.model);
-    let chat_template = args.chat_template.clone();
-    let text = tokio::task::spawn_blocking(move || {
-        crate::chat::load_text(&model_dir, chat_template.as_deref())
-    });
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&cancel);
-    let (first, count) = (cli.engine_start_index, cli.engine_count);
-    let ready = tokio::task::spawn_blocking(move || {
-        adopt::wait_ready(&input, first, count, launcher::ready_timeout(), &flag)
-            .map(|readies| (input, readies))
-    });
-    let text = async {
-        text.await
-            .map_err(|e| LaunchError::Task(e.to_string()))?
-            .map_err(LaunchError::Text)
-    };
-    let engines = async { ready.await.map_err(|e| LaunchError::Task(e.to_string()))? };
-    let outcome = tokio::select! {
-        both = async { tokio::try_join!(engines, text) } => both,
-        name = signals.recv() => {
-            tracing::info!("{name} during startup; exiting");
-            cancel.store(true, Ordering::SeqCst);
-            return Ok(0);
-        }
-    };
-    let ((input, readies), text) = match outcome {
-        Ok(ok) => ok,
-        Err(e) => {
-            cancel.store(true, Ordering::SeqCst);
-            tracing::error!("{e}");
-            return Ok(1);
-        }
-    };
-    let (identities, readies): (Vec<_>, Vec<_>) = readies.into_iter().unzip();
-    let Some(ready) = readies.into_iter().next() else {
-        return Err(anyhow::anyhow!("no engine sent READY"));
-    };
-    let client = EngineClient::start(input, output, identities)?;
-    let watcher = Arc::clone(&client);
-    tokio::spawn(async move {
-        if let Some(reason) = lost.recv().await {
-            watcher.mark_dead(reason);
-        }
-    });
-    lifecycle::serve_connected(
-        &args,
-        listener,
-        client,
-        &ready,
-        text,
-        Engines::Supervised,
-        &mut signals,
-    )
-    .await
+    vrs_server::lifecycle::frontend::run(cli.inherited(), args).await
 }
 
 #[cfg(test)]

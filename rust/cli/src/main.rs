@@ -1,44 +1,13 @@
 //! `vrs-rs`: the vrs Rust frontend binary.
 
-mod admission;
-mod adopt;
 mod args;
-mod auth;
-mod chat;
-mod choice;
-mod completions;
-mod engine_client;
-mod error;
 mod frontend;
-mod job;
-mod launcher;
-mod lifecycle;
-mod logprobs;
-mod markers;
-mod metrics;
-mod openai;
-mod params;
-mod prompt;
-mod reasoning;
-mod render;
-mod render_args;
-mod response;
-mod router;
-mod scaleout;
-mod server;
-mod sse;
-mod stream;
-#[cfg(test)]
-mod testutil;
-mod tokenize;
-mod tools;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::args::{ServeArgs, ServeCli};
-use crate::render_args::{RenderArgs, RenderCli};
+use crate::args::{render_args, serve_args, RenderCli, ServeCli};
 
 /// Tokenization and JSON handling allocate many small short-lived buffers across worker
 /// threads; mimalloc's thread-local free lists serve them far faster than glibc malloc.
@@ -82,7 +51,7 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::Bench(bench) => vrs_bench::run(bench),
         Cmd::Serve(serve) => {
-            let args = match ServeArgs::from_cli(*serve) {
+            let args = match serve_args(*serve) {
                 Ok(args) => args,
                 Err(e) => {
                     eprintln!("vrs-rs serve: error: {e}");
@@ -90,7 +59,7 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(args.log_level());
-            run_async("serve", server::run(args))
+            run_async("serve", vrs_server::lifecycle::serve::run(args))
         }
         Cmd::Frontend(cli) => {
             let args = match cli.serve_args() {
@@ -104,7 +73,7 @@ fn main() -> ExitCode {
             run_async("frontend", frontend::run(*cli, args))
         }
         Cmd::Render(render) => {
-            let args = match RenderArgs::from_cli(*render) {
+            let args = match render_args(*render) {
                 Ok(args) => args,
                 Err(e) => {
                     eprintln!("vrs-rs render: error: {e}");
@@ -112,7 +81,7 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(args.log_level());
-            run_async("render", render::run(args))
+            run_async("render", vrs_server::lifecycle::render::run(args))
         }
     }
 }
@@ -137,9 +106,13 @@ fn run_async(name: &str, future: impl std::future::Future<Output = u8>) -> ExitC
 
 fn init_tracing(level: &str) {
     use tracing_subscriber::EnvFilter;
-    let level = args::tracing_level(level).unwrap_or("info");
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("warn,vrs_rs={level}")));
+    let level = vrs_server::args::tracing_level(level).unwrap_or("info");
+    // The binary's crates log at the chosen level; dependencies only warnings.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!(
+            "warn,vrs_rs={level},vrs_server={level},vrs_engine_client={level}"
+        ))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -10,17 +10,10 @@
 //! Everything here is synchronous and thread-safe; [`Tokenizer`] and [`ChatTemplate`] are
 //! cheap to clone (shared, compiled once).
 
-mod bpe;
-mod byte_decoder;
 mod config;
 mod detokenizer;
 mod error;
-mod fast_encoder;
-mod filters;
-mod jinja;
-mod pretokenizer;
-mod pyjson;
-mod pymethods;
+mod fast;
 mod stop;
 mod template;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The model's chat template, rendered by minijinja the way transformers renders it
 //! with jinja2 (`apply_chat_template(..., tokenize=False)`).
 //!
-//! Parity is tested against transformers itself (`template_tests.rs`, `filters_tests.rs`).
+//! Parity is tested against transformers itself (`template/tests.rs`, `template/filters/tests.rs`).
 //! Known differences: `none | length` is 0 (jinja2 raises); Python's `'%s' % x` string
 //! formatting is not supported (a template error; use `~` or `format`); tuple literals
 //! such as `(1, 2)` print as lists (tuples that methods and filters return print as
@@ -16,7 +16,13 @@ use serde_json::Value as Json;
 
 use crate::config::{read_to_string, TokenizerConfig};
 use crate::error::{Result, TextError};
-use crate::jinja::{describe, environment, strip_generation_tags};
+use crate::template::jinja::{describe, environment, strip_generation_tags};
+
+mod filters;
+mod jinja;
+mod pyjson;
+mod pymethods;
+mod tuple;
 
 /// What transformers appends to the final message to find it again after rendering.
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
@@ -311,5 +317,4 @@ pub(crate) fn to_value(json: &Json) -> Value {
 }
 
 #[cfg(test)]
-#[path = "template_tests.rs"]
 pub(crate) mod tests;

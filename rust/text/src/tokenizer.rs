@@ -7,10 +7,10 @@ use std::sync::Arc;
 use ahash::AHashMap;
 use tokenizers::{AddedToken, Encoding, PostProcessor, Token};
 
-use crate::byte_decoder::ByteDecoder;
 use crate::config::TokenizerConfig;
 use crate::error::{Result, TextError};
-use crate::fast_encoder::FastEncoder;
+use crate::fast::byte_decoder::ByteDecoder;
+use crate::fast::encoder::FastEncoder;
 
 /// Set to `0` to encode and decode through the `tokenizers` pipeline even where the fast
 /// paths apply (to compare the two).

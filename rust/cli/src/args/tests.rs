@@ -1,0 +1,102 @@
+//! The standalone flags of `vrs-rs serve` and `vrs-rs render`.
+
+use super::*;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Wrapper {
+    #[command(flatten)]
+    serve: ServeCli,
+}
+
+fn model_dir() -> String {
+    std::env::temp_dir().to_string_lossy().into_owned()
+}
+
+#[test]
+fn standalone_flags_build_the_engine_config() {
+    let dir = model_dir();
+    let w = Wrapper::try_parse_from([
+        "x",
+        &dir,
+        "--mock",
+        "--max-model-len",
+        "128",
+        "--port",
+        "0",
+        "--engine-config",
+        r#"{"seed": 3}"#,
+    ])
+    .unwrap();
+    let args = serve_args(w.serve).unwrap();
+    let config = args.engine_config();
+    assert_eq!(config["mock"], true);
+    assert_eq!(config["max_model_len"], 128);
+    assert_eq!(config["seed"], 3);
+    assert_eq!(config["model"], Value::String(dir));
+    assert_eq!(args.port(), 0);
+}
+
+#[test]
+fn args_json_conflicts_with_flags() {
+    let r = Wrapper::try_parse_from(["x", "--args-json", "{}", "--port", "1"]);
+    assert!(r.is_err());
+    assert!(
+        Wrapper::try_parse_from(["x"]).is_err(),
+        "MODEL or --args-json is required"
+    );
+    let bad = Wrapper::try_parse_from(["x", "/tmp", "--engine-config", "[1]"]).unwrap();
+    assert!(serve_args(bad.serve).unwrap_err().contains("JSON object"));
+}
+
+#[derive(Parser)]
+struct RenderWrapper {
+    #[command(flatten)]
+    render: RenderCli,
+}
+
+fn dir() -> String {
+    std::env::temp_dir().to_string_lossy().into_owned()
+}
+
+#[test]
+fn args_json_and_flags_agree() {
+    let json = serde_json::json!({"model": dir(), "served_model_name": "demo",
+        "host": "127.0.0.1", "port": 0, "log_level": "debug", "chat_template": null,
+        "max_model_len": 512});
+    let from_json = RenderArgs::from_json(&json.to_string()).unwrap();
+    let d = dir();
+    let w = RenderWrapper::try_parse_from([
+        "x",
+        &d,
+        "--served-model-name",
+        "demo",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--log-level",
+        "debug",
+        "--max-model-len",
+        "512",
+    ])
+    .unwrap();
+    assert_eq!(render_args(w.render).unwrap(), from_json);
+    assert_eq!(from_json.served_model_name(), "demo");
+    assert_eq!(from_json.port(), 0);
+}
+
+#[test]
+fn bad_settings_name_the_problem() {
+    let err = |v: serde_json::Value| RenderArgs::from_json(&v.to_string()).unwrap_err();
+    assert!(err(serde_json::json!({"model": "/no/such/dir"})).contains("does not exist"));
+    assert!(
+        err(serde_json::json!({"model": dir(), "engine_config": {}})).contains("engine_config")
+    );
+    assert!(err(serde_json::json!({"model": dir(), "max_model_len": 0})).contains("max_model_len"));
+    assert!(
+        err(serde_json::json!({"model": dir(), "chat_template": "/no/such.jinja"}))
+            .contains("chat template")
+    );
+    assert!(RenderWrapper::try_parse_from(["x", "--args-json", "{}", "--port", "1"]).is_err());
+}

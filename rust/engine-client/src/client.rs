@@ -1,0 +1,375 @@
+//! The frontend's side of the engine wire after the handshake, for one engine or a
+//! data parallel group of them behind the same input ROUTER and output PULL.
+//!
+//! ZMQ sockets are not thread-safe, so each has one owner thread: the input thread owns
+//! the input ROUTER and sends ADD/ABORT frames taken from a channel (aborts batched);
+//! the output thread owns the output PULL, decodes `EngineOutputs` and hands each
+//! `EngineCoreOutput` to its request's tokio channel, bounded: a request whose consumer
+//! falls `VRS_MAX_PENDING_OUTPUTS` outputs behind (a client that stopped reading) is
+//! aborted in the engine and fails. Engine death (the dead sentinel,
+//! an undecodable message, a failed send, or the process exiting, reported by the
+//! caller) ends every open request with [`EngineEvent::Dead`] and refuses new ones:
+//! with several engines, any one dying takes the whole group down.
+//! Each request goes to the least-loaded engine (see `balance`); its aborts follow it.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use tokio::sync::{mpsc, Notify};
+use vrs_wire::{EngineCoreOutput, EngineCoreRequest, EngineOutputs, SchedulerStats};
+
+use crate::balance::{self, Load};
+use crate::error::EngineError;
+
+/// What a request's channel receives.
+#[derive(Debug)]
+pub enum EngineEvent {
+    Output(EngineCoreOutput),
+    /// The engine is gone; the text says why.
+    Dead(Arc<str>),
+}
+
+/// Commands for the input thread; the `usize` is the engine's slot.
+enum Command {
+    Add(usize, EngineCoreRequest),
+    Abort(usize, String),
+}
+
+/// Most commands the input thread takes before it flushes the batched aborts.
+const MAX_BATCH: usize = 512;
+/// Engine outputs one request may have waiting for its consumer by default.
+pub const DEFAULT_MAX_PENDING: usize = 4096;
+
+/// Engine outputs one request may have waiting for its consumer (a client that stops
+/// reading): `VRS_MAX_PENDING_OUTPUTS`, default 4096. Beyond it the request is aborted.
+pub fn max_pending_outputs() -> usize {
+    std::env::var("VRS_MAX_PENDING_OUTPUTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_MAX_PENDING)
+}
+
+/// Where one request's outputs go.
+struct Route {
+    tx: mpsc::Sender<EngineEvent>,
+    /// Set when the consumer fell `max_pending` outputs behind.
+    overflow: Arc<AtomicBool>,
+    /// The slot of the engine running it.
+    engine: usize,
+}
+
+/// One engine of the group.
+struct Slot {
+    index: u32,
+    identity: Vec<u8>,
+    stats: Mutex<SchedulerStats>,
+    /// Requests routed here that have not finished.
+    in_flight: AtomicUsize,
+    /// Requests routed here in all.
+    routed: AtomicUsize,
+}
+
+struct Shared {
+    requests: DashMap<String, Route>,
+    max_pending: usize,
+    dead: AtomicBool,
+    dead_reason: Mutex<Option<Arc<str>>>,
+    died: Notify,
+    stopping: AtomicBool,
+    engines: Vec<Slot>,
+    turn: AtomicUsize,
+}
+
+/// Handle to the engines: submit requests, observe a death and their scheduler stats.
+pub struct EngineClient {
+    shared: Arc<Shared>,
+    commands: std_mpsc::Sender<Command>,
+}
+
+impl EngineClient {
+    /// Takes over the sockets the handshake connected and starts the two owner threads.
+    /// `identities` are the engines' ROUTER identities (engine index, 2 bytes LE).
+    pub fn start(
+        input: zmq::Socket,
+        output: zmq::Socket,
+        identities: Vec<Vec<u8>>,
+    ) -> std::io::Result<Arc<Self>> {
+        if identities.is_empty() {
+            return Err(std::io::Error::other("no engine to serve"));
+        }
+        let engines = identities
+            .into_iter()
+            .map(|identity| Slot {
+                index: identity_index(&identity),
+                identity,
+                stats: Mutex::new(SchedulerStats::default()),
+                in_flight: AtomicUsize::new(0),
+                routed: AtomicUsize::new(0),
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            requests: DashMap::new(),
+            max_pending: max_pending_outputs(),
+            dead: AtomicBool::new(false),
+            dead_reason: Mutex::new(None),
+            died: Notify::new(),
+            stopping: AtomicBool::new(false),
+            engines,
+            turn: AtomicUsize::new(0),
+        });
+        let (commands, rx) = std_mpsc::channel();
+        let s = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("vrs-engine-input".into())
+            .spawn(move || input_loop(&input, &rx, &s))?;
+        let s = Arc::clone(&shared);
+        let aborts = commands.clone();
+        std::thread::Builder::new()
+            .name("vrs-engine-output".into())
+            .spawn(move || output_loop(&output, &s, &aborts))?;
+        Ok(Arc::new(Self { shared, commands }))
+    }
+
+    /// Sends `request` to the engine; its outputs arrive on the returned handle.
+    pub fn submit(
+        self: &Arc<Self>,
+        request: EngineCoreRequest,
+    ) -> Result<RequestHandle, EngineError> {
+        if let Some(reason) = self.dead_reason() {
+            return Err(EngineError::Dead(reason.to_string()));
+        }
+        let (tx, rx) = mpsc::channel(self.shared.max_pending);
+        let id = request.request_id.clone();
+        let overflow = Arc::new(AtomicBool::new(false));
+        let engine = self.shared.choose();
+        let route = Route {
+            tx,
+            overflow: Arc::clone(&overflow),
+            engine,
+        };
+        self.shared.insert(id.clone(), route);
+        // Re-check after inserting: `mark_dead` either saw this entry or we see its flag.
+        if let Some(reason) = self.dead_reason() {
+            self.shared.remove(&id);
+            return Err(EngineError::Dead(reason.to_string()));
+        }
+        if self.commands.send(Command::Add(engine, request)).is_err() {
+            self.shared.remove(&id);
+            return Err(EngineError::Dead("the engine connection is closed".into()));
+        }
+        Ok(RequestHandle::new(
+            rx,
+            overflow,
+            self.shared.max_pending,
+            (Arc::clone(self), id, engine),
+        ))
+    }
+
+    /// Why the engine is dead, or `None` while it is alive.
+    pub fn dead_reason(&self) -> Option<Arc<str>> {
+        if !self.shared.dead.load(Ordering::SeqCst) {
+            return None;
+        }
+        let reason = self
+            .shared
+            .dead_reason
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or(None);
+        Some(reason.unwrap_or_else(|| Arc::from("the engine is not running")))
+    }
+
+    /// Marks the engine dead and fails every open request with `reason`.
+    pub fn mark_dead(&self, reason: impl Into<Arc<str>>) {
+        self.shared.mark_dead(reason.into());
+    }
+
+    /// Resolves once the engine is dead, with the reason.
+    pub async fn died(&self) -> Arc<str> {
+        loop {
+            let notified = self.shared.died.notified();
+            if let Some(reason) = self.dead_reason() {
+                return reason;
+            }
+            notified.await;
+        }
+    }
+
+    /// From now on the engine stopping is expected (we are shutting it down).
+    pub fn set_stopping(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// Each engine's index and the latest scheduler stats it reported.
+    pub fn engine_stats(&self) -> Vec<(u32, SchedulerStats)> {
+        self.shared
+            .engines
+            .iter()
+            .map(|slot| (slot.index, slot.stats()))
+            .collect()
+    }
+
+    /// Each engine's index, its requests in flight and the requests routed to it in all.
+    pub fn engine_loads(&self) -> Vec<(u32, usize, usize)> {
+        self.shared
+            .engines
+            .iter()
+            .map(|slot| {
+                (
+                    slot.index,
+                    slot.in_flight.load(Ordering::SeqCst),
+                    slot.routed.load(Ordering::SeqCst),
+                )
+            })
+            .collect()
+    }
+
+    /// Requests waiting for engine output.
+    pub fn in_flight(&self) -> usize {
+        self.shared.requests.len()
+    }
+
+    fn abort(&self, engine: usize, id: String) {
+        self.shared.remove(&id);
+        // A closed channel means the input thread is gone with the engine: nothing to stop.
+        let _ = self.commands.send(Command::Abort(engine, id));
+    }
+}
+
+/// The engine index an identity names (2 bytes little-endian).
+fn identity_index(identity: &[u8]) -> u32 {
+    match identity {
+        [lo, hi] => u32::from(u16::from_le_bytes([*lo, *hi])),
+        _ => 0,
+    }
+}
+
+impl Slot {
+    fn stats(&self) -> SchedulerStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl Shared {
+    /// The slot of the least-loaded engine.
+    fn choose(&self) -> usize {
+        if self.engines.len() == 1 {
+            return 0;
+        }
+        let loads: Vec<Load> = self
+            .engines
+            .iter()
+            .map(|slot| {
+                let stats = slot.stats();
+                Load {
+                    running: stats.num_running,
+                    waiting: stats.num_waiting,
+                    in_flight: slot.in_flight.load(Ordering::SeqCst),
+                }
+            })
+            .collect();
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        balance::least_loaded(&loads, turn).unwrap_or(0)
+    }
+
+    fn insert(&self, id: String, route: Route) {
+        let slot = &self.engines[route.engine];
+        slot.in_flight.fetch_add(1, Ordering::SeqCst);
+        slot.routed.fetch_add(1, Ordering::SeqCst);
+        if let Some(old) = self.requests.insert(id, route) {
+            self.engines[old.engine]
+                .in_flight
+                .fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Forgets a request (its engine's in-flight count follows).
+    fn remove(&self, id: &str) -> Option<Route> {
+        let (_, route) = self.requests.remove(id)?;
+        self.engines[route.engine]
+            .in_flight
+            .fetch_sub(1, Ordering::SeqCst);
+        Some(route)
+    }
+
+    fn mark_dead(&self, reason: Arc<str>) {
+        if self.dead.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.stopping.load(Ordering::SeqCst) {
+            tracing::debug!("engine stopped: {reason}");
+        } else {
+            tracing::error!("engine dead: {reason}");
+        }
+        if let Ok(mut slot) = self.dead_reason.lock() {
+            *slot = Some(Arc::clone(&reason));
+        }
+        let ids: Vec<String> = self.requests.iter().map(|e| e.key().clone()).collect();
+        for id in ids {
+            if let Some(route) = self.remove(&id) {
+                // A full queue: the consumer finds it closed and asks for the reason.
+                let _ = route.tx.try_send(EngineEvent::Dead(Arc::clone(&reason)));
+            }
+        }
+        self.died.notify_one();
+    }
+
+    /// Hands out `outputs`; returns the requests (engine slot, id) whose consumer fell
+    /// too far behind (removed here, to be aborted in the engine).
+    fn dispatch(&self, outputs: EngineOutputs) -> Vec<(usize, String)> {
+        let mut overflowed = Vec::new();
+        for output in outputs.outputs {
+            let id = output.request_id.clone();
+            let finished = output.finish_reason.is_some();
+            let sent = match self.requests.get(&id) {
+                Some(route) => route.tx.try_send(EngineEvent::Output(output)),
+                None => continue,
+            };
+            match sent {
+                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {
+                    if finished {
+                        self.remove(&id);
+                    }
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    let engine = self.remove(&id).map(|route| {
+                        route.overflow.store(true, Ordering::SeqCst);
+                        route.engine
+                    });
+                    tracing::warn!(request_id = %id, "the client stopped reading; aborting");
+                    if let (Some(engine), false) = (engine, finished) {
+                        overflowed.push((engine, id));
+                    }
+                }
+            }
+        }
+        if let Some(stats) = outputs.scheduler_stats {
+            let slot = self
+                .engines
+                .iter()
+                .find(|slot| slot.index == outputs.engine_index);
+            if let Some(Ok(mut current)) = slot.map(|slot| slot.stats.lock()) {
+                *current = stats;
+            }
+        }
+        if let Some(utility) = outputs.utility_output {
+            tracing::warn!(
+                call_id = utility.call_id,
+                "unexpected utility output from the engine"
+            );
+        }
+        overflowed
+    }
+}
+
+mod handle;
+pub use handle::RequestHandle;
+
+mod io;
+use io::{input_loop, output_loop};
+
+#[cfg(test)]
+mod tests;

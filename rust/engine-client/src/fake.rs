@@ -1,0 +1,245 @@
+//! A fake engine for tests (feature `test-util`): it speaks the real wire, handshake
+//! included, and emits scripted tokens, one per step.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use vrs_wire::{
+    AbortRequests, EngineCoreOutput, EngineCoreRequest, EngineOutputs, HandshakeKind, Hello, Init,
+    Ready, RequestType, ENGINE_DEAD_SENTINEL,
+};
+
+use crate::client::EngineClient;
+use crate::launcher;
+
+/// The context length the fake engine reports in READY.
+pub const MAX_MODEL_LEN: u64 = 64;
+/// The vocabulary size the fake engine reports in READY (token 1 is its EOS).
+pub const VOCAB_SIZE: u64 = 11;
+
+/// What the fake engine received.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    Add(EngineCoreRequest),
+    Abort(Vec<String>),
+}
+
+/// Controls and observations of a running fake engine.
+#[derive(Clone, Default)]
+pub struct FakeEngine {
+    pub received: Arc<Mutex<Vec<Received>>>,
+    pub kill: Arc<AtomicBool>,
+}
+
+impl FakeEngine {
+    pub fn aborted(&self) -> Vec<String> {
+        let log = self.received.lock().unwrap();
+        log.iter()
+            .filter_map(|r| match r {
+                Received::Abort(ids) => Some(ids.clone()),
+                Received::Add(_) => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    pub fn added(&self) -> Vec<EngineCoreRequest> {
+        let log = self.received.lock().unwrap();
+        log.iter()
+            .filter_map(|r| match r {
+                Received::Add(req) => Some(req.clone()),
+                Received::Abort(_) => None,
+            })
+            .collect()
+    }
+
+    /// Waits up to 5 s for `pred` on the log.
+    pub fn wait_for(&self, pred: impl Fn(&FakeEngine) -> bool) -> bool {
+        for _ in 0..500 {
+            if pred(self) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+/// The engine side of the handshake, then a loop emitting `script` tokens (cycled), one
+/// per step; `failed` answers INIT with FAILED instead.
+pub fn run_fake_engine(
+    address: String,
+    script: Vec<u32>,
+    delay: Duration,
+    fake: FakeEngine,
+    protocol_version: u32,
+    failed: Option<String>,
+) {
+    let ctx = zmq::Context::new();
+    let hs = ctx.socket(zmq::DEALER).unwrap();
+    hs.set_identity(&[0, 0]).unwrap();
+    hs.set_linger(1000).unwrap();
+    hs.connect(&address).unwrap();
+    let hello = Hello {
+        protocol_version,
+        engine_index: 0,
+        pid: std::process::id(),
+    };
+    hs.send_multipart(
+        [
+            vec![HandshakeKind::Hello.as_byte()],
+            vrs_wire::encode(&hello).unwrap(),
+        ],
+        0,
+    )
+    .unwrap();
+    if hs.poll(zmq::POLLIN, 5000).unwrap() == 0 {
+        return;
+    }
+    let frames = hs.recv_multipart(0).unwrap();
+    let init: Init = vrs_wire::decode(&frames[1]).unwrap();
+    if let Some(message) = failed {
+        let body = vrs_wire::encode(&vrs_wire::Failed {
+            engine_index: 0,
+            message,
+        })
+        .unwrap();
+        hs.send_multipart([vec![HandshakeKind::Failed.as_byte()], body], 0)
+            .unwrap();
+        return;
+    }
+    let input = ctx.socket(zmq::DEALER).unwrap();
+    input.set_identity(&[0, 0]).unwrap();
+    input.connect(&init.input_address).unwrap();
+    let output = ctx.socket(zmq::PUSH).unwrap();
+    output.set_linger(1000).unwrap();
+    output.connect(&init.output_address).unwrap();
+    let ready = Ready {
+        engine_index: 0,
+        max_model_len: MAX_MODEL_LEN,
+        vocab_size: VOCAB_SIZE,
+        block_size: 16,
+        num_kv_blocks: 0,
+        eos_token_ids: vec![1],
+        model_name: "tiny".into(),
+        is_mock: true,
+    };
+    let body = vrs_wire::encode(&ready).unwrap();
+    hs.send_multipart([vec![HandshakeKind::Ready.as_byte()], body.clone()], 0)
+        .unwrap();
+    input
+        .send_multipart([vec![HandshakeKind::Ready.as_byte()], body], 0)
+        .unwrap();
+
+    let mut running: Vec<(EngineCoreRequest, usize)> = Vec::new();
+    loop {
+        if fake.kill.load(Ordering::SeqCst) {
+            output.send(ENGINE_DEAD_SENTINEL, 0).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            return;
+        }
+        let mut outputs = Vec::new();
+        let wait = if running.is_empty() { 20 } else { 0 };
+        while input.poll(zmq::POLLIN, wait).unwrap() > 0 {
+            let frames = input.recv_multipart(0).unwrap();
+            if frames[0] == [RequestType::Add.as_byte()] {
+                let req: EngineCoreRequest = vrs_wire::decode(&frames[1]).unwrap();
+                fake.received
+                    .lock()
+                    .unwrap()
+                    .push(Received::Add(req.clone()));
+                running.push((req, 0));
+            } else {
+                let abort: AbortRequests = vrs_wire::decode(&frames[1]).unwrap();
+                fake.received
+                    .lock()
+                    .unwrap()
+                    .push(Received::Abort(abort.request_ids.clone()));
+                running.retain(|(r, _)| !abort.request_ids.contains(&r.request_id));
+                for id in abort.request_ids {
+                    outputs.push(output_of(id, vec![], Some("abort"), None));
+                }
+            }
+            if !running.is_empty() {
+                break;
+            }
+        }
+        if !running.is_empty() {
+            std::thread::sleep(delay);
+        }
+        running.retain_mut(|(req, generated)| {
+            let token = script[*generated % script.len()];
+            *generated += 1;
+            let sp = &req.sampling_params;
+            let (finish, stop) =
+                if sp.stop_token_ids.contains(&token) || (!sp.ignore_eos && token == 1) {
+                    (Some("stop"), Some(token))
+                } else if *generated >= sp.max_tokens as usize {
+                    (Some("length"), None)
+                } else {
+                    (None, None)
+                };
+            outputs.push(output_of(req.request_id.clone(), vec![token], finish, stop));
+            finish.is_none()
+        });
+        if !outputs.is_empty() {
+            let message = EngineOutputs {
+                engine_index: 0,
+                outputs,
+                timestamp: 0.0,
+                scheduler_stats: None,
+                utility_output: None,
+            };
+            output.send(vrs_wire::encode(&message).unwrap(), 0).unwrap();
+        }
+    }
+}
+
+fn output_of(
+    id: String,
+    ids: Vec<u32>,
+    finish: Option<&str>,
+    stop: Option<u32>,
+) -> EngineCoreOutput {
+    EngineCoreOutput {
+        request_id: id,
+        new_token_ids: ids,
+        finish_reason: finish.map(str::to_owned),
+        stop_token_id: stop,
+        new_logprobs: None,
+        num_cached_tokens: 0,
+        error_message: None,
+    }
+}
+
+/// A client connected to a fake engine over the real handshake and sockets.
+pub struct FakeConnection {
+    pub client: Arc<EngineClient>,
+    pub engine: FakeEngine,
+    pub ready: Ready,
+    /// The private directory of the ipc sockets; removed on drop.
+    pub ipc_dir: tempfile::TempDir,
+}
+
+/// Starts a fake engine emitting `script` (one token per step, `delay` apart) and
+/// connects an [`EngineClient`] to it.
+pub fn connect(script: Vec<u32>, delay: Duration) -> FakeConnection {
+    let sockets = launcher::bind_sockets().unwrap();
+    let engine = FakeEngine::default();
+    let (address, fake) = (sockets.handshake_address.clone(), engine.clone());
+    std::thread::spawn(move || run_fake_engine(address, script, delay, fake, 1, None));
+    let (_tx, exit) = tokio::sync::watch::channel(None);
+    let cancel = AtomicBool::new(false);
+    let config = launcher::json_to_msgpack(&serde_json::json!({"model": "tiny"}));
+    let (connected, ipc_dir) =
+        launcher::handshake(sockets, exit, config, Duration::from_secs(10), &cancel).unwrap();
+    let client =
+        EngineClient::start(connected.input, connected.output, vec![connected.identity]).unwrap();
+    FakeConnection {
+        client,
+        engine,
+        ready: connected.ready,
+        ipc_dir,
+    }
+}

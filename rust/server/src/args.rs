@@ -1,0 +1,270 @@
+//! The settings of `vrs-rs serve` and `vrs-rs render`: the `--args-json` contract
+//! (docs/internals.md). [`CommandArgs`] holds the keys both take; [`ServeSpecific`] and
+//! [`RenderSpecific`] each command's own. The `vrs-rs` binary maps its flags onto these.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+pub const DEFAULT_PORT: u16 = 8000;
+
+/// The resolved settings of one `serve` or `render` run: the keys both take, and the
+/// command's own (`T`, the other keys of the same JSON object).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandArgs<T> {
+    pub model: String,
+    #[serde(default)]
+    pub served_model_name: Option<String>,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub log_level: Option<String>,
+    #[serde(default)]
+    pub chat_template: Option<String>,
+    #[serde(flatten)]
+    pub specific: T,
+}
+
+/// A command's own settings in [`CommandArgs`].
+pub trait Specific: DeserializeOwned {
+    /// Checks them; the shared settings are checked already.
+    fn check(args: &CommandArgs<Self>) -> Result<(), String>;
+}
+
+impl<T: Specific> CommandArgs<T> {
+    /// Parses and checks an `--args-json` document.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let args: Self =
+            serde_json::from_str(text).map_err(|e| format!("invalid --args-json: {e}"))?;
+        args.check()?;
+        Ok(args)
+    }
+
+    /// Checks settings built from flags (as [`Self::from_json`] checks a document).
+    pub fn check(&self) -> Result<(), String> {
+        if !Path::new(&self.model).is_dir() {
+            return Err(format!("model directory {:?} does not exist", self.model));
+        }
+        if let Some(level) = &self.log_level {
+            tracing_level(level)?;
+        }
+        if let Some(path) = &self.chat_template {
+            if !Path::new(path).is_file() {
+                return Err(format!("chat template file {path:?} does not exist"));
+            }
+        }
+        T::check(self)
+    }
+}
+
+impl<T> CommandArgs<T> {
+    pub fn served_model_name(&self) -> &str {
+        self.served_model_name.as_deref().unwrap_or(&self.model)
+    }
+
+    pub fn host(&self) -> &str {
+        self.host.as_deref().unwrap_or(DEFAULT_HOST)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(DEFAULT_PORT)
+    }
+
+    pub fn log_level(&self) -> &str {
+        self.log_level.as_deref().unwrap_or("info")
+    }
+}
+
+/// Maps a user log level (Python spelling accepted) to a tracing level name.
+pub fn tracing_level(level: &str) -> Result<&'static str, String> {
+    match level.to_ascii_lowercase().as_str() {
+        "trace" => Ok("trace"),
+        "debug" => Ok("debug"),
+        "info" => Ok("info"),
+        "warn" | "warning" => Ok("warn"),
+        "error" | "critical" => Ok("error"),
+        other => Err(format!(
+            "log_level must be one of debug, info, warning, error; got {other:?}"
+        )),
+    }
+}
+
+/// The resolved settings of one `serve` run.
+pub type ServeArgs = CommandArgs<ServeSpecific>;
+
+/// The settings of `serve` alone.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ServeSpecific {
+    #[serde(default)]
+    pub shutdown_timeout: Option<f64>,
+    #[serde(default)]
+    pub python_executable: Option<String>,
+    #[serde(default)]
+    pub engine_config: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub max_request_body: Option<usize>,
+    #[serde(default)]
+    pub max_concurrent_requests: Option<usize>,
+    #[serde(default)]
+    pub request_timeout: Option<f64>,
+    #[serde(default)]
+    pub tool_call_parser: Option<String>,
+    #[serde(default)]
+    pub reasoning_parser: Option<String>,
+    #[serde(default)]
+    pub data_parallel_size: Option<u16>,
+    #[serde(default)]
+    pub data_parallel_size_local: Option<u16>,
+    #[serde(default)]
+    pub data_parallel_address: Option<String>,
+    #[serde(default)]
+    pub data_parallel_rpc_port: Option<u16>,
+}
+
+/// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
+pub const DEFAULT_DATA_PARALLEL_RPC_PORT: u16 = 29550;
+pub const DEFAULT_SHUTDOWN_TIMEOUT_S: f64 = 30.0;
+pub const DEFAULT_PYTHON: &str = "python3";
+pub const DEFAULT_MAX_REQUEST_BODY: usize = 32 * 1024 * 1024;
+/// Where the API key comes from when `api_key` is not given.
+pub const API_KEY_ENV: &str = "VRS_API_KEY";
+
+impl Specific for ServeSpecific {
+    fn check(args: &ServeArgs) -> Result<(), String> {
+        let own = &args.specific;
+        if let Some(t) = own.shutdown_timeout {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(format!("shutdown_timeout must be >= 0 seconds, got {t}"));
+            }
+        }
+        if own.max_request_body == Some(0) {
+            return Err("max_request_body must be >= 1 byte, got 0".into());
+        }
+        if own.data_parallel_size == Some(0) {
+            return Err("data_parallel_size must be >= 1, got 0".into());
+        }
+        if args.data_parallel_size_local() > args.data_parallel_size() {
+            return Err(format!(
+                "data_parallel_size_local {} exceeds data_parallel_size {}",
+                args.data_parallel_size_local(),
+                args.data_parallel_size()
+            ));
+        }
+        if own.max_concurrent_requests == Some(0) {
+            return Err("max_concurrent_requests must be >= 1, got 0".into());
+        }
+        if let Some(t) = own.request_timeout {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!("request_timeout must be > 0 seconds, got {t}"));
+            }
+        }
+        if let Some(name) = own.tool_call_parser.as_deref() {
+            crate::parsers::tools::pick_parser(Some(name), None)?;
+        }
+        crate::parsers::reasoning::check_parser(own.reasoning_parser.as_deref())?;
+        Ok(())
+    }
+}
+
+impl ServeArgs {
+    /// The API key: `api_key`, else `$VRS_API_KEY`; empty means none.
+    pub fn api_key(&self) -> Option<String> {
+        self.specific
+            .api_key
+            .clone()
+            .or_else(|| std::env::var(API_KEY_ENV).ok())
+            .filter(|k| !k.is_empty())
+    }
+
+    /// Engines `serve` starts (1 unless data parallel).
+    pub fn data_parallel_size(&self) -> u16 {
+        self.specific.data_parallel_size.unwrap_or(1)
+    }
+
+    /// Engines `serve` starts itself (the rest join over tcp://).
+    pub fn data_parallel_size_local(&self) -> u16 {
+        self.specific
+            .data_parallel_size_local
+            .unwrap_or_else(|| self.data_parallel_size())
+    }
+
+    /// Where remote engines reach the engine sockets (default 127.0.0.1).
+    pub fn data_parallel_address(&self) -> &str {
+        self.specific
+            .data_parallel_address
+            .as_deref()
+            .unwrap_or(DEFAULT_HOST)
+    }
+
+    /// The handshake port remote engines connect to.
+    pub fn data_parallel_rpc_port(&self) -> u16 {
+        self.specific
+            .data_parallel_rpc_port
+            .unwrap_or(DEFAULT_DATA_PARALLEL_RPC_PORT)
+    }
+
+    pub fn max_request_body(&self) -> usize {
+        self.specific
+            .max_request_body
+            .unwrap_or(DEFAULT_MAX_REQUEST_BODY)
+    }
+
+    pub fn request_timeout(&self) -> Option<std::time::Duration> {
+        self.specific
+            .request_timeout
+            .map(std::time::Duration::from_secs_f64)
+    }
+
+    pub fn shutdown_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(
+            self.specific
+                .shutdown_timeout
+                .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT_S),
+        )
+    }
+
+    pub fn python_executable(&self) -> &str {
+        self.specific
+            .python_executable
+            .as_deref()
+            .unwrap_or(DEFAULT_PYTHON)
+    }
+
+    /// The map sent in INIT: `engine_config` as given, with `model` filled in when absent.
+    pub fn engine_config(&self) -> Map<String, Value> {
+        let mut map = self.specific.engine_config.clone().unwrap_or_default();
+        map.entry("model")
+            .or_insert_with(|| Value::String(self.model.clone()));
+        map
+    }
+}
+
+/// The resolved settings of one `render` run.
+pub type RenderArgs = CommandArgs<RenderSpecific>;
+
+/// The settings of `render` alone.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RenderSpecific {
+    #[serde(default)]
+    pub max_model_len: Option<u64>,
+}
+
+impl Specific for RenderSpecific {
+    fn check(args: &RenderArgs) -> Result<(), String> {
+        if args.specific.max_model_len == Some(0) {
+            return Err("max_model_len must be >= 1; got 0".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

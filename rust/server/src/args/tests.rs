@@ -1,0 +1,89 @@
+//! `--args-json` documents of `vrs-rs serve`.
+
+use super::*;
+
+fn model_dir() -> String {
+    std::env::temp_dir().to_string_lossy().into_owned()
+}
+
+#[test]
+fn args_json_with_all_keys() {
+    let text = serde_json::json!({
+        "model": model_dir(), "served_model_name": "demo", "host": "127.0.0.1",
+        "port": 8123, "log_level": "warning", "shutdown_timeout": 2.5,
+        "python_executable": "/usr/bin/python3", "chat_template": null,
+        "engine_config": {"model": "/m", "mock": true, "max_model_len": 64}
+    })
+    .to_string();
+    let args = ServeArgs::from_json(&text).unwrap();
+    assert_eq!(args.served_model_name(), "demo");
+    assert_eq!(args.port(), 8123);
+    assert_eq!(
+        args.shutdown_timeout(),
+        std::time::Duration::from_millis(2500)
+    );
+    assert_eq!(args.engine_config()["model"], "/m");
+    assert_eq!(tracing_level(args.log_level()).unwrap(), "warn");
+}
+
+#[test]
+fn args_json_nulls_take_defaults() {
+    let text = format!(
+        r#"{{"model": {:?}, "served_model_name": null, "host": null, "port": null,
+            "log_level": null, "shutdown_timeout": null, "python_executable": null,
+            "chat_template": null, "engine_config": null}}"#,
+        model_dir()
+    );
+    let args = ServeArgs::from_json(&text).unwrap();
+    assert_eq!(args.host(), DEFAULT_HOST);
+    assert_eq!(args.port(), DEFAULT_PORT);
+    assert_eq!(args.served_model_name(), model_dir());
+    assert_eq!(args.python_executable(), DEFAULT_PYTHON);
+    assert_eq!(args.engine_config()["model"], Value::String(model_dir()));
+}
+
+#[test]
+fn args_json_errors_name_the_problem() {
+    let err = ServeArgs::from_json("{").unwrap_err();
+    assert!(err.starts_with("invalid --args-json"), "{err}");
+    let unknown = format!(r#"{{"model": {:?}, "bogus": 1}}"#, model_dir());
+    assert!(ServeArgs::from_json(&unknown)
+        .unwrap_err()
+        .contains("bogus"));
+    let missing = ServeArgs::from_json(r#"{"model": "/definitely/not/here"}"#).unwrap_err();
+    assert!(missing.contains("does not exist"), "{missing}");
+    let level = format!(r#"{{"model": {:?}, "log_level": "loud"}}"#, model_dir());
+    assert!(ServeArgs::from_json(&level)
+        .unwrap_err()
+        .contains("log_level"));
+    let timeout = format!(r#"{{"model": {:?}, "shutdown_timeout": -1}}"#, model_dir());
+    assert!(ServeArgs::from_json(&timeout)
+        .unwrap_err()
+        .contains("shutdown_timeout"));
+    for (key, value, words) in [
+        ("request_timeout", "0", "request_timeout"),
+        ("max_request_body", "0", "max_request_body"),
+        ("max_concurrent_requests", "0", "max_concurrent_requests"),
+        ("tool_call_parser", "\"xml\"", "demo"),
+        ("reasoning_parser", "\"o1\"", "deepseek_r1"),
+    ] {
+        let text = format!(r#"{{"model": {:?}, "{key}": {value}}}"#, model_dir());
+        let err = ServeArgs::from_json(&text).unwrap_err();
+        assert!(err.contains(words), "{key}: {err}");
+    }
+    let ok = format!(
+        r#"{{"model": {:?}, "api_key": "k", "max_request_body": 10,
+            "max_concurrent_requests": 2, "request_timeout": 1.5,
+            "tool_call_parser": "auto", "reasoning_parser": "qwen3"}}"#,
+        model_dir()
+    );
+    let args = ServeArgs::from_json(&ok).unwrap();
+    assert_eq!(args.api_key().as_deref(), Some("k"));
+    assert_eq!(args.max_request_body(), 10);
+    assert_eq!(
+        args.request_timeout(),
+        Some(std::time::Duration::from_millis(1500))
+    );
+    let port = format!(r#"{{"model": {:?}, "port": 70000}}"#, model_dir());
+    assert!(ServeArgs::from_json(&port).is_err());
+}

@@ -1,0 +1,173 @@
+//! Dispatch of a generation request (chat or completions): admission, the body, the
+//! prompt; then the accepted request's prompt ids + checked settings → the engine → the
+//! response (streamed or whole).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use vrs_wire::EngineCoreRequest;
+
+use crate::edge::admission::Permit;
+use crate::edge::body::request_body;
+use crate::edge::error::text_error;
+use crate::edge::error::ApiError;
+use crate::output::generation::{Generation, Observer};
+use crate::output::response::{self, Deadline, Shapes};
+use crate::state::{unix_now, AppState, SharedState};
+use crate::validate::prompt::Prompt;
+
+/// Prompt tokens kept to seed the incremental detokenizer.
+const DETOKENIZER_SEED: usize = 8;
+
+/// A generation request past every check, holding its admission permit.
+pub struct AcceptedRequest {
+    pub id: String,
+    pub created: u64,
+    pub prompt: Prompt,
+    arrival: Instant,
+    permit: Permit,
+}
+
+/// A fresh request id: `PREFIX-<32 hex digits>`.
+pub fn request_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A generation request (chat or completions) from arrival to answer: a slot under the
+/// concurrency limit, the body under the size limit, the prompt `build` makes of it, then
+/// the engine's answer in the `shapes` made for the job (ids `ID_PREFIX-…`).
+pub async fn generate<'a, P, S>(
+    state: &'a SharedState,
+    body: Result<Bytes, BytesRejection>,
+    id_prefix: &str,
+    build: impl FnOnce(&'a SharedState, Bytes) -> P,
+    shapes: impl FnOnce(&AcceptedRequest, &AppState) -> Result<S, ApiError>,
+) -> Response
+where
+    P: Future<Output = Result<Prompt, ApiError>>,
+    S: Shapes,
+{
+    let arrival = Instant::now();
+    let job = match prepare(state, body, build).await {
+        Ok((prompt, permit)) => AcceptedRequest::new(prompt, id_prefix, arrival, permit),
+        Err(err) => return err.into_response(),
+    };
+    match shapes(&job, state) {
+        Ok(shapes) => job.respond(state, shapes).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn prepare<'a, P>(
+    state: &'a SharedState,
+    body: Result<Bytes, BytesRejection>,
+    build: impl FnOnce(&'a SharedState, Bytes) -> P,
+) -> Result<(Prompt, Permit), ApiError>
+where
+    P: Future<Output = Result<Prompt, ApiError>>,
+{
+    let permit = state.admission.enter()?;
+    let body = request_body(body, state.options.max_request_body)?;
+    Ok((build(state, body).await?, permit))
+}
+
+impl AcceptedRequest {
+    /// An accepted request (its prompt already checked against the context length),
+    /// admitted by `permit`, that arrived at `arrival`.
+    pub fn new(prompt: Prompt, id_prefix: &str, arrival: Instant, permit: Permit) -> Self {
+        Self {
+            id: request_id(id_prefix),
+            created: unix_now(),
+            prompt,
+            arrival,
+            permit,
+        }
+    }
+
+    /// Submits the request's `n` choices to the engine (choice `i` of several gets id
+    /// `ID-i` and seed `seed + i`) and answers in `shapes`.
+    pub async fn respond<S: Shapes>(self, state: &AppState, shapes: S) -> Response {
+        let Self {
+            id,
+            prompt,
+            arrival,
+            permit,
+            ..
+        } = self;
+        let settings = prompt.settings;
+        let ids = prompt.ids;
+        let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
+        let observer = Observer {
+            metrics: Arc::clone(&state.metrics),
+            arrival,
+        };
+        state.metrics.prompt_tokens(ids.len());
+        let n = settings.n.max(1);
+        let mut generations = Vec::with_capacity(n as usize);
+        for index in 0..n {
+            let mut sampling = settings.sampling.clone();
+            let request_id = if n > 1 {
+                sampling.seed = sampling.seed.map(|s| s.wrapping_add(i64::from(index)));
+                format!("{id}-{index}")
+            } else {
+                id.clone()
+            };
+            let request = EngineCoreRequest {
+                request_id,
+                prompt_token_ids: ids.clone(),
+                sampling_params: sampling,
+                arrival_time: now_f64(),
+            };
+            let handle = match state.client.submit(request) {
+                Ok(handle) => handle,
+                Err(err) => return ApiError::from(err).into_response(),
+            };
+            match Generation::new(
+                handle,
+                &state.tokenizer,
+                tail,
+                settings.skip_special_tokens,
+                &settings.stop,
+                ids.len(),
+                observer.clone(),
+            ) {
+                Ok(g) => generations.push(g),
+                Err(err) => return text_error(err).into_response(),
+            }
+        }
+        tracing::debug!(
+            request_id = %id,
+            prompt_tokens = ids.len(),
+            max_tokens = settings.sampling.max_tokens,
+            n,
+            stream = settings.stream,
+            user = settings.user.as_deref().unwrap_or(""),
+            "accepted"
+        );
+        let deadline = state.options.request_timeout.map(|timeout| Deadline {
+            at: tokio::time::Instant::from_std(arrival + timeout),
+            timeout,
+        });
+        if settings.stream {
+            response::stream(
+                generations,
+                shapes,
+                settings.include_usage,
+                deadline,
+                permit,
+            )
+        } else {
+            response::complete(generations, shapes, deadline, permit).await
+        }
+    }
+}
+
+fn now_f64() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

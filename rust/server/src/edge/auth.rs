@@ -1,0 +1,53 @@
+//! The API key (`--api-key`, `VRS_API_KEY`): every `/v1/*` request must carry
+//! `Authorization: Bearer <key>`, compared in constant time; other routes (`/health`,
+//! `/metrics`, `/load`, …) stay open. Mirrors `authorized` in `server/routes.py`.
+
+use axum::http::{header, HeaderMap};
+
+/// Whether `path` needs the key.
+pub fn protected(path: &str) -> bool {
+    path.starts_with("/v1/")
+}
+
+/// Whether `headers` carry `Authorization: Bearer <key>`.
+pub fn authorized(headers: &HeaderMap, key: &str) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    let expected = format!("Bearer {key}");
+    constant_time_eq(given, expected.as_bytes())
+}
+
+/// Equality whose time depends on the lengths only, not on where the bytes differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a
+        .iter()
+        .zip(b)
+        .fold(0u8, |acc, (x, y)| std::hint::black_box(acc | (x ^ y)));
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn bearer_key_only() {
+        let mut headers = HeaderMap::new();
+        assert!(!authorized(&headers, "k1"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k1"));
+        assert!(authorized(&headers, "k1"));
+        assert!(!authorized(&headers, "k2"));
+        assert!(!authorized(&headers, "k"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("k1"));
+        assert!(!authorized(&headers, "k1"));
+        assert!(constant_time_eq(b"", b""));
+        assert!(!constant_time_eq(b"ab", b"ac"));
+        assert!(protected("/v1/models") && !protected("/health") && !protected("/v1"));
+    }
+}

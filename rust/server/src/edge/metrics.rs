@@ -1,0 +1,365 @@
+//! `GET /metrics`: Prometheus text format (version 0.0.4), written by hand. Mirrors
+//! `server/metrics.py`: the same names, labels, help texts and buckets.
+//! Frontend metrics are counted here; the engine's come from its latest
+//! `SchedulerStats` (label `engine`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use vrs_wire::SchedulerStats;
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Seconds; small buckets first (a frontend works in microseconds to milliseconds).
+const LATENCY_BUCKETS: &[&str] = &[
+    "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+    "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "300",
+];
+const TEXT_BUCKETS: &[&str] = &[
+    "0.00001", "0.000025", "0.00005", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+    "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
+];
+const KNOWN_ENDPOINTS: &[&str] = &[
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/models",
+    "/health",
+    "/metrics",
+    "/load",
+    "/version",
+    "/tokenize",
+    "/detokenize",
+];
+
+/// A cumulative histogram with fixed bounds; observing is lock-free.
+pub struct Histogram {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+    bounds: Vec<f64>,
+    counts: Vec<AtomicU64>,
+    sum_bits: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    fn new(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Self {
+        Self {
+            name,
+            help,
+            labels,
+            bounds: labels
+                .iter()
+                .map(|l| l.parse().unwrap_or(f64::MAX))
+                .collect(),
+            counts: labels.iter().map(|_| AtomicU64::new(0)).collect(),
+            sum_bits: AtomicU64::new(0f64.to_bits()),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, value: Duration) {
+        let seconds = value.as_secs_f64();
+        if let Some(i) = self.bounds.iter().position(|&b| seconds <= b) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+        let mut current = self.sum_bits.load(Ordering::Relaxed);
+        loop {
+            let next = (f64::from_bits(current) + seconds).to_bits();
+            match self.sum_bits.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => current = seen,
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String) {
+        header(out, self.name, self.help, "histogram");
+        let mut running = 0;
+        for (label, n) in self.labels.iter().zip(&self.counts) {
+            running += n.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{}_bucket{{le=\"{label}\"}} {running}", self.name);
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let sum = f64::from_bits(self.sum_bits.load(Ordering::Relaxed));
+        let _ = writeln!(out, "{}_bucket{{le=\"+Inf\"}} {count}", self.name);
+        let _ = writeln!(out, "{}_sum {}", self.name, float(sum));
+        let _ = writeln!(out, "{}_count {count}", self.name);
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A float as Python's `repr` prints it for ordinary values (`0.0`, `1.5`).
+fn float(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e16 {
+        format!("{value:.1}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// Every metric of one frontend.
+pub struct Metrics {
+    http: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    prompt_tokens: AtomicU64,
+    generation_tokens: AtomicU64,
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub e2e: Histogram,
+    pub tokenize: Histogram,
+    pub detokenize: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            http: Mutex::new(BTreeMap::new()),
+            prompt_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
+            ttft: Histogram::new(
+                "vrs:time_to_first_token_seconds",
+                "Time from request arrival to its first generated token.",
+                LATENCY_BUCKETS,
+            ),
+            itl: Histogram::new(
+                "vrs:inter_token_latency_seconds",
+                "Time between consecutive engine outputs of a request.",
+                LATENCY_BUCKETS,
+            ),
+            e2e: Histogram::new(
+                "vrs:e2e_request_latency_seconds",
+                "Time from request arrival to its last token.",
+                LATENCY_BUCKETS,
+            ),
+            tokenize: Histogram::new(
+                "vrs:tokenize_latency_seconds",
+                "Chat template and tokenization time of one prompt.",
+                TEXT_BUCKETS,
+            ),
+            detokenize: Histogram::new(
+                "vrs:detokenize_latency_seconds",
+                "Incremental detokenization time of one engine output.",
+                TEXT_BUCKETS,
+            ),
+        }
+    }
+}
+
+impl Metrics {
+    /// One answered HTTP request (unknown paths count as `other`).
+    pub fn request(&self, path: &str, status: u16) {
+        let endpoint = KNOWN_ENDPOINTS
+            .iter()
+            .find(|e| **e == path)
+            .copied()
+            .unwrap_or("other");
+        if let Ok(mut http) = self.http.lock() {
+            *http.entry((endpoint, status)).or_default() += 1;
+        }
+    }
+
+    pub fn prompt_tokens(&self, n: usize) {
+        self.prompt_tokens.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn generation_tokens(&self, n: usize) {
+        self.generation_tokens
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The text format; `engines` are (index, latest stats).
+    pub fn render(&self, engines: &[(u32, SchedulerStats)], in_flight: usize) -> String {
+        let mut out = String::with_capacity(8192);
+        header(
+            &mut out,
+            "vrs:http_requests_total",
+            "HTTP requests by endpoint and status.",
+            "counter",
+        );
+        let http = self.http.lock().map(|h| h.clone()).unwrap_or_default();
+        for ((endpoint, status), n) in http {
+            let _ = writeln!(
+                out,
+                "vrs:http_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "vrs:prompt_tokens_total",
+            "Prompt tokens of accepted requests.",
+            "counter",
+        );
+        let prompt = self.prompt_tokens.load(Ordering::Relaxed);
+        let _ = writeln!(out, "vrs:prompt_tokens_total {prompt}");
+        header(
+            &mut out,
+            "vrs:generation_tokens_total",
+            "Tokens generated.",
+            "counter",
+        );
+        let generation = self.generation_tokens.load(Ordering::Relaxed);
+        let _ = writeln!(out, "vrs:generation_tokens_total {generation}");
+        header(
+            &mut out,
+            "vrs:requests_in_flight",
+            "Generation requests being served.",
+            "gauge",
+        );
+        let _ = writeln!(out, "vrs:requests_in_flight {in_flight}");
+        for histogram in [
+            &self.ttft,
+            &self.itl,
+            &self.e2e,
+            &self.tokenize,
+            &self.detokenize,
+        ] {
+            histogram.render(&mut out);
+        }
+        engine_metrics(&mut out, engines);
+        out
+    }
+}
+
+type EngineValue = fn(&SchedulerStats) -> String;
+
+const ENGINE: &[(&str, &str, &str, EngineValue)] = &[
+    (
+        "vrs:num_requests_running",
+        "gauge",
+        "Requests the engine is running.",
+        |s| s.num_running.to_string(),
+    ),
+    (
+        "vrs:num_requests_waiting",
+        "gauge",
+        "Requests waiting in the engine.",
+        |s| s.num_waiting.to_string(),
+    ),
+    (
+        "vrs:kv_cache_usage_perc",
+        "gauge",
+        "Fraction of KV-cache blocks in use (0 to 1).",
+        |s| float(s.kv_cache_usage),
+    ),
+    (
+        "vrs:prefix_cache_queries_total",
+        "counter",
+        "Prompt tokens looked up in the prefix cache.",
+        |s| s.prefix_cache_queries.to_string(),
+    ),
+    (
+        "vrs:prefix_cache_hits_total",
+        "counter",
+        "Prompt tokens found in the prefix cache.",
+        |s| s.prefix_cache_hits.to_string(),
+    ),
+    (
+        "vrs:prefix_cache_hit_rate",
+        "gauge",
+        "prefix_cache_hits / prefix_cache_queries.",
+        |s| {
+            float(if s.prefix_cache_queries > 0 {
+                s.prefix_cache_hits as f64 / s.prefix_cache_queries as f64
+            } else {
+                0.0
+            })
+        },
+    ),
+    (
+        "vrs:num_preemptions_total",
+        "counter",
+        "Requests preempted by the engine.",
+        |s| s.num_preemptions.to_string(),
+    ),
+];
+
+/// Appends the data parallel routing counter: requests routed to each (index, count).
+pub fn routed_metrics(out: &mut String, routed: &[(u32, usize)]) {
+    header(
+        out,
+        "vrs:engine_requests_routed_total",
+        "Requests the frontend routed to the engine.",
+        "counter",
+    );
+    for (index, n) in routed {
+        let _ = writeln!(
+            out,
+            "vrs:engine_requests_routed_total{{engine=\"{index}\"}} {n}"
+        );
+    }
+}
+
+fn engine_metrics(out: &mut String, engines: &[(u32, SchedulerStats)]) {
+    for (name, kind, help, value) in ENGINE {
+        header(out, name, help, kind);
+        for (index, stats) in engines {
+            let _ = writeln!(out, "{name}{{engine=\"{index}\"}} {}", value(stats));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative_with_sum_and_count() {
+        let m = Metrics::default();
+        m.ttft.observe(Duration::from_micros(50));
+        m.ttft.observe(Duration::from_millis(3));
+        m.ttft.observe(Duration::from_secs(1000));
+        m.request("/v1/completions", 200);
+        m.request("/v1/completions", 200);
+        m.request("/nope", 404);
+        m.prompt_tokens(7);
+        let stats = SchedulerStats {
+            num_running: 2,
+            prefix_cache_queries: 4,
+            prefix_cache_hits: 1,
+            ..SchedulerStats::default()
+        };
+        let text = m.render(&[(0, stats)], 3);
+        for line in [
+            "vrs:time_to_first_token_seconds_bucket{le=\"0.0001\"} 1",
+            "vrs:time_to_first_token_seconds_bucket{le=\"0.0025\"} 1",
+            "vrs:time_to_first_token_seconds_bucket{le=\"0.005\"} 2",
+            "vrs:time_to_first_token_seconds_bucket{le=\"300\"} 2",
+            "vrs:time_to_first_token_seconds_bucket{le=\"+Inf\"} 3",
+            "vrs:time_to_first_token_seconds_count 3",
+            "vrs:http_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2",
+            "vrs:http_requests_total{endpoint=\"other\",status=\"404\"} 1",
+            "vrs:prompt_tokens_total 7",
+            "vrs:requests_in_flight 3",
+            "vrs:num_requests_running{engine=\"0\"} 2",
+            "vrs:prefix_cache_hit_rate{engine=\"0\"} 0.25",
+            "vrs:kv_cache_usage_perc{engine=\"0\"} 0.0",
+            "# TYPE vrs:e2e_request_latency_seconds histogram",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn routed_counts_per_engine() {
+        let mut text = String::new();
+        routed_metrics(&mut text, &[(0, 5), (1, 7)]);
+        assert!(text.contains("# TYPE vrs:engine_requests_routed_total counter\n"));
+        assert!(text.contains("vrs:engine_requests_routed_total{engine=\"1\"} 7\n"));
+    }
+}

@@ -1,0 +1,125 @@
+//! `vrs-rs frontend`: serve on sockets and engines that the parent (`vrs frontend`)
+//! set up. The parent binds the HTTP and engine listeners, starts and handshakes the
+//! engines, then runs this with the fds inherited; vrs-rs adopts them (see
+//! [`vrs_engine_client::adopt`]), waits for each engine's READY on the input socket and
+//! serves exactly like `serve`. The engines are the parent's to supervise: vrs-rs never
+//! signals them, and learns of an engine's death from its closed connection.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use vrs_engine_client::adopt::{self, EngineListeners, InheritedListener};
+use vrs_engine_client::engines::Engines;
+use vrs_engine_client::{launcher, EngineClient, EngineError};
+
+use super::Signals;
+use crate::args::ServeArgs;
+
+/// The sockets a parent process bound and handed over, and the engines behind them.
+#[derive(Debug, Clone)]
+pub struct Inherited {
+    /// Listening TCP socket to serve HTTP on.
+    pub listen_fd: RawFd,
+    /// Listening socket that becomes the engines' input ROUTER.
+    pub input_listener_fd: RawFd,
+    /// Listening socket that becomes the engines' output PULL.
+    pub output_listener_fd: RawFd,
+    /// Address the input listener is bound to, as the engines were told in INIT.
+    pub input_address: String,
+    /// Address the output listener is bound to.
+    pub output_address: String,
+    /// Index of the first engine served here.
+    pub engine_start_index: u16,
+    /// Number of engines served here (each sends READY on the input socket).
+    pub engine_count: u16,
+}
+
+/// Serves on the inherited sockets to the end; returns the exit code.
+pub async fn run(sockets: Inherited, args: ServeArgs) -> u8 {
+    match serve(sockets, args).await {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!("{e}");
+            1
+        }
+    }
+}
+
+async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
+    let mut signals = Signals::new()?;
+    let EngineListeners {
+        input,
+        output,
+        mut lost,
+    } = adopt::engine_listeners(
+        InheritedListener {
+            fd: sockets.input_listener_fd,
+            flag: "--input-listener-fd",
+            address: &sockets.input_address,
+        },
+        InheritedListener {
+            fd: sockets.output_listener_fd,
+            flag: "--output-listener-fd",
+            address: &sockets.output_address,
+        },
+    )?;
+    let listener =
+        adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?;
+
+    let model_dir = std::path::PathBuf::from(&args.model);
+    let chat_template = args.chat_template.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        crate::text::load_text(&model_dir, chat_template.as_deref())
+    });
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancel);
+    let (first, count) = (sockets.engine_start_index, sockets.engine_count);
+    let ready = tokio::task::spawn_blocking(move || {
+        adopt::wait_ready(&input, first, count, launcher::ready_timeout(), &flag)
+            .map(|readies| (input, readies))
+    });
+    let text = async {
+        text.await
+            .map_err(|e| EngineError::Task(e.to_string()))?
+            .map_err(EngineError::Setup)
+    };
+    let engines = async { ready.await.map_err(|e| EngineError::Task(e.to_string()))? };
+    let outcome = tokio::select! {
+        both = async { tokio::try_join!(engines, text) } => both,
+        name = signals.recv() => {
+            tracing::info!("{name} during startup; exiting");
+            cancel.store(true, Ordering::SeqCst);
+            return Ok(0);
+        }
+    };
+    let ((input, readies), text) = match outcome {
+        Ok(ok) => ok,
+        Err(e) => {
+            cancel.store(true, Ordering::SeqCst);
+            tracing::error!("{e}");
+            return Ok(1);
+        }
+    };
+    let (identities, readies): (Vec<_>, Vec<_>) = readies.into_iter().unzip();
+    let Some(ready) = readies.into_iter().next() else {
+        return Err(anyhow::anyhow!("no engine sent READY"));
+    };
+    let client = EngineClient::start(input, output, identities)?;
+    let watcher = Arc::clone(&client);
+    tokio::spawn(async move {
+        if let Some(reason) = lost.recv().await {
+            watcher.mark_dead(reason);
+        }
+    });
+    super::serve_connected(
+        &args,
+        listener,
+        client,
+        &ready,
+        text,
+        Engines::Supervised,
+        &mut signals,
+    )
+    .await
+}

@@ -1,0 +1,126 @@
+//! `vrs-rs render`: start, limits and shutdown of the engine-less render service (its
+//! routes: [`crate::routes::render`]). Needs only the model's tokenizer and config files.
+//!
+//! The engine's limits come from `config.json` as the mock engine reads them:
+//! `max_model_len` (args) else `max_position_embeddings` (default 4096), and
+//! `vocab_size` (else the tokenizer's). SIGINT/SIGTERM: stop accepting, let open
+//! requests finish (bounded), exit 0; a model that cannot be loaded or a port that
+//! cannot be bound: exit 1.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::args::RenderArgs;
+use crate::edge::listener;
+use crate::state::{unix_now, RenderState};
+
+/// `max_position_embeddings` when config.json has none (as `engine/mock/engine.py`).
+pub(crate) const DEFAULT_MAX_POSITION_EMBEDDINGS: u64 = 4096;
+/// How long open requests may take to finish after SIGINT/SIGTERM.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// `(vocab_size, max_model_len)` of a model directory, as an engine would report them.
+pub fn model_limits(
+    dir: &Path,
+    max_model_len: Option<u64>,
+    tokenizer_vocab: u64,
+) -> Result<(u64, u64), String> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let config: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !config.is_object() {
+        return Err(format!("{} is not a JSON object", path.display()));
+    }
+    let number = |key: &str, default: u64| match config.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(0) => Ok(default),
+            Some(n) => Ok(n),
+            None => Err(format!(
+                "{}: vocab_size and max_position_embeddings must be integers",
+                path.display()
+            )),
+        },
+    };
+    let vocab = number("vocab_size", tokenizer_vocab)?;
+    let native = number("max_position_embeddings", DEFAULT_MAX_POSITION_EMBEDDINGS)?;
+    Ok((vocab, max_model_len.unwrap_or(native)))
+}
+
+/// Loads the model's text assets and limits.
+pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
+    let dir = Path::new(&args.model);
+    let (tokenizer, template) = crate::text::load_text(dir, args.chat_template.as_deref())?;
+    let (vocab_size, max_model_len) = model_limits(
+        dir,
+        args.specific.max_model_len,
+        tokenizer.vocab_size() as u64,
+    )?;
+    let tool_parser =
+        crate::parsers::tools::pick_parser(None, tokenizer.config().chat_template("default"))?;
+    Ok(RenderState {
+        tokenizer,
+        template,
+        model_name: args.served_model_name().to_owned(),
+        model_root: args.model.clone(),
+        created: unix_now(),
+        max_model_len,
+        vocab_size,
+        tool_parser,
+    })
+}
+
+/// Runs `vrs-rs render` to the end; returns the exit code.
+pub async fn run(args: RenderArgs) -> u8 {
+    match serve(args).await {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!("{e}");
+            1
+        }
+    }
+}
+
+async fn serve(args: RenderArgs) -> anyhow::Result<()> {
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let loading = args.clone();
+    let state = tokio::task::spawn_blocking(move || load(&loading))
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    let listener = listener::bind_http(args.host(), args.port()).await?;
+    let local = listener.local_addr()?;
+    tracing::info!(
+        "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on http://{local}",
+        state.model_name,
+        state.model_root,
+        state.max_model_len,
+        state.vocab_size,
+        if state.template.is_some() {
+            ""
+        } else {
+            "; no chat template"
+        },
+    );
+    let (stop_tx, mut server) =
+        listener::spawn_http(listener, crate::routes::render_router(Arc::new(state)));
+    let name = tokio::select! {
+        _ = sigint.recv() => "SIGINT",
+        _ = sigterm.recv() => "SIGTERM",
+        joined = &mut server => {
+            joined??;
+            anyhow::bail!("the HTTP server stopped");
+        }
+    };
+    tracing::info!("{name}: no longer accepting; stopping");
+    let _ = stop_tx.send(());
+    if tokio::time::timeout(DRAIN, &mut server).await.is_err() {
+        tracing::warn!("connections still open {DRAIN:?} after {name}; exiting");
+    }
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! OpenAI request and response shapes (the subset this server implements).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::logprobs::{ChatLogprobs, CompletionLogprobs};
+
+// ------------------------------------------------------------------------- requests
+
+/// Fields shared by chat and completions requests.
+#[derive(Debug, Default, Deserialize)]
+pub struct CommonFields {
+    pub model: Option<String>,
+    pub max_tokens: Option<i64>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f64>,
+    pub seed: Option<i64>,
+    pub stop: Option<Stop>,
+    pub stop_token_ids: Option<Vec<u32>>,
+    pub ignore_eos: Option<bool>,
+    pub min_tokens: Option<i64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+    pub skip_special_tokens: Option<bool>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub user: Option<String>,
+    pub n: Option<i64>,
+}
+
+/// Keys of [`CommonFields`].
+pub const COMMON_KEYS: &[&str] = &[
+    "model",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "min_tokens",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "skip_special_tokens",
+    "stream",
+    "stream_options",
+    "user",
+    "n",
+];
+
+/// `stop`: one string or a list of them.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(untagged, expecting = "a string or a list of strings")]
+pub enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StreamOptions {
+    pub include_usage: Option<bool>,
+    pub continuous_usage_stats: Option<bool>,
+}
+
+/// Fields only chat requests have.
+#[derive(Debug, Default, Deserialize)]
+pub struct ChatFields {
+    pub messages: Option<Vec<ChatMessage>>,
+    pub max_completion_tokens: Option<i64>,
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+    pub add_generation_prompt: Option<bool>,
+    pub continue_final_message: Option<bool>,
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<i64>,
+    pub parallel_tool_calls: Option<bool>,
+    // `tools` and `tool_choice` stay raw JSON: `tools::tool_settings` checks them.
+}
+
+pub const CHAT_KEYS: &[&str] = &[
+    "messages",
+    "max_completion_tokens",
+    "chat_template_kwargs",
+    "add_generation_prompt",
+    "continue_final_message",
+    "logprobs",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+];
+
+/// One chat message as the client sent it.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChatMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<MessageContent>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<Value>>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub reasoning_content: Option<String>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(untagged, expecting = "a string or a list of content parts")]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// Fields only completions requests have.
+#[derive(Debug, Default, Deserialize)]
+pub struct CompletionFields {
+    pub prompt: Option<PromptInput>,
+    pub logprobs: Option<i64>,
+    pub echo: Option<bool>,
+}
+
+pub const COMPLETION_KEYS: &[&str] = &["prompt", "logprobs", "echo"];
+
+/// `prompt`: text, token ids, or a batch of one of either.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(
+    untagged,
+    expecting = "a string, a list of token ids, or a list with one string"
+)]
+pub enum PromptInput {
+    Text(String),
+    Tokens(Vec<u32>),
+    Texts(Vec<String>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+// ------------------------------------------------------------------------ responses
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+        }
+    }
+}
+
+/// Fields every response object starts with.
+#[derive(Debug, Serialize)]
+pub struct Header<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatCompletion<'a> {
+    #[serde(flatten)]
+    pub header: Header<'a>,
+    pub choices: Vec<ChatChoice>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatChoice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    pub logprobs: Option<ChatLogprobs>,
+    pub finish_reason: &'static str,
+}
+
+/// `reasoning_content` is present (maybe null) when the server has a reasoning parser,
+/// `tool_calls` when the answer made any.
+#[derive(Debug, Serialize)]
+pub struct AssistantMessage {
+    pub role: &'static str,
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Function {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool call in a response message.
+#[derive(Debug, Serialize)]
+pub struct ToolCallOut {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function,
+}
+
+/// A tool call in a stream delta (sent whole, once).
+#[derive(Debug, Serialize)]
+pub struct ToolCallDelta {
+    pub index: usize,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatChunk<'a> {
+    #[serde(flatten)]
+    pub header: Header<'a>,
+    pub choices: Vec<ChatChunkChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChatChunkChoice {
+    pub index: u32,
+    pub delta: Delta,
+    pub logprobs: Option<ChatLogprobs>,
+    pub finish_reason: Option<&'static str>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Delta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallDelta>,
+}
+
+/// A completions response, and a streamed chunk (without usage, or without choices).
+#[derive(Debug, Serialize)]
+pub struct Completion<'a> {
+    #[serde(flatten)]
+    pub header: Header<'a>,
+    pub choices: Vec<CompletionChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CompletionChoice {
+    pub index: u32,
+    pub text: String,
+    pub logprobs: Option<CompletionLogprobs>,
+    pub finish_reason: Option<&'static str>,
+}
+
+/// `POST /tokenize` (vLLM's shape).
+#[derive(Debug, Serialize)]
+pub struct Tokenized {
+    pub count: usize,
+    pub max_model_len: u64,
+    pub tokens: Vec<u32>,
+    pub token_strs: Option<Vec<String>>,
+}
+
+/// `POST /detokenize` (vLLM's shape).
+#[derive(Debug, Serialize)]
+pub struct Detokenized {
+    pub prompt: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModelList<'a> {
+    pub object: &'static str,
+    pub data: [ModelCard<'a>; 1],
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModelCard<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
+    pub root: &'a str,
+    pub parent: Option<()>,
+    pub max_model_len: u64,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,9 @@
+//! The output pipeline of a generation request: engine outputs → incremental
+//! detokenizer and stop strings ([`generation`]) → each choice's deltas and final form
+//! ([`choice`], with [`crate::logprobs`]) → the response, streamed as SSE ([`sse`]) or whole
+//! ([`response`]).
+
+pub mod choice;
+pub mod generation;
+pub mod response;
+pub mod sse;

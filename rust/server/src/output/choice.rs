@@ -1,0 +1,254 @@
+//! One choice of a response: its generation's pieces turned into the endpoint's deltas
+//! (streamed) and accumulated into its final form (not streamed). Mirrors
+//! `server/choice.py`.
+//!
+//! Chat: text → reasoning parser (when the server has one and the prompt does not force
+//! a tool call) → tool-call parser (when tool_choice is not `none`) → content /
+//! reasoning_content / tool_calls; a request that made tool calls and stopped finishes
+//! with `tool_calls`. Completions: the echoed prompt goes before the first text.
+
+use std::sync::Arc;
+
+use crate::logprobs::{ChatLogprobs, CompletionLogprobs, TokenLogprob, TokenTexts};
+use crate::openai::{
+    AssistantMessage, ChatChoice, CompletionChoice, Delta, Function, ToolCallDelta, ToolCallOut,
+};
+use crate::output::generation::Piece;
+use crate::parsers::reasoning::ReasoningParser;
+use crate::parsers::tools::{ToolCall, ToolCallParser};
+use crate::validate::prompt::ChatOutput;
+
+/// What one piece adds to a chat choice.
+#[derive(Debug)]
+pub struct ChatDelta {
+    pub reasoning: String,
+    pub content: String,
+    pub calls: Vec<ToolCall>,
+    pub logprobs: Option<Vec<TokenLogprob>>,
+    pub finish: Option<&'static str>,
+    /// Index of `calls[0]` among the choice's calls.
+    first_call: usize,
+}
+
+impl ChatDelta {
+    pub fn is_empty(&self) -> bool {
+        self.reasoning.is_empty()
+            && self.content.is_empty()
+            && self.calls.is_empty()
+            && self.logprobs.as_ref().map_or(true, Vec::is_empty)
+            && self.finish.is_none()
+    }
+
+    pub fn delta(&mut self) -> Delta {
+        let first = self.first_call;
+        Delta {
+            role: None,
+            content: (!self.content.is_empty()).then(|| std::mem::take(&mut self.content)),
+            reasoning_content: (!self.reasoning.is_empty())
+                .then(|| std::mem::take(&mut self.reasoning)),
+            tool_calls: std::mem::take(&mut self.calls)
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| ToolCallDelta {
+                    index: first + i,
+                    id: c.id,
+                    kind: "function",
+                    function: Function {
+                        name: c.name,
+                        arguments: c.arguments,
+                    },
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A chat choice's parsers and, for a whole response, what it said so far.
+pub struct ChatChoiceState {
+    index: u32,
+    reasoning_parser: Option<ReasoningParser>,
+    tools: Option<ToolCallParser>,
+    top: Option<usize>,
+    texts: Arc<TokenTexts>,
+    with_reasoning: bool,
+    content: String,
+    reasoning: String,
+    calls: Vec<ToolCall>,
+    logprobs: Vec<TokenLogprob>,
+    finish: Option<&'static str>,
+}
+
+impl ChatChoiceState {
+    pub fn new(
+        index: u32,
+        chat: &ChatOutput,
+        reasoning_parser: bool,
+        top: Option<usize>,
+        texts: Arc<TokenTexts>,
+    ) -> Self {
+        let use_reasoning = reasoning_parser && !chat.prefilled;
+        Self {
+            index,
+            reasoning_parser: use_reasoning.then(|| ReasoningParser::new(chat.reasoning_inside)),
+            tools: chat
+                .tool_format
+                .map(|format| ToolCallParser::new(format, &chat.tools)),
+            top,
+            texts,
+            with_reasoning: reasoning_parser,
+            content: String::new(),
+            reasoning: String::new(),
+            calls: Vec::new(),
+            logprobs: Vec::new(),
+            finish: None,
+        }
+    }
+
+    pub fn step(&mut self, piece: Piece) -> ChatDelta {
+        let last = piece.finish.is_some();
+        let (mut reasoning, mut content) = match &mut self.reasoning_parser {
+            Some(parser) => {
+                let (mut r, mut c) = parser.push(&piece.text);
+                if last {
+                    let (r2, c2) = parser.finish();
+                    r.push_str(&r2);
+                    c.push_str(&c2);
+                }
+                (r, c)
+            }
+            None => (String::new(), piece.text),
+        };
+        let mut calls = Vec::new();
+        if let Some(parser) = &mut self.tools {
+            let (c, mut k) = parser.push(&content);
+            content = c;
+            calls.append(&mut k);
+            if last {
+                let (c2, mut k2) = parser.finish();
+                content.push_str(&c2);
+                calls.append(&mut k2);
+            }
+        }
+        let mut finish = piece.finish;
+        if finish == Some("stop") && self.tools.as_ref().is_some_and(|t| t.calls_made > 0) {
+            finish = Some("tool_calls");
+        }
+        let logprobs = self.top.map(|top| {
+            let entries = self.texts.chat(&piece.logprobs, top);
+            self.logprobs.extend(entries.iter().cloned());
+            entries
+        });
+        self.content.push_str(&content);
+        self.reasoning.push_str(&reasoning);
+        self.calls.extend(calls.iter().cloned());
+        self.finish = finish;
+        let first_call = self.calls.len() - calls.len();
+        ChatDelta {
+            reasoning: std::mem::take(&mut reasoning),
+            content,
+            calls,
+            logprobs,
+            finish,
+            first_call,
+        }
+    }
+
+    /// The whole choice (after the last piece).
+    pub fn choice(self) -> ChatChoice {
+        let has_more = !self.calls.is_empty() || !self.reasoning.is_empty();
+        let content = (!self.content.is_empty() || !has_more).then_some(self.content);
+        let reasoning = self
+            .with_reasoning
+            .then(|| (!self.reasoning.is_empty()).then_some(self.reasoning));
+        ChatChoice {
+            index: self.index,
+            message: AssistantMessage {
+                role: "assistant",
+                content,
+                reasoning_content: reasoning,
+                tool_calls: self
+                    .calls
+                    .into_iter()
+                    .map(|c| ToolCallOut {
+                        id: c.id,
+                        kind: "function",
+                        function: Function {
+                            name: c.name,
+                            arguments: c.arguments,
+                        },
+                    })
+                    .collect(),
+            },
+            logprobs: self.top.map(|_| ChatLogprobs {
+                content: self.logprobs,
+            }),
+            finish_reason: self.finish.unwrap_or("stop"),
+        }
+    }
+}
+
+/// A completions choice: the echo before the first text, offsets for logprobs.
+pub struct CompletionChoiceState {
+    index: u32,
+    echo: Option<String>,
+    top: Option<usize>,
+    texts: Arc<TokenTexts>,
+    offset: usize,
+    text: String,
+    logprobs: CompletionLogprobs,
+    finish: Option<&'static str>,
+}
+
+impl CompletionChoiceState {
+    pub fn new(
+        index: u32,
+        echo: Option<String>,
+        top: Option<usize>,
+        texts: Arc<TokenTexts>,
+    ) -> Self {
+        Self {
+            index,
+            offset: echo.as_deref().map_or(0, |e| e.chars().count()),
+            echo,
+            top,
+            texts,
+            text: String::new(),
+            logprobs: CompletionLogprobs::default(),
+            finish: None,
+        }
+    }
+
+    /// The chunk's choice for `piece` (and its part of the whole).
+    pub fn step(&mut self, piece: Piece) -> CompletionChoice {
+        let text = match self.echo.take() {
+            Some(mut echo) => {
+                echo.push_str(&piece.text);
+                echo
+            }
+            None => piece.text,
+        };
+        let logprobs = self.top.map(|top| {
+            let (part, offset) = self.texts.completion(&piece.logprobs, top, self.offset);
+            self.offset = offset;
+            self.logprobs.extend(part.clone());
+            part
+        });
+        self.text.push_str(&text);
+        self.finish = piece.finish;
+        CompletionChoice {
+            index: self.index,
+            text,
+            logprobs,
+            finish_reason: piece.finish,
+        }
+    }
+
+    pub fn choice(self) -> CompletionChoice {
+        CompletionChoice {
+            index: self.index,
+            text: self.text,
+            logprobs: self.top.map(|_| self.logprobs),
+            finish_reason: Some(self.finish.unwrap_or("stop")),
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! One request's output pipeline: engine outputs → incremental detokenizer → stop
+//! strings → text pieces, with the token counts for `usage`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use vrs_text::{IncrementalDetokenizer, StopMatcher, TextError, Tokenizer};
+use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
+
+use crate::edge::error::text_error;
+use crate::edge::error::ApiError;
+use crate::edge::metrics::Metrics;
+use crate::openai::Usage;
+use vrs_engine_client::client::{EngineEvent, RequestHandle};
+
+/// What the client gets next: text (never empty unless this is the last piece), the
+/// finish reason on the last, and the logprobs of the piece's visible tokens.
+#[derive(Debug, Default, PartialEq)]
+pub struct Piece {
+    pub text: String,
+    pub finish: Option<&'static str>,
+    pub logprobs: Vec<TokenLogprobs>,
+}
+
+/// Where a request's latencies go: the metrics and when the HTTP request arrived.
+#[derive(Clone)]
+pub struct Observer {
+    pub metrics: Arc<Metrics>,
+    pub arrival: Instant,
+}
+
+/// A running request as the HTTP layer sees it.
+pub struct Generation {
+    handle: RequestHandle,
+    detokenizer: IncrementalDetokenizer,
+    stop: Option<StopMatcher>,
+    prompt_tokens: u32,
+    completion_tokens: u32,
+    outcome: Option<&'static str>,
+    /// A failure that follows text not yet handed out.
+    pending: Option<ApiError>,
+    observer: Observer,
+    /// When the latest output with tokens came.
+    last: Option<Instant>,
+}
+
+impl Generation {
+    pub fn new(
+        handle: RequestHandle,
+        tokenizer: &Tokenizer,
+        prompt_tail: &[u32],
+        skip_special_tokens: bool,
+        stop: &[String],
+        prompt_tokens: usize,
+        observer: Observer,
+    ) -> Result<Self, TextError> {
+        let detokenizer =
+            IncrementalDetokenizer::new(tokenizer.clone(), prompt_tail, skip_special_tokens)?;
+        let stop = (!stop.is_empty()).then(|| StopMatcher::new(stop.iter().cloned()));
+        Ok(Self {
+            handle,
+            detokenizer,
+            stop,
+            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+            completion_tokens: 0,
+            outcome: None,
+            pending: None,
+            observer,
+            last: None,
+        })
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage::new(self.prompt_tokens, self.completion_tokens)
+    }
+
+    /// The next piece; `None` after the last (or after a failure). Outputs already
+    /// queued are merged into one piece, so a slow client gets fewer, larger events
+    /// instead of a growing backlog.
+    pub async fn next(&mut self) -> Option<Result<Piece, ApiError>> {
+        if let Some(err) = self.pending.take() {
+            return Some(Err(self.fail(err)));
+        }
+        if self.outcome.is_some() {
+            return None;
+        }
+        let mut piece = Piece::default();
+        loop {
+            let Some(event) = self.handle.recv().await else {
+                let err = ApiError::from(self.handle.closed_error());
+                return Some(Err(self.fail(err)));
+            };
+            let mut event = Some(event);
+            while let Some(ev) = event.take() {
+                match self.absorb(ev, &mut piece) {
+                    Ok(None) => event = self.handle.try_recv(),
+                    Ok(Some(reason)) => {
+                        self.outcome = Some(reason);
+                        piece.finish = Some(reason);
+                        return Some(Ok(piece));
+                    }
+                    Err(err) if piece.text.is_empty() && piece.logprobs.is_empty() => {
+                        return Some(Err(self.fail(err)))
+                    }
+                    Err(err) => {
+                        self.pending = Some(err);
+                        return Some(Ok(piece));
+                    }
+                }
+            }
+            if !piece.text.is_empty() || !piece.logprobs.is_empty() {
+                return Some(Ok(piece));
+            }
+        }
+    }
+
+    fn fail(&mut self, err: ApiError) -> ApiError {
+        self.outcome = Some("error");
+        tracing::warn!(request_id = %self.handle.request_id(), "request failed: {err}");
+        err
+    }
+
+    /// Adds one event's text to `piece`; returns the finish reason when it ended.
+    fn absorb(
+        &mut self,
+        event: EngineEvent,
+        piece: &mut Piece,
+    ) -> Result<Option<&'static str>, ApiError> {
+        let output = match event {
+            EngineEvent::Output(output) => output,
+            EngineEvent::Dead(reason) => {
+                self.handle.finished();
+                return Err(ApiError::EngineDead(reason.to_string()));
+            }
+        };
+        let finish = output
+            .finish()
+            .map_err(|e| ApiError::Internal(format!("bad engine output: {e}")))?;
+        let ids = visible_ids(&output);
+        if let Some(logprobs) = &output.new_logprobs {
+            piece
+                .logprobs
+                .extend(logprobs.iter().take(ids.len()).cloned());
+        }
+        self.count(output.new_token_ids.len());
+        let started = Instant::now();
+        let mut new_text = self.detokenizer.push(ids).map_err(text_error)?;
+        if finish.is_some() {
+            self.handle.finished();
+            new_text.push_str(&self.detokenizer.finish().map_err(text_error)?);
+        }
+        self.observer.metrics.detokenize.observe(started.elapsed());
+        if let Some(stop) = &mut self.stop {
+            let outcome = stop.push(&new_text);
+            piece.text.push_str(&outcome.emit);
+            if outcome.stopped.is_some() {
+                // Our own stop: the engine may still be generating.
+                self.handle.abort();
+                self.observer
+                    .metrics
+                    .e2e
+                    .observe(self.observer.arrival.elapsed());
+                return Ok(Some(FinishReason::Stop.as_str()));
+            }
+            if finish.is_some() {
+                piece.text.push_str(&stop.flush());
+            }
+        } else {
+            piece.text.push_str(&new_text);
+        }
+        if finish.is_some() {
+            self.observer
+                .metrics
+                .e2e
+                .observe(self.observer.arrival.elapsed());
+        }
+        match finish {
+            None => Ok(None),
+            Some(FinishReason::Error) => Err(ApiError::EngineError(
+                output
+                    .error_message
+                    .unwrap_or_else(|| "the engine failed this request".into()),
+            )),
+            Some(reason) => Ok(Some(reason.as_str())),
+        }
+    }
+
+    /// Counts generated tokens and their latencies.
+    fn count(&mut self, tokens: usize) {
+        if tokens == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let metrics = &self.observer.metrics;
+        match self.last {
+            None => metrics.ttft.observe(now - self.observer.arrival),
+            Some(last) => metrics.itl.observe(now - last),
+        }
+        self.last = Some(now);
+        self.completion_tokens += u32::try_from(tokens).unwrap_or(u32::MAX);
+        metrics.generation_tokens(tokens);
+    }
+}
+
+/// The new tokens whose text the client sees: a stop token ends the output unseen.
+fn visible_ids(output: &EngineCoreOutput) -> &[u32] {
+    match (output.stop_token_id, output.new_token_ids.split_last()) {
+        (Some(stop), Some((&last, rest))) if last == stop => rest,
+        _ => &output.new_token_ids,
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        let id = self.handle.request_id();
+        let elapsed_ms = self.observer.arrival.elapsed().as_millis() as u64;
+        match self.outcome {
+            Some(reason) => tracing::info!(
+                request_id = %id,
+                prompt_tokens = self.prompt_tokens,
+                completion_tokens = self.completion_tokens,
+                elapsed_ms,
+                "finished: {reason}"
+            ),
+            None => tracing::info!(
+                request_id = %id,
+                completion_tokens = self.completion_tokens,
+                elapsed_ms,
+                "client went away; aborting"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

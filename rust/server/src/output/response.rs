@@ -1,0 +1,188 @@
+//! The response of a generation request: its choices' generations, streamed (SSE) or
+//! whole (one JSON body), within the request's deadline. Mirrors
+//! `server/response.py`; the endpoint-specific shapes come from a [`Shapes`].
+//!
+//! SSE: chat starts with a role chunk per choice; each choice's chunks carry its
+//! `index`; a piece that adds nothing visible (text held back by a parser) sends no
+//! chunk unless it carries logprobs or the finish reason; `include_usage` adds a chunk
+//! with no choices and the usage of all choices before `[DONE]`. A failure after the
+//! stream started, or the deadline (`--request-timeout`), is an error event then
+//! `[DONE]`; not streamed, they are the error's status (504 for the deadline).
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::stream::{self, SelectAll, Stream, StreamExt};
+use tokio::time::Instant;
+
+use crate::edge::admission::Permit;
+use crate::edge::error::ApiError;
+use crate::openai::Usage;
+use crate::output::generation::{Generation, Piece};
+use crate::output::sse;
+
+/// The endpoint's response shapes for one response (all its choices).
+pub trait Shapes: Send + 'static {
+    /// Events sent before any text (chat: the assistant role of each choice).
+    fn start(&self, buf: &mut Vec<u8>);
+    /// The event(s) of choice `index`'s next piece (maybe none).
+    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>);
+    /// Choice `index`'s next piece, for the whole response (no event).
+    fn absorb(&mut self, index: usize, piece: Piece);
+    /// The `include_usage` event: no choices, the usage.
+    fn usage(&self, buf: &mut Vec<u8>, usage: Usage);
+    /// The whole non-streamed response body.
+    fn body(self, usage: Usage) -> Vec<u8>;
+}
+
+/// When the request must be done, and the configured timeout (for the message).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    pub at: Instant,
+    pub timeout: Duration,
+}
+
+impl Deadline {
+    fn error(&self) -> ApiError {
+        ApiError::Timeout(format!("{}", self.timeout.as_secs_f64()))
+    }
+}
+
+/// One choice's piece, with its usage so far.
+type Item = (usize, Result<Piece, ApiError>, Usage);
+type Pieces = SelectAll<Pin<Box<dyn Stream<Item = Item> + Send>>>;
+
+/// The choices' pieces as they come. Dropping it drops the generations (which aborts
+/// the unfinished ones).
+fn pieces(generations: Vec<Generation>) -> Pieces {
+    stream::select_all(
+        generations
+            .into_iter()
+            .enumerate()
+            .map(|(index, generation)| {
+                let each = stream::unfold(generation, move |mut g| async move {
+                    let next = g.next().await?;
+                    let usage = g.usage();
+                    Some(((index, next, usage), g))
+                });
+                Box::pin(each) as Pin<Box<dyn Stream<Item = Item> + Send>>
+            }),
+    )
+}
+
+/// The usage of a response: the prompt once, the completions of every choice.
+fn total(usages: &[Usage]) -> Usage {
+    let prompt = usages.first().map_or(0, |u| u.prompt_tokens);
+    Usage::new(prompt, usages.iter().map(|u| u.completion_tokens).sum())
+}
+
+/// The next item before the deadline; `Err` when it passed.
+async fn next_item(
+    pieces: &mut Pieces,
+    deadline: Option<Deadline>,
+) -> Result<Option<Item>, ApiError> {
+    match deadline {
+        None => Ok(pieces.next().await),
+        Some(d) => tokio::time::timeout_at(d.at, pieces.next())
+            .await
+            .map_err(|_| d.error()),
+    }
+}
+
+struct Streaming<S> {
+    pieces: Pieces,
+    shapes: S,
+    usages: Vec<Usage>,
+    include_usage: bool,
+    deadline: Option<Deadline>,
+    started: bool,
+    done: bool,
+    _permit: Permit,
+}
+
+/// The SSE response.
+pub fn stream<S: Shapes>(
+    generations: Vec<Generation>,
+    shapes: S,
+    include_usage: bool,
+    deadline: Option<Deadline>,
+    permit: Permit,
+) -> Response {
+    let state = Streaming {
+        usages: generations.iter().map(Generation::usage).collect(),
+        pieces: pieces(generations),
+        shapes,
+        include_usage,
+        deadline,
+        started: false,
+        done: false,
+        _permit: permit,
+    };
+    let body = stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut buf = Vec::with_capacity(512);
+        if !st.started {
+            st.started = true;
+            st.shapes.start(&mut buf);
+            if !buf.is_empty() {
+                return Some((Ok::<_, Infallible>(Bytes::from(buf)), st));
+            }
+        }
+        loop {
+            match next_item(&mut st.pieces, st.deadline).await {
+                Ok(Some((index, Ok(piece), usage))) => {
+                    st.usages[index] = usage;
+                    st.shapes.step(index, piece, &mut buf);
+                    if !buf.is_empty() {
+                        break;
+                    }
+                }
+                Ok(Some((_, Err(err), _))) | Err(err) => {
+                    st.done = true;
+                    st.pieces = stream::select_all(Vec::new());
+                    return Some((Ok(sse::error_event(&err)), st));
+                }
+                Ok(None) => {
+                    if st.include_usage {
+                        st.shapes.usage(&mut buf, total(&st.usages));
+                    }
+                    buf.extend_from_slice(sse::DONE);
+                    st.done = true;
+                    break;
+                }
+            }
+        }
+        Some((Ok(Bytes::from(buf)), st))
+    });
+    sse::response(Body::from_stream(body))
+}
+
+/// The non-streamed response: waits for the end of every choice, then one JSON body.
+pub async fn complete<S: Shapes>(
+    generations: Vec<Generation>,
+    mut shapes: S,
+    deadline: Option<Deadline>,
+    _permit: Permit,
+) -> Response {
+    let mut usages: Vec<Usage> = generations.iter().map(Generation::usage).collect();
+    let mut pieces = pieces(generations);
+    loop {
+        match next_item(&mut pieces, deadline).await {
+            Ok(Some((index, Ok(piece), usage))) => {
+                usages[index] = usage;
+                shapes.absorb(index, piece);
+            }
+            Ok(Some((_, Err(err), _))) | Err(err) => return err.into_response(),
+            Ok(None) => break,
+        }
+    }
+    let body = shapes.body(total(&usages));
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

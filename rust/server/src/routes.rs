@@ -1,0 +1,87 @@
+//! The route tables, in one place: the serving API ([`router`]) and the engine-less
+//! render service ([`render_router`]), and the middleware every serving request passes
+//! ([`guard`]). Each endpoint is a module below; the HTTP edge (API key, metrics, body
+//! limit, error bodies) is [`crate::edge`].
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::edge::auth;
+use crate::edge::body::MAX_BODY_BYTES;
+use crate::edge::error::ApiError;
+use crate::state::{RenderState, SharedState};
+
+pub mod chat_completions;
+pub mod completions;
+pub mod health;
+pub mod metrics;
+pub mod models;
+pub mod render;
+pub mod tokenize;
+
+/// The serving API: generation, models, health, metrics, load, version, tokenizer.
+pub fn router(state: SharedState) -> Router {
+    let limit = state.options.max_request_body;
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions::handle))
+        .route("/v1/completions", post(completions::handle))
+        .route("/v1/models", get(models::models))
+        .route("/health", get(health::health))
+        .route("/metrics", get(metrics::metrics))
+        .route("/load", get(health::load))
+        .route("/version", get(health::version))
+        .route("/tokenize", post(tokenize::tokenize))
+        .route("/detokenize", post(tokenize::detokenize))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// The render service: template + tokenization only, no engine.
+pub fn render_router(state: Arc<RenderState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions/render", post(render::chat))
+        .route("/v1/completions/render", post(render::completion))
+        .route("/v1/models", get(models::render_models))
+        .route("/health", get(|| async { StatusCode::OK }))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Every request: the API key on `/v1/*` (401), then the route; counted in the metrics
+/// by endpoint and status.
+pub async fn guard(State(state): State<SharedState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let response = match &state.options.api_key {
+        Some(key) if auth::protected(&path) && !auth::authorized(request.headers(), key) => {
+            ApiError::Unauthorized.into_response()
+        }
+        _ => next.run(request).await,
+    };
+    state.metrics.request(&path, response.status().as_u16());
+    response
+}
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError::RouteNotFound(uri.path().to_owned())
+}
+
+pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+//! The render router in-process on the tiny word-level model (no engine anywhere).
+
+use super::*;
+use crate::args::{RenderArgs, RenderSpecific};
+use crate::lifecycle::render::{load, model_limits, DEFAULT_MAX_POSITION_EMBEDDINGS};
+use crate::routes::render_router as router;
+use crate::state::RenderState;
+use crate::testutil::{tiny_model_dir, MAX_MODEL_LEN};
+use axum::body::Body;
+use axum::http::Request;
+use axum::http::StatusCode;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+struct Fixture {
+    state: Arc<RenderState>,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let dir = tiny_model_dir();
+    std::fs::write(
+        dir.path().join("config.json"),
+        json!({"vocab_size": 11, "max_position_embeddings": 4096}).to_string(),
+    )
+    .unwrap();
+    let args = RenderArgs {
+        model: dir.path().display().to_string(),
+        served_model_name: Some("tiny".into()),
+        host: None,
+        port: None,
+        log_level: None,
+        chat_template: None,
+        specific: RenderSpecific {
+            max_model_len: Some(MAX_MODEL_LEN),
+        },
+    };
+    Fixture {
+        state: Arc::new(load(&args).unwrap()),
+        _dir: dir,
+    }
+}
+
+async fn call(f: &Fixture, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = router(Arc::clone(&f.state)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (status, value)
+}
+
+fn error_of(body: &Value) -> (&str, Option<&str>) {
+    (
+        body["error"]["message"].as_str().unwrap(),
+        body["error"]["param"].as_str(),
+    )
+}
+
+#[tokio::test]
+async fn chat_render_is_what_the_engine_would_receive() {
+    let f = fixture();
+    let body = json!({"model": "tiny", "messages": [{"role": "user", "content": "hello world"}],
+                      "temperature": 0, "seed": 7, "stop": ["x"], "stop_token_ids": [1]});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(out["model"], "tiny");
+    assert!(out["request_id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(out["prompt"], "<s> user hello world assistant");
+    assert_eq!(out["prompt_token_ids"], json!([0, 9, 3, 4, 10]));
+    let sampling = &out["sampling_params"];
+    assert_eq!(sampling["max_tokens"], MAX_MODEL_LEN - 5);
+    assert_eq!(sampling["temperature"], 0.0);
+    assert_eq!(sampling["seed"], 7);
+    assert_eq!(sampling["stop_token_ids"], json!([1]));
+    let keys: Vec<&str> = sampling
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "max_tokens",
+            "min_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "min_p",
+            "seed",
+            "stop_token_ids",
+            "ignore_eos",
+            "presence_penalty",
+            "frequency_penalty",
+            "repetition_penalty",
+            "logprobs"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn completion_render_keeps_the_prompt_as_given() {
+    let f = fixture();
+    let (status, out) = call(
+        &f,
+        "POST",
+        "/v1/completions/render",
+        json!({"prompt": "hello foo", "max_tokens": 4}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(out["prompt"], "hello foo");
+    assert_eq!(out["prompt_token_ids"], json!([3, 5]));
+    assert_eq!(out["sampling_params"]["max_tokens"], 4);
+    let (_, ids) = call(
+        &f,
+        "POST",
+        "/v1/completions/render",
+        json!({"prompt": [[3, 4, 5]]}),
+    )
+    .await;
+    assert_eq!(ids["prompt"], Value::Null);
+    assert_eq!(ids["prompt_token_ids"], json!([3, 4, 5]));
+    assert!(ids["request_id"].as_str().unwrap().starts_with("cmpl-"));
+}
+
+#[tokio::test]
+async fn tools_need_a_parser_unless_tool_choice_is_none() {
+    let f = fixture();
+    assert_eq!(
+        f.state.tool_parser, None,
+        "the tiny template writes no tool markers"
+    );
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {}}});
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let body = json!({"messages": messages, "tools": [tool], "tool_choice": "none"});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let cases = [
+        (json!({"tools": [tool]}), "tool_choice"),
+        (
+            json!({"tools": [tool], "tool_choice": "auto"}),
+            "tool_choice",
+        ),
+        (
+            json!({"tools": [tool], "tool_choice": "required"}),
+            "tool_choice",
+        ),
+        (json!({"tools": {"f": 1}}), "tools"),
+        (json!({"tools": [{"type": "code"}]}), "tools[0]"),
+        (
+            json!({"tools": [{"type": "function", "function": {"name": 3}}]}),
+            "tools[0].function",
+        ),
+    ];
+    for (extra, param) in cases {
+        let mut body = extra.clone();
+        body["messages"] = messages.clone();
+        let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{extra}");
+        assert_eq!(error_of(&out).1, Some(param), "{out}");
+    }
+}
+
+#[tokio::test]
+async fn forced_tool_calls_show_their_prefill() {
+    let f = fixture();
+    let state = Arc::new(RenderState {
+        tool_parser: Some("hermes"),
+        tokenizer: f.state.tokenizer.clone(),
+        template: f.state.template.clone(),
+        model_name: f.state.model_name.clone(),
+        model_root: f.state.model_root.clone(),
+        created: 1,
+        max_model_len: f.state.max_model_len,
+        vocab_size: f.state.vocab_size,
+    });
+    let tool = json!({"type": "function", "function": {"name": "f"}});
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let named = json!({"type": "function", "function": {"name": "f"}});
+    for (choice, tail) in [
+        (json!("required"), "<tool_call>"),
+        (named, "<tool_call>{\"name\": \"f\", \"arguments\": "),
+    ] {
+        let body = json!({"messages": messages, "tools": [tool], "tool_choice": choice});
+        let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
+            .await
+            .unwrap();
+        assert!(
+            prompt.text.as_deref().unwrap().ends_with(tail),
+            "{prompt:?}"
+        );
+        assert!(prompt.chat.unwrap().prefilled);
+    }
+    let body = json!({"messages": messages, "tools": [tool], "tool_choice": "auto"});
+    let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
+        .await
+        .unwrap();
+    assert!(!prompt.text.as_deref().unwrap().contains("<tool_call>"));
+}
+
+#[tokio::test]
+async fn errors_match_the_serving_path() {
+    let f = fixture();
+    let chat = "/v1/chat/completions/render";
+    let (status, out) = call(
+        &f,
+        "POST",
+        chat,
+        json!({"messages": [{"role": "user", "content": "hello"}],
+        "chat_template_kwargs": {"boom": true}}),
+    )
+    .await;
+    assert_eq!(
+        (status, error_of(&out)),
+        (StatusCode::BAD_REQUEST, ("boom!", None))
+    );
+    let (status, out) = call(&f, "POST", chat, json!({"model": "other", "messages": []})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{out}");
+    let (status, out) = call(
+        &f,
+        "POST",
+        chat,
+        json!({"messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": MAX_MODEL_LEN}),
+    )
+    .await;
+    assert_eq!(
+        (status, error_of(&out).1),
+        (StatusCode::BAD_REQUEST, Some("max_tokens"))
+    );
+    let (status, out) = call(
+        &f,
+        "POST",
+        "/v1/completions/render",
+        json!({"prompt": [99]}),
+    )
+    .await;
+    assert_eq!(
+        (status, error_of(&out).1),
+        (StatusCode::BAD_REQUEST, Some("prompt"))
+    );
+    let (status, _) = call(&f, "GET", chat, Value::Null).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    let (status, _) = call(&f, "POST", "/v1/chat/completions", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn models_and_health() {
+    let f = fixture();
+    let (status, out) = call(&f, "GET", "/v1/models", Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out["data"][0]["id"], "tiny");
+    assert_eq!(out["data"][0]["max_model_len"], MAX_MODEL_LEN);
+    let (status, _) = call(&f, "GET", "/health", Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[test]
+fn limits_come_from_config_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |v: Value| std::fs::write(dir.path().join("config.json"), v.to_string()).unwrap();
+    write(json!({"vocab_size": 100, "max_position_embeddings": 2048}));
+    assert_eq!(model_limits(dir.path(), None, 7), Ok((100, 2048)));
+    assert_eq!(model_limits(dir.path(), Some(64), 7), Ok((100, 64)));
+    write(json!({}));
+    assert_eq!(
+        model_limits(dir.path(), None, 7),
+        Ok((7, DEFAULT_MAX_POSITION_EMBEDDINGS))
+    );
+    write(json!({"vocab_size": "x"}));
+    assert!(model_limits(dir.path(), None, 7)
+        .unwrap_err()
+        .contains("integers"));
+    std::fs::remove_file(dir.path().join("config.json")).unwrap();
+    assert!(model_limits(dir.path(), None, 7)
+        .unwrap_err()
+        .contains("cannot read"));
+}

@@ -1,0 +1,280 @@
+//! The HTTP layer end to end in-process: router + real engine client + fake engine.
+
+use super::*;
+use crate::testutil::Harness;
+use axum::body::{Body, Bytes};
+use axum::http::Request;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tower::ServiceExt;
+
+async fn call(h: &Harness, method: &str, path: &str, body: &str) -> (StatusCode, String, Bytes) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let response = router(Arc::clone(&h.state)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let bytes = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+    (status, content_type, bytes)
+}
+
+fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
+}
+
+/// The JSON payloads of an SSE body; asserts the framing and the final `[DONE]`.
+fn events(bytes: &[u8]) -> Vec<Value> {
+    let text = std::str::from_utf8(bytes).unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    text.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            e.strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("bad event {e:?}"))
+        })
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn completions_whole_and_streamed() {
+    let h = Harness::start(vec![5, 6, 8], Duration::ZERO);
+    let (status, ct, body) = call(
+        &h,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "tiny", "prompt": "hello world", "max_tokens": 3}"#,
+    )
+    .await;
+    assert_eq!((status, ct.as_str()), (StatusCode::OK, "application/json"));
+    let v = json_of(&body);
+    assert_eq!(v["object"], "text_completion");
+    assert!(v["id"].as_str().unwrap().starts_with("cmpl-"));
+    assert_eq!(v["choices"][0]["text"], " foo bar baz");
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    assert_eq!(
+        v["usage"],
+        json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5})
+    );
+
+    let body = r#"{"prompt": [3, 4], "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}}"#;
+    let (status, ct, bytes) = call(&h, "POST", "/v1/completions", body).await;
+    assert_eq!((status, ct.as_str()), (StatusCode::OK, "text/event-stream"));
+    let evs = events(&bytes);
+    let text: String = evs
+        .iter()
+        .filter_map(|e| e["choices"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, " foo bar");
+    let last_choice = &evs[evs.len() - 2]["choices"][0];
+    assert_eq!(last_choice["finish_reason"], "length");
+    let usage = evs.last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["total_tokens"], 4);
+    assert!(evs
+        .iter()
+        .all(|e| e["object"] == "text_completion" && e["id"] == evs[0]["id"]));
+}
+
+#[tokio::test]
+async fn chat_whole_and_streamed() {
+    let h = Harness::start(vec![5, 6], Duration::ZERO);
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let body =
+        json!({"model": "tiny", "messages": messages, "max_completion_tokens": 2}).to_string();
+    let (status, _, bytes) = call(&h, "POST", "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK);
+    let v = json_of(&bytes);
+    assert_eq!(v["object"], "chat.completion");
+    assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(
+        v["choices"][0]["message"],
+        json!({"role": "assistant", "content": " foo bar"})
+    );
+    // "<s> user hello assistant" → 4 tokens.
+    assert_eq!(
+        v["usage"],
+        json!({"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6})
+    );
+    let sent = &h.engine.added()[0];
+    assert_eq!(sent.prompt_token_ids, vec![0, 9, 3, 10]);
+    assert_eq!(sent.sampling_params.max_tokens, 2);
+
+    let body = json!({"messages": messages, "max_tokens": 3, "stream": true, "temperature": 0,
+                      "stream_options": {"include_usage": true}, "user": "u"})
+    .to_string();
+    let (_, ct, bytes) = call(&h, "POST", "/v1/chat/completions", &body).await;
+    assert_eq!(ct, "text/event-stream");
+    let evs = events(&bytes);
+    assert_eq!(
+        evs[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": ""})
+    );
+    assert!(evs.iter().all(|e| e["object"] == "chat.completion.chunk"));
+    let text: String = evs
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, " foo bar foo");
+    assert_eq!(evs[evs.len() - 2]["choices"][0]["finish_reason"], "length");
+    assert_eq!(evs.last().unwrap()["usage"]["completion_tokens"], 3);
+}
+
+#[tokio::test]
+async fn default_max_tokens_fills_the_context() {
+    let h = Harness::start(vec![5], Duration::ZERO);
+    let (status, _, _) = call(&h, "POST", "/v1/completions", r#"{"prompt": "hello"}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(h.engine.added()[0].sampling_params.max_tokens, 63);
+}
+
+#[tokio::test]
+async fn bad_requests_get_error_bodies_and_the_server_goes_on() {
+    let h = Harness::start(vec![5], Duration::ZERO);
+    let long_prompt = vec!["hello"; 70].join(" ");
+    let cases: Vec<(&str, String, u16, Value, &str)> = vec![
+        ("/v1/completions", "{not json".into(), 400, Value::Null, "invalid JSON"),
+        ("/v1/completions", "[]".into(), 400, Value::Null, "JSON object"),
+        ("/v1/completions", "".into(), 400, Value::Null, "empty"),
+        ("/v1/completions", r#"{"max_tokens": 3}"#.into(), 400, json!("prompt"), "`prompt` is required"),
+        ("/v1/chat/completions", r#"{"model": "tiny"}"#.into(), 400, json!("messages"), "`messages` is required"),
+        ("/v1/chat/completions", r#"{"messages": []}"#.into(), 400, json!("messages"), "must not be empty"),
+        ("/v1/completions", r#"{"prompt": "x", "max_tokens": "ten"}"#.into(), 400, json!("max_tokens"), "invalid type"),
+        ("/v1/completions", r#"{"prompt": "x", "max_tokens": -1}"#.into(), 400, json!("max_tokens"), "at least 1"),
+        ("/v1/completions", r#"{"prompt": "x", "temperature": -1}"#.into(), 400, json!("temperature"), ">= 0"),
+        ("/v1/completions", r#"{"prompt": "x", "top_p": 0}"#.into(), 400, json!("top_p"), "(0, 1]"),
+        ("/v1/completions", r#"{"prompt": "x", "model": "gpt-9"}"#.into(), 404, json!("model"), "`gpt-9` does not exist"),
+        ("/v1/completions", format!(r#"{{"prompt": "{long_prompt}"}}"#), 400, json!("prompt"), "maximum context length is 64"),
+        ("/v1/completions", r#"{"prompt": "hello", "max_tokens": 64}"#.into(), 400, json!("max_tokens"), "65 tokens"),
+        ("/v1/completions", r#"{"prompt": [3, 99]}"#.into(), 400, json!("prompt"), "out of the vocabulary"),
+        ("/v1/completions", r#"{"prompt": ["a", "b"]}"#.into(), 400, json!("prompt"), "batched"),
+        ("/v1/completions", r#"{"prompt": "x", "n": 0}"#.into(), 400, json!("n"), "`n` must be in [1, 128], got 0"),
+        ("/v1/completions", r#"{"prompt": "x", "best_of": 2}"#.into(), 400, json!("best_of"), "`best_of` > 1 is not supported"),
+        ("/v1/completions", r#"{"prompt": "x", "echo": true, "logprobs": 1}"#.into(), 400, json!("echo"), "prompt logprobs"),
+        ("/v1/completions", r#"{"prompt": "x", "bogus": 1}"#.into(), 400, json!("bogus"), "unknown field `bogus`"),
+        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}"#.into(), 400, json!("tools[0].function"), "a tool needs"),
+        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}"#.into(), 400, json!("response_format"), "not supported"),
+        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#.into(), 400, json!("messages[0].content[0]"), "image_url"),
+        ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"boom": true}}"#.into(), 400, Value::Null, "boom!"),
+    ];
+    for (path, body, status, param, needle) in cases {
+        let (got, ct, bytes) = call(&h, "POST", path, &body).await;
+        let v = json_of(&bytes);
+        assert_eq!(got.as_u16(), status, "{body}: {v}");
+        assert_eq!(ct, "application/json");
+        let err = &v["error"];
+        assert_eq!(err["code"], status, "{body}");
+        assert_eq!(err["param"], param, "{body}: {v}");
+        assert!(
+            err["message"].as_str().unwrap().contains(needle),
+            "{body}: {v}"
+        );
+        assert!(err["type"].is_string());
+        // The server is still fine.
+        let (ok, _, _) = call(
+            &h,
+            "POST",
+            "/v1/completions",
+            r#"{"prompt": "hello", "max_tokens": 1}"#,
+        )
+        .await;
+        assert_eq!(ok, StatusCode::OK);
+    }
+    assert!(
+        h.engine
+            .added()
+            .iter()
+            .all(|r| r.prompt_token_ids.len() < 10),
+        "bad requests never reach the engine"
+    );
+}
+
+#[tokio::test]
+async fn routes_models_and_health() {
+    let h = Harness::start(vec![5], Duration::ZERO);
+    let (status, _, bytes) = call(&h, "GET", "/v1/models", "").await;
+    assert_eq!(status, StatusCode::OK);
+    let v = json_of(&bytes);
+    assert_eq!(v["data"][0]["id"], "tiny");
+    assert_eq!(v["data"][0]["max_model_len"], 64);
+    assert_eq!(call(&h, "GET", "/health", "").await.0, StatusCode::OK);
+    let (status, _, bytes) = call(&h, "GET", "/v2/nothing", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(json_of(&bytes)["error"]["type"], "NotFoundError");
+    let (status, _, bytes) = call(&h, "GET", "/v1/chat/completions", "").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(json_of(&bytes)["error"]["code"], 405);
+}
+
+#[tokio::test]
+async fn engine_death_gives_503_and_ends_streams_with_an_error_event() {
+    let h = Harness::start(vec![5], Duration::from_millis(10));
+    let request = Request::post("/v1/completions")
+        .body(Body::from(
+            r#"{"prompt": "hello", "max_tokens": 60, "stream": true}"#,
+        ))
+        .unwrap();
+    let response = router(Arc::clone(&h.state)).oneshot(request).await.unwrap();
+    assert!(h.engine.wait_for(|e| e.added().len() == 1));
+    h.engine
+        .kill
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let bytes = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+    let evs = events(&bytes);
+    assert_eq!(evs.last().unwrap()["error"]["code"], 503, "{evs:?}");
+    let (status, _, bytes) = call(&h, "GET", "/health", "").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(json_of(&bytes)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("fatal error"));
+    let (status, _, _) = call(&h, "POST", "/v1/completions", r#"{"prompt": "hello"}"#).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn client_disconnect_aborts_the_engine_request() {
+    let h = Harness::start(vec![5], Duration::from_millis(10));
+    let request = Request::post("/v1/chat/completions")
+        .body(Body::from(r#"{"messages": [{"role": "user", "content": "hello"}], "max_tokens": 60, "stream": true}"#))
+        .unwrap();
+    let response = router(Arc::clone(&h.state)).oneshot(request).await.unwrap();
+    let mut body = response.into_body();
+    for _ in 0..3 {
+        body.frame().await.unwrap().unwrap();
+    }
+    drop(body);
+    let id = h.engine.added()[0].request_id.clone();
+    assert!(id.starts_with("chatcmpl-"));
+    assert!(h.engine.wait_for(|e| e.aborted() == [id.clone()]));
+    assert_eq!(h.client.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413() {
+    let h = Harness::start(vec![5], Duration::ZERO);
+    let body = format!(r#"{{"prompt": "{}"}}"#, "a".repeat(MAX_BODY_BYTES));
+    let (status, ct, bytes) = call(&h, "POST", "/v1/completions", &body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(ct, "application/json");
+    assert_eq!(json_of(&bytes)["error"]["code"], 413);
+}

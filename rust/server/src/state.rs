@@ -1,0 +1,157 @@
+//! What handlers share: the serving state ([`AppState`]: engine client, text assets,
+//! limits, metrics) and the render service's ([`RenderState`]); both give the prompt
+//! builder its model through [`TextModel`].
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use vrs_engine_client::EngineClient;
+use vrs_text::Tokenizer;
+
+use crate::args::ServeArgs;
+use crate::edge::admission::Admission;
+use crate::edge::error::ApiError;
+use crate::edge::metrics::{Histogram, Metrics};
+use crate::logprobs::TokenTexts;
+use crate::text::Template;
+use crate::validate::prompt::TextModel;
+
+/// Everything a handler needs.
+pub struct AppState {
+    pub client: Arc<EngineClient>,
+    pub tokenizer: Tokenizer,
+    pub template: Option<Template>,
+    pub model_name: Arc<str>,
+    pub model_root: String,
+    pub created: u64,
+    pub max_model_len: u64,
+    pub vocab_size: u64,
+    pub options: HttpOptions,
+    pub metrics: Arc<Metrics>,
+    /// Generation requests in flight (`/load`), bounded by `--max-concurrent-requests`.
+    pub admission: Arc<Admission>,
+    pub token_texts: Arc<TokenTexts>,
+}
+
+/// The HTTP settings of a serving vrs-rs (from its args; the tool-call parser resolved
+/// against the chat template).
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    pub api_key: Option<String>,
+    pub max_request_body: usize,
+    pub max_concurrent_requests: Option<usize>,
+    pub request_timeout: Option<std::time::Duration>,
+    pub tool_call_parser: Option<&'static str>,
+    pub reasoning_parser: Option<String>,
+}
+
+impl HttpOptions {
+    /// `template` is the chat template's source (for `--tool-call-parser auto`).
+    pub fn from_args(args: &ServeArgs, template: Option<&str>) -> Result<Self, String> {
+        Ok(Self {
+            api_key: args.api_key(),
+            max_request_body: args.max_request_body(),
+            max_concurrent_requests: args.specific.max_concurrent_requests,
+            request_timeout: args.request_timeout(),
+            tool_call_parser: crate::parsers::tools::pick_parser(
+                args.specific.tool_call_parser.as_deref(),
+                template,
+            )?,
+            reasoning_parser: crate::parsers::reasoning::check_parser(
+                args.specific.reasoning_parser.as_deref(),
+            )?,
+        })
+    }
+}
+
+pub type SharedState = Arc<AppState>;
+
+/// 404 unless `model` is absent or `served`.
+pub fn check_model(served: &str, model: Option<&str>) -> Result<(), ApiError> {
+    match model {
+        Some(m) if m != served => Err(ApiError::ModelNotFound(m.to_owned())),
+        _ => Ok(()),
+    }
+}
+
+impl TextModel for AppState {
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn template(&self) -> Option<&Template> {
+        self.template.as_ref()
+    }
+
+    fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        check_model(&self.model_name, model)
+    }
+
+    fn vocab_size(&self) -> u64 {
+        self.vocab_size
+    }
+
+    fn max_model_len(&self) -> u64 {
+        self.max_model_len
+    }
+
+    fn tool_parser(&self) -> Option<&'static str> {
+        self.options.tool_call_parser
+    }
+
+    fn tokenize_latency(&self) -> Option<&Histogram> {
+        Some(&self.metrics.tokenize)
+    }
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl AppState {
+    /// The served model name, shared by every response.
+    pub fn model_name(&self) -> Arc<str> {
+        Arc::clone(&self.model_name)
+    }
+}
+
+/// The render service's state: the model's text assets and limits.
+pub struct RenderState {
+    pub tokenizer: Tokenizer,
+    pub template: Option<Template>,
+    pub model_name: String,
+    pub model_root: String,
+    pub created: u64,
+    pub max_model_len: u64,
+    pub vocab_size: u64,
+    /// Picked from the template (`--tool-call-parser auto`).
+    pub tool_parser: Option<&'static str>,
+}
+
+impl TextModel for RenderState {
+    fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    fn template(&self) -> Option<&Template> {
+        self.template.as_ref()
+    }
+
+    fn check_model(&self, model: Option<&str>) -> Result<(), ApiError> {
+        check_model(&self.model_name, model)
+    }
+
+    fn vocab_size(&self) -> u64 {
+        self.vocab_size
+    }
+
+    fn max_model_len(&self) -> u64 {
+        self.max_model_len
+    }
+
+    fn tool_parser(&self) -> Option<&'static str> {
+        self.tool_parser
+    }
+}

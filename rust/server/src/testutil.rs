@@ -1,0 +1,101 @@
+//! Test fixtures: a tiny word-level model directory, and the serving state around an
+//! engine client connected to the engine client crate's fake engine.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use vrs_engine_client::fake::{self, FakeEngine};
+use vrs_engine_client::EngineClient;
+
+use crate::edge::admission::Admission;
+use crate::edge::body::MAX_BODY_BYTES;
+use crate::edge::metrics::Metrics;
+use crate::logprobs::TokenTexts;
+use crate::state::{AppState, HttpOptions};
+
+/// Words of the tiny vocabulary; a word's id is its index.
+pub const WORDS: &[&str] = &[
+    "<s>",
+    "</s>",
+    "<unk>",
+    "hello",
+    "world",
+    "foo",
+    "bar",
+    "STOP",
+    "baz",
+    "user",
+    "assistant",
+];
+pub use vrs_engine_client::fake::MAX_MODEL_LEN;
+
+// The fake engine reports this vocabulary in READY.
+const _: () = assert!(WORDS.len() as u64 == fake::VOCAB_SIZE);
+
+/// A model directory with a word-level tokenizer and a chat template.
+pub fn tiny_model_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let vocab: serde_json::Map<String, serde_json::Value> = WORDS
+        .iter()
+        .enumerate()
+        .map(|(i, w)| ((*w).to_owned(), serde_json::Value::from(i)))
+        .collect();
+    let special = |id: usize| {
+        serde_json::json!({"id": id, "content": WORDS[id], "single_word": false, "lstrip": false,
+                           "rstrip": false, "normalized": false, "special": true})
+    };
+    let tokenizer = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(0), special(1)],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
+        "decoder": null, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}
+    });
+    std::fs::write(dir.path().join("tokenizer.json"), tokenizer.to_string()).unwrap();
+    let config = serde_json::json!({
+        "bos_token": "<s>", "eos_token": "</s>",
+        "chat_template": "{% for m in messages %}<s> {{ m.role }} {{ m.content }} {% endfor %}{% if add_generation_prompt %}assistant{% endif %}{% if boom %}{{ raise_exception('boom!') }}{% endif %}"
+    });
+    std::fs::write(dir.path().join("tokenizer_config.json"), config.to_string()).unwrap();
+    dir
+}
+
+/// A connected client, its fake engine and the app state around them.
+pub struct Harness {
+    pub state: Arc<AppState>,
+    pub client: Arc<EngineClient>,
+    pub engine: FakeEngine,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Harness {
+    pub fn start(script: Vec<u32>, delay: Duration) -> Self {
+        let model = tiny_model_dir();
+        let connection = fake::connect(script, delay);
+        let client = connection.client;
+        let (tokenizer, template) = crate::text::load_text(model.path(), None).unwrap();
+        let options = HttpOptions {
+            max_request_body: MAX_BODY_BYTES,
+            ..HttpOptions::default()
+        };
+        let state = Arc::new(AppState {
+            client: Arc::clone(&client),
+            token_texts: Arc::new(TokenTexts::new(tokenizer.clone())),
+            tokenizer,
+            template,
+            model_name: Arc::from("tiny"),
+            model_root: model.path().display().to_string(),
+            created: 1,
+            max_model_len: connection.ready.max_model_len,
+            vocab_size: connection.ready.vocab_size,
+            admission: Admission::new(options.max_concurrent_requests),
+            options,
+            metrics: Arc::new(Metrics::default()),
+        });
+        Self {
+            state,
+            client,
+            engine: connection.engine,
+            _dirs: (model, connection.ipc_dir),
+        }
+    }
+}

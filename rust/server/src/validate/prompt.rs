@@ -1,0 +1,274 @@
+//! Request body → what the engine receives: the prompt, its token ids and the lowered
+//! sampling parameters. One implementation for the serving routes (`chat`,
+//! `completions`) and the render service (`render`); mirrors `server/prompt.py`.
+//!
+//! Check order (the same in both frontends): JSON, keys, types, values (400) → model
+//! (404) → messages / prompt (400) → tools → template + tokenization (400
+//! on a template error) → context length (400), which also fills in `max_tokens`
+//! (default: what the context leaves after the prompt).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use serde_json::{Map, Value};
+use vrs_text::{ChatTemplateInput, Tokenizer};
+
+use crate::edge::error::text_error;
+use crate::edge::error::ApiError;
+use crate::edge::metrics::Histogram;
+use crate::openai::{
+    ChatFields, ChatMessage, CommonFields, CompletionFields, MessageContent, PromptInput,
+};
+use crate::parsers::reasoning;
+use crate::parsers::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
+use crate::text::{offload, Template};
+use crate::validate::params::{self, Endpoint, Settings};
+
+/// What prompt building needs from a server: the model's text assets and limits.
+pub trait TextModel: Send + Sync + 'static {
+    fn tokenizer(&self) -> &Tokenizer;
+    fn template(&self) -> Option<&Template>;
+    /// 404 unless `model` is absent or the served name.
+    fn check_model(&self, model: Option<&str>) -> Result<(), ApiError>;
+    fn vocab_size(&self) -> u64;
+    fn max_model_len(&self) -> u64;
+    /// The tool-call format's name (`--tool-call-parser`, resolved).
+    fn tool_parser(&self) -> Option<&'static str>;
+    /// Where chat template + tokenization times go, when they are measured.
+    fn tokenize_latency(&self) -> Option<&Histogram> {
+        None
+    }
+}
+
+/// The 400 of a chat request to a model without a chat template.
+pub const NO_CHAT_TEMPLATE: &str = "this model has no chat template, so /v1/chat/completions \
+     is unavailable; start the server with --chat-template or use /v1/completions";
+
+/// How a chat request's answer is parsed.
+#[derive(Debug, Clone)]
+pub struct ChatOutput {
+    pub tools: ToolSettings,
+    /// `None`: tool calls are not parsed.
+    pub tool_format: Option<ToolFormat>,
+    /// The prompt forces a tool call (tool_choice required / named).
+    pub prefilled: bool,
+    /// The prompt leaves a `<think>` open.
+    pub reasoning_inside: bool,
+}
+
+/// A checked request, ready for the engine (`settings.sampling.max_tokens` is set).
+#[derive(Debug)]
+pub struct Prompt {
+    /// The rendered chat, or the completion prompt; `None` for token ids.
+    pub text: Option<String>,
+    pub ids: Vec<u32>,
+    pub settings: Settings,
+    /// Chat requests: how the answer is parsed.
+    pub chat: Option<ChatOutput>,
+}
+
+fn finish(
+    state: &impl TextModel,
+    text: Option<String>,
+    ids: Vec<u32>,
+    mut settings: Settings,
+    what: &str,
+    chat: Option<ChatOutput>,
+) -> Result<Prompt, ApiError> {
+    settings.sampling.max_tokens =
+        params::resolve_max_tokens(settings.max_tokens, ids.len(), state.max_model_len(), what)?;
+    Ok(Prompt {
+        text,
+        ids,
+        settings,
+        chat,
+    })
+}
+
+/// Runs `work` (template and/or tokenization), timing it when the server measures that.
+fn timed<S: TextModel, T>(state: &S, work: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = work();
+    if let Some(histogram) = state.tokenize_latency() {
+        histogram.observe(started.elapsed());
+    }
+    out
+}
+
+/// A `/v1/chat/completions` body (or its render).
+pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, ApiError> {
+    let map = params::parse_object(&body)?;
+    params::check_keys(&map, Endpoint::Chat)?;
+    let value = Value::Object(map);
+    let common: CommonFields = params::fields(&value)?;
+    let chat: ChatFields = params::fields(&value)?;
+    let max_override = chat
+        .max_completion_tokens
+        .map(|v| ("max_completion_tokens", v));
+    let mut settings = params::validate(common, max_override, state.vocab_size())?;
+    params::chat_logprobs(&chat, &mut settings)?;
+    state.check_model(settings.model.as_deref())?;
+    let messages = match chat.messages {
+        None => return Err(ApiError::bad("messages", "`messages` is required")),
+        Some(m) if m.is_empty() => {
+            return Err(ApiError::bad("messages", "`messages` must not be empty"))
+        }
+        Some(m) => m,
+    };
+    if state.template().is_none() {
+        return Err(ApiError::bad_request(NO_CHAT_TEMPLATE));
+    }
+    let messages = messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| message_json(i, m))
+        .collect::<Result<_, _>>()?;
+    let parser = state.tool_parser();
+    let tools = tool_settings(
+        value.get("tools"),
+        value.get("tool_choice"),
+        chat.parallel_tool_calls,
+        parser,
+    )?;
+    let format = parser
+        .filter(|_| tools.mode != ToolMode::None)
+        .and_then(tools::format_of);
+    let forced = format.and_then(|f| tools::prefill(f, &tools));
+    if let (Some(f), ToolMode::Named) = (format, tools.mode) {
+        settings.stop.push(f.end.to_owned()); // one call, then stop
+    }
+    let continue_final = chat.continue_final_message.unwrap_or(false);
+    let input = ChatTemplateInput {
+        messages,
+        tools: tools.tools.clone(),
+        documents: None,
+        add_generation_prompt: chat.add_generation_prompt.unwrap_or(!continue_final),
+        continue_final_message: continue_final,
+        kwargs: chat.chat_template_kwargs.unwrap_or_default(),
+    };
+    let st = Arc::clone(state);
+    let prefill = forced.clone().unwrap_or_default();
+    let (text, ids, reasoning_inside) = offload(body.len(), move || {
+        timed(st.as_ref(), || {
+            let template = st
+                .template()
+                .ok_or_else(|| ApiError::Internal("no chat template".into()))?;
+            let mut text = template.render(&input).map_err(text_error)?;
+            let reasoning_inside = reasoning::starts_inside(&text);
+            text.push_str(&prefill);
+            let ids = st.tokenizer().encode(&text, false).map_err(text_error)?;
+            Ok((text, ids, reasoning_inside))
+        })
+    })
+    .await?;
+    let output = ChatOutput {
+        tools,
+        tool_format: format,
+        prefilled: forced.is_some(),
+        reasoning_inside,
+    };
+    finish(
+        state.as_ref(),
+        Some(text),
+        ids,
+        settings,
+        "messages",
+        Some(output),
+    )
+}
+
+/// A `/v1/completions` body (or its render).
+pub async fn completion<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, ApiError> {
+    let map = params::parse_object(&body)?;
+    params::check_keys(&map, Endpoint::Completions)?;
+    let value = Value::Object(map);
+    let common: CommonFields = params::fields(&value)?;
+    let fields: CompletionFields = params::fields(&value)?;
+    let mut settings = params::validate(common, None, state.vocab_size())?;
+    params::completion_output(&fields, &mut settings)?;
+    state.check_model(settings.model.as_deref())?;
+    let text = match fields.prompt {
+        None => return Err(ApiError::bad("prompt", "`prompt` is required")),
+        Some(PromptInput::Text(text)) => text,
+        Some(PromptInput::Texts(mut texts)) if texts.len() == 1 => texts.swap_remove(0),
+        Some(PromptInput::Tokens(ids)) => return token_prompt(state.as_ref(), settings, ids),
+        Some(PromptInput::TokenLists(mut lists)) if lists.len() == 1 => {
+            return token_prompt(state.as_ref(), settings, lists.swap_remove(0))
+        }
+        Some(PromptInput::Texts(list)) => return Err(batched(list.len())),
+        Some(PromptInput::TokenLists(list)) => return Err(batched(list.len())),
+    };
+    let st = Arc::clone(state);
+    let (text, ids) = offload(text.len(), move || {
+        let ids = timed(st.as_ref(), || st.tokenizer().encode(&text, true)).map_err(text_error)?;
+        Ok((text, ids))
+    })
+    .await?;
+    finish(state.as_ref(), Some(text), ids, settings, "prompt", None)
+}
+
+fn batched(n: usize) -> ApiError {
+    ApiError::bad(
+        "prompt",
+        format!("batched prompts (a list of {n}) are not supported; send one prompt per request"),
+    )
+}
+
+fn token_prompt(
+    state: &impl TextModel,
+    settings: Settings,
+    ids: Vec<u32>,
+) -> Result<Prompt, ApiError> {
+    let vocab = state.vocab_size();
+    if let Some(bad) = ids.iter().find(|&&id| u64::from(id) >= vocab) {
+        return Err(ApiError::bad(
+            "prompt",
+            format!("token id {bad} in `prompt` is out of the vocabulary (size {vocab})"),
+        ));
+    }
+    finish(state, None, ids, settings, "prompt", None)
+}
+
+/// A message as the template sees it: text parts joined, absent fields left out.
+pub fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiError> {
+    let mut out = Map::new();
+    out.insert("role".into(), Value::String(message.role));
+    let content = match message.content {
+        None => Value::Null,
+        Some(MessageContent::Text(text)) => Value::String(text),
+        Some(MessageContent::Parts(parts)) => {
+            let mut texts = Vec::with_capacity(parts.len());
+            for (j, part) in parts.into_iter().enumerate() {
+                let param = format!("messages[{index}].content[{j}]");
+                match (part.kind.as_str(), part.text) {
+                    ("text", Some(text)) => texts.push(text),
+                    ("text", None) => {
+                        return Err(ApiError::bad(param, "a text content part needs `text`"))
+                    }
+                    (other, _) => {
+                        return Err(ApiError::bad(
+                            param,
+                            format!("content parts of type `{other}` are not supported"),
+                        ))
+                    }
+                }
+            }
+            Value::String(texts.join("\n"))
+        }
+    };
+    out.insert("content".into(), content);
+    if let Some(name) = message.name {
+        out.insert("name".into(), Value::String(name));
+    }
+    if let Some(calls) = message.tool_calls {
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = message.tool_call_id {
+        out.insert("tool_call_id".into(), Value::String(id));
+    }
+    if let Some(reasoning) = message.reasoning_content {
+        out.insert("reasoning_content".into(), Value::String(reasoning));
+    }
+    Ok(Value::Object(out))
+}
