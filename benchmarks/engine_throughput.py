@@ -39,7 +39,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from engine import protocol as p  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
-from engine.model_engine import ModelEngine  # noqa: E402
+from engine.runtime.engine import ModelEngine  # noqa: E402
 
 TINY = dict(
     vocab_size=8192, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--qwen3-0.6b", dest="real_size", action="store_true",
                         help="build random weights with Qwen3-0.6B shapes instead")
     parser.add_argument("--demo", action="store_true",
-                        help="use the built-in demo model (engine/demo_model.py) instead")
+                        help="use the built-in demo model (engine/mock/demo_model.py) instead")
     parser.add_argument("--num-requests", type=int, default=64)
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=128)
@@ -211,7 +211,7 @@ def main() -> None:
             model_dir = Path(args.model)
             label = model_dir.name
         elif args.demo:
-            from engine.demo_model import DEMO_MODEL_CONFIG, build_demo_model
+            from engine.mock.demo_model import DEMO_MODEL_CONFIG, build_demo_model
 
             model_dir = Path(tmp) / "demo"
             model_dir.mkdir()

@@ -2,7 +2,7 @@
 
 Keys (docs/internals.md): model, served_model_name, host, port, log_level,
 chat_template, max_model_len. Rust: `vrs-rs render --args-json`; Python:
-``engine.frontend.render.serve_render`` in this process.
+``server.render.serve_render`` in this process.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def run_render(options: RenderOptions, frontend: str, console: Console) -> None:
         _banner(args, "rust", console)
         exec_rust(binary, "render", args)
         return
-    from engine.frontend.render import serve_render
+    from server.render import serve_render
 
     args = build_args(options, console)
     _banner(args, "python", console)

@@ -84,7 +84,7 @@ class ServeOptions:
 def resolve_model(model: str | None, console: Console) -> tuple[Path, str]:
     """(model directory, default served name). No MODEL means the built-in demo model."""
     if model is None:
-        from engine.demo_model import DEMO_MODEL_NAME, demo_model_dir, ensure_demo_model
+        from engine.mock.demo_model import DEMO_MODEL_NAME, demo_model_dir, ensure_demo_model
 
         if not (demo_model_dir() / "model.safetensors").exists():
             with console.status("building the demo model (first run only)…"):
@@ -138,8 +138,8 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "log_level": options.log_level,
     }
     from engine.config import ConfigError, config_from_map
-    from engine.frontend.reasoning import check_parser
-    from engine.frontend.tools import pick_parser
+    from server.reasoning import check_parser
+    from server.tools import pick_parser
 
     config_from_map(engine_config)  # refuse bad values here, before anything starts
     try:
@@ -171,7 +171,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
 
 
 def _mock_replies(path: Path | None) -> list[dict[str, str]]:
-    """The scripted mock replies of a JSON file (see engine/mock_replies.py)."""
+    """The scripted mock replies of a JSON file (see engine/mock/replies.py)."""
     if path is None:
         return []
     from engine.config import ConfigError
@@ -197,7 +197,7 @@ def pass_api_key(options: ServeOptions) -> None:
 
 def print_banner(args: dict[str, Any], console: Console) -> None:
     """One line on what is about to run; the demo model says its weights are random."""
-    from engine.demo_model import DEMO_MODEL_NAME
+    from engine.mock.demo_model import DEMO_MODEL_NAME
 
     engine = "mock engine" if args["engine_config"]["mock"] else "engine"
     console.print(f"[bold]vrs[/bold] serving [cyan]{args['served_model_name']}[/cyan] "
@@ -231,7 +231,7 @@ def run_serve(options: ServeOptions, frontend: str, console: Console) -> None:
         pass_api_key(options)
         exec_rust(binary, "serve", args)
         return
-    from engine.frontend.server import serve as serve_python
+    from server.lifecycle import serve as serve_python
 
     args = build_args(options, console)
     print_banner(args, console)
@@ -247,7 +247,7 @@ def exec_headless_engine(options: ServeOptions) -> None:
     if address is None or not address.startswith("tcp://"):
         raise ConfigError("--headless needs --handshake-address tcp://HOST:PORT (the "
                           "frontend's --data-parallel-address and --data-parallel-rpc-port)")
-    from engine.launcher import engine_command
+    from engine.process.launcher import engine_command
 
     os.environ.setdefault("VRS_LOG_LEVEL", options.log_level)
     argv = engine_command(sys.executable, address, options.engine_index)

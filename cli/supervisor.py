@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from cli.launch import redact, rust_argv
-from engine.launcher import EngineGroup, start_engines
+from engine.process.launcher import EngineGroup, start_engines
 
 ENGINE_STOP_GRACE_S = 5.0
 # vrs-rs gets --shutdown-timeout to drain, plus this, before it is killed.

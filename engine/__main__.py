@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s %(levelname)s [engine {args.engine_index}] %(message)s",
         stream=sys.stderr,
     )
-    from engine.handshake import run_headless
+    from engine.process.handshake import run_headless
 
     return run_headless(args.handshake_address, args.engine_index)
 

@@ -43,7 +43,7 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Mock engine knobs (ignored by the real engine).
     mock_step_delay_ms: float = 0.0
     # Scripted answers: a request whose prompt text contains ``when`` gets the tokens of
-    # ``reply`` (then EOS) instead of random ones (see engine/mock_replies.py).
+    # ``reply`` (then EOS) instead of random ones (see engine/mock/replies.py).
     mock_replies: list[MockReply] = []
     log_level: str = "info"
 

@@ -14,7 +14,7 @@ from servers import MODES, Pool, Server
 
 @pytest.fixture(scope="session")
 def demo_model() -> Path:
-    from engine.demo_model import ensure_demo_model
+    from engine.mock.demo_model import ensure_demo_model
 
     return ensure_demo_model()
 

@@ -187,7 +187,7 @@ class Server:
             command = {
                 "rust-serve": [binary, "serve", "--args-json", document],
                 "rust-frontend": [sys.executable, "-c", DIRECT_FRONTEND, document],
-                "python": [sys.executable, "-m", "engine.frontend", "--args-json", document],
+                "python": [sys.executable, "-m", "server", "--args-json", document],
             }[mode]
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=self._log,

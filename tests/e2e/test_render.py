@@ -106,7 +106,7 @@ class RenderServer:
 
 @pytest.fixture(scope="module")
 def model_dir() -> Path:
-    from engine.demo_model import ensure_demo_model
+    from engine.mock.demo_model import ensure_demo_model
 
     return Path(ensure_demo_model())
 

@@ -116,7 +116,7 @@ def test_missing_tokenizer_stops_startup(mode: str, demo_model: Path, tmp_path: 
     ({"model": str(ROOT), "frobnicate": "x"}, "frobnicate"),
 ])
 def test_python_frontend_bad_args_exit_2(args: dict[str, Any], words: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "engine.frontend", "--args-json",
+    result = subprocess.run([sys.executable, "-m", "server", "--args-json",
                              json.dumps(args)], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2, result.stderr

@@ -20,7 +20,7 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the
     sys.path.insert(0, str(REPO_ROOT))
 
 from engine.config import EngineConfig  # noqa: E402
-from engine.model_engine import ModelEngine  # noqa: E402
+from engine.runtime.engine import ModelEngine  # noqa: E402
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

@@ -1,4 +1,5 @@
-"""Step coalescing (engine/coalesce.py): the rules, and that nothing is lost over the wire."""
+"""Step coalescing (engine/process/coalesce.py): the rules, and that nothing is lost over
+the wire."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 import zmq
 
 from engine import protocol as p
-from engine.coalesce import StepResult, coalesce
-from engine.core import EngineCore
-from engine.mock import MockEngine
+from engine.mock.engine import MockEngine
+from engine.process.coalesce import StepResult, coalesce
+from engine.process.core import EngineCore
 
 
 def _lp(token: int) -> p.TokenLogprobs:

@@ -11,7 +11,7 @@ import zmq
 from conftest import hf_greedy, make_engine
 
 from engine import protocol as p
-from engine.core import EngineCore
+from engine.process.core import EngineCore
 
 
 def test_model_engine_through_the_zmq_loop(

@@ -13,8 +13,8 @@ from conftest import hf_greedy, kv_bytes_per_block, make_engine, run_to_completi
 
 from engine import protocol as p
 from engine.config import ConfigError
-from engine.loader import ModelLoadError
-from engine.models import UnsupportedArchitectureError
+from engine.runtime.loader import ModelLoadError
+from engine.runtime.models import UnsupportedArchitectureError
 
 
 def greedy(max_tokens: int, **extra: Any) -> p.SamplingParams:
@@ -171,7 +171,7 @@ def test_stats_and_utility(model_dirs: dict[str, Path]) -> None:
 
 
 def test_matmul_row_buckets_are_few_and_cover() -> None:
-    from engine.models.decoder import row_bucket
+    from engine.runtime.models.decoder import row_bucket
 
     buckets = {row_bucket(rows) for rows in range(1, 8193)}
     assert all(row_bucket(rows) >= rows for rows in range(1, 8193))

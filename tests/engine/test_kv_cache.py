@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine import protocol as p
-from engine.kv_cache import KVCacheManager, hash_block
-from engine.request import Request
+from engine.runtime.kv_cache import KVCacheManager, hash_block
+from engine.runtime.request import Request
 
 
 def make_request(rid: str, prompt: list[int], max_tokens: int = 4) -> Request:

@@ -16,8 +16,8 @@ from conftest import (
 )
 
 from engine import protocol as p
-from engine.model_engine import ModelEngine
-from engine.request import Request
+from engine.runtime.engine import ModelEngine
+from engine.runtime.request import Request
 
 ATOL = 2e-4
 

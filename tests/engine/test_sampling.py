@@ -12,8 +12,8 @@ import torch
 from conftest import EOS_ID, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
-from engine.request import Request
-from engine.sampler import Sampler
+from engine.runtime.request import Request
+from engine.runtime.sampler import Sampler
 
 VOCAB = 16
 

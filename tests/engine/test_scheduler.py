@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from engine import protocol as p
-from engine.kv_cache import KVCacheManager
-from engine.request import Request, RequestStatus
-from engine.scheduler import Scheduler, SchedulerOutput
+from engine.runtime.kv_cache import KVCacheManager
+from engine.runtime.request import Request, RequestStatus
+from engine.runtime.scheduler import Scheduler, SchedulerOutput
 
 
 def make_request(rid: str, n_prompt: int, max_tokens: int, base: int = 0) -> Request:

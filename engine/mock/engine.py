@@ -1,0 +1,237 @@
+"""MockEngine: the real wire and scheduling shape, no model.
+
+Prefill is instant and every running request gets one seeded random token per step.
+It is the tool for measuring a frontend alone (design §5): it honours ``max_tokens``,
+``min_tokens``, EOS and ``stop_token_ids``, ``ignore_eos``, ``logprobs`` and aborts
+exactly like the real engine, so a frontend cannot tell the difference except by the
+text. Log-probabilities are made up but well formed: the sampled token's logprob and
+rank, and ``k`` top tokens with descending log-probabilities whose probabilities sum to
+at most 1 (the sampled token among them when its rank is within ``k``). Scripted
+replies (``mock_replies``, see engine/mock/replies.py) replace the random tokens of
+matching requests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from engine import protocol as p
+from engine.config import ConfigError, EngineConfig
+from engine.mock.replies import MockReplies
+
+# Ids below this are the tokenizer's control tokens (bos, eos, pad) in most vocabularies;
+# the mock never samples them so that output length is decided by the request alone.
+_FIRST_SAMPLED_ID = 3
+
+
+# Mock top-k log-probabilities: the first probability and the ratio between neighbours
+# are drawn from these ranges, so the k probabilities sum to at most 1.
+_TOP_P_RANGE = (0.1, 0.5)
+_TOP_RATIO_RANGE = (0.05, 0.5)
+_GREEDY_SHARE = 0.6  # how often the sampled token is the most likely one
+_MAX_MOCK_RANK = 10
+
+
+class _MockRequest:
+    __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script")
+    lp_rng: random.Random | None
+
+    def __init__(self, request: p.EngineCoreRequest, base_seed: int,
+                 script: list[int] | None) -> None:
+        self.request_id = request.request_id
+        self.params = request.sampling_params
+        self.prompt_len = len(request.prompt_token_ids)
+        self.generated = 0
+        seed = self.params.seed
+        if seed is None:
+            seed = zlib.crc32(request.request_id.encode()) ^ base_seed
+        self.rng = random.Random(seed)
+        # A separate stream: asking for logprobs does not change the sampled tokens. Seeded
+        # only for requests that ask for logprobs (seeding costs as much as ten tokens).
+        self.lp_rng = random.Random(seed ^ 0x10C9) if self.params.logprobs is not None else None
+        self.script = script
+
+
+class MockEngine:
+    """An EngineBackend (see engine.core) that makes up tokens instead of computing them."""
+
+    def __init__(
+        self,
+        model_name: str,
+        vocab_size: int,
+        eos_token_ids: list[int],
+        max_model_len: int,
+        seed: int = 0,
+        step_delay_s: float = 0.0,
+        replies: MockReplies | None = None,
+    ) -> None:
+        if vocab_size <= _FIRST_SAMPLED_ID:
+            raise ConfigError(f"mock engine: vocab_size={vocab_size} is too small")
+        self.model_name = model_name
+        self.vocab_size = vocab_size
+        self.eos_token_ids = eos_token_ids
+        self.max_model_len = max_model_len
+        self.seed = seed
+        self.step_delay_s = step_delay_s
+        self.replies = replies
+        self._span = vocab_size - _FIRST_SAMPLED_ID  # the ids the mock draws from
+        self._running: dict[str, _MockRequest] = {}
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> MockEngine:
+        """Read vocab size, EOS and context length from the model dir (no weights)."""
+        model_dir = Path(config.model)
+        config_path = model_dir / "config.json"
+        if not config_path.is_file():
+            raise ConfigError(f"mock engine: {config_path} not found; MODEL must be a model dir")
+        hf = json.loads(config_path.read_text(encoding="utf-8"))
+        eos = _eos_ids(model_dir, hf)
+        native_len = int(hf.get("max_position_embeddings") or 4096)
+        max_model_len = config.max_model_len or native_len
+        return cls(
+            model_name=config.served_model_name or model_dir.name,
+            vocab_size=int(hf["vocab_size"]),
+            eos_token_ids=eos,
+            max_model_len=max_model_len,
+            seed=config.seed,
+            step_delay_s=config.mock_step_delay_ms / 1000.0,
+            replies=MockReplies(model_dir, config.mock_replies),
+        )
+
+    def ready(self, engine_index: int) -> p.Ready:
+        return p.Ready(
+            engine_index=engine_index,
+            max_model_len=self.max_model_len,
+            vocab_size=self.vocab_size,
+            block_size=16,
+            num_kv_blocks=0,
+            eos_token_ids=list(self.eos_token_ids),
+            model_name=self.model_name,
+            is_mock=True,
+        )
+
+    # ------------------------------------------------------------- EngineBackend
+
+    def add_request(self, request: p.EngineCoreRequest) -> list[p.EngineCoreOutput]:
+        prompt_len = len(request.prompt_token_ids)
+        if prompt_len >= self.max_model_len:
+            return [_error(request.request_id,
+                           f"prompt has {prompt_len} tokens; max_model_len is "
+                           f"{self.max_model_len}")]
+        if request.request_id in self._running:
+            return [_error(request.request_id, "duplicate request id")]
+        script = self.replies.script_for(request.prompt_token_ids) if self.replies else None
+        self._running[request.request_id] = _MockRequest(request, self.seed, script)
+        return []
+
+    def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
+        outputs = []
+        for request_id in request_ids:
+            if self._running.pop(request_id, None) is not None:
+                outputs.append(p.EngineCoreOutput(request_id, [], finish_reason="abort"))
+        return outputs
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._running)
+
+    def step(self) -> list[p.EngineCoreOutput]:
+        if self.step_delay_s:
+            time.sleep(self.step_delay_s)
+        outputs = []
+        finished = []
+        for request in self._running.values():
+            output = self._advance(request)
+            outputs.append(output)
+            if output.finish_reason is not None:
+                finished.append(request.request_id)
+        for request_id in finished:
+            del self._running[request_id]
+        return outputs
+
+    def stats(self) -> p.SchedulerStats:
+        return p.SchedulerStats(num_running=len(self._running))
+
+    def utility(self, method: str, args: list[Any]) -> Any:
+        if method == "ping":
+            return "pong"
+        if method == "num_running":
+            return len(self._running)
+        raise ValueError(f"unknown utility method {method!r} (known: ping, num_running)")
+
+    # ------------------------------------------------------------- internals
+
+    def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
+        params = request.params
+        script = request.script
+        if script:
+            token = script.pop(0)
+        elif script is not None and self.eos_token_ids and not params.ignore_eos:
+            token = self.eos_token_ids[0]  # the scripted reply is over
+        else:
+            # random() scaled, not randrange(): a third of the cost, and as uniform for a
+            # vocabulary far below 2**53.
+            token = _FIRST_SAMPLED_ID + int(request.rng.random() * self._span)
+        generated = request.generated = request.generated + 1
+        if params.logprobs is None:
+            out = p.EngineCoreOutput(request.request_id, [token])
+        else:
+            out = p.EngineCoreOutput(request.request_id, [token],
+                                     new_logprobs=[self._logprobs(request, token)])
+        may_stop = generated > params.min_tokens
+        if may_stop and token in params.stop_token_ids:
+            out.finish_reason, out.stop_token_id = "stop", token
+        elif may_stop and not params.ignore_eos and token in self.eos_token_ids:
+            out.finish_reason, out.stop_token_id = "stop", token
+        elif (generated >= params.max_tokens
+                or request.prompt_len + generated >= self.max_model_len):
+            out.finish_reason = "length"
+        return out
+
+    def _logprobs(self, request: _MockRequest, token: int) -> p.TokenLogprobs:
+        """Made-up but well-formed log-probabilities for ``token`` (see the module doc)."""
+        rng = request.lp_rng
+        assert rng is not None, "lp_rng is seeded for every request that asks for logprobs"
+        choices = self.vocab_size - _FIRST_SAMPLED_ID  # distinct ids the mock can draw
+        k = min(request.params.logprobs or 0, choices)
+        rank = 1 if rng.random() < _GREEDY_SHARE else rng.randint(2, _MAX_MOCK_RANK)
+        rank = min(rank, choices)
+        probs = [rng.uniform(*_TOP_P_RANGE)]
+        while len(probs) < max(k, rank):
+            probs.append(probs[-1] * rng.uniform(*_TOP_RATIO_RANGE))
+        ids: list[int] = []
+        taken = {token}
+        for position in range(max(k, rank)):
+            if position == rank - 1:
+                ids.append(token)
+                continue
+            other = rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
+            while other in taken:
+                other = rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
+            taken.add(other)
+            ids.append(other)
+        logprobs = [math.log(prob) for prob in probs]
+        return p.TokenLogprobs(token_id=token, logprob=logprobs[rank - 1], rank=rank,
+                               top_token_ids=ids[:k], top_logprobs=logprobs[:k])
+
+
+def _error(request_id: str, message: str) -> p.EngineCoreOutput:
+    return p.EngineCoreOutput(request_id, [], finish_reason="error", error_message=message)
+
+
+def _eos_ids(model_dir: Path, hf_config: dict[str, Any]) -> list[int]:
+    """EOS ids from generation_config.json, else config.json (int or list)."""
+    value: Any = None
+    generation = model_dir / "generation_config.json"
+    if generation.is_file():
+        value = json.loads(generation.read_text(encoding="utf-8")).get("eos_token_id")
+    if value is None:
+        value = hf_config.get("eos_token_id")
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, list) else [int(value)]

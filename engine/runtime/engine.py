@@ -1,0 +1,384 @@
+"""ModelEngine: the real EngineBackend (scheduler + paged KV cache + torch forward).
+
+``step`` = schedule, one batched forward over every scheduled token, sample the requests
+whose known tokens are all computed, then update them and return their new tokens.
+Bad input never kills the engine: impossible requests are refused by ``add_request``
+with the numbers, and a step that raises is rerun one request at a time so only the
+failing request ends (``finish_reason="error"``) while the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import torch
+
+from engine import protocol as p
+from engine.config import ConfigError, EngineConfig
+from engine.runtime.kv_cache import KVCacheManager, cdiv
+from engine.runtime.loader import ModelLoadError, read_config, read_eos_token_ids
+from engine.runtime.model_runner import ModelRunner, kv_cache_bytes_per_block
+from engine.runtime.models import load_model, resolve_config
+from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.request import Request
+from engine.runtime.sampler import MAX_LOGPROBS, Sampler
+from engine.runtime.scheduler import Scheduler
+
+logger = logging.getLogger("vrs.engine")
+
+CPU_DEFAULT_KV_BYTES = 1 << 30
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_SampleResult = tuple[Request, int, p.TokenLogprobs | None]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("invalid engine config: device='cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return _DTYPES[name]
+
+
+def resolve_model_dir(model: str) -> Path:
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
+    if looks_like_hub_id and not path.exists():
+        try:  # a hub id: only what is already in the local cache, never a download
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(model, local_files_only=True))
+        except Exception as exc:
+            raise ModelLoadError(
+                f"model {model!r} is neither a directory nor in the local Hugging Face cache"
+            ) from exc
+    raise ModelLoadError(f"model directory {model!r} does not exist")
+
+
+class ModelEngine:
+    def __init__(
+        self,
+        config: EngineConfig,
+        model: DecoderModel,
+        model_name: str,
+        eos_token_ids: list[int],
+        max_model_len: int,
+        num_blocks: int,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.model_name = model_name
+        self.eos_token_ids = eos_token_ids
+        self._eos = frozenset(eos_token_ids)
+        self.max_model_len = max_model_len
+        self.block_size = config.block_size
+        self.num_blocks = num_blocks
+        self.vocab_size = model.config.vocab_size
+        self.kv_cache = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(
+            self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
+        )
+        self.runner = ModelRunner(model, num_blocks, config.block_size)
+        self.sampler = Sampler(self.vocab_size, config.seed, model.device)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> ModelEngine:
+        config.validate()
+        device = resolve_device(config.device)
+        dtype = resolve_dtype(config.dtype, device)
+        torch.manual_seed(config.seed)
+        model_dir = resolve_model_dir(config.model)
+        hf_config = read_config(model_dir)
+        decoder_config = resolve_config(hf_config)  # unsupported architecture: fail early
+        model_limit = decoder_config.max_position_embeddings
+        if config.max_model_len is not None and config.max_model_len > model_limit:
+            raise ConfigError(
+                f"invalid engine config: max_model_len={config.max_model_len}; allowed: "
+                f"1..{model_limit} (the model's max_position_embeddings)"
+            )
+        max_model_len = config.max_model_len or model_limit
+        logger.info(
+            "loading %s (%s) on %s as %s", model_dir, decoder_config.architecture, device,
+            str(dtype).removeprefix("torch."),
+        )
+        start = time.perf_counter()
+        model = load_model(model_dir, hf_config, dtype, device, max_model_len)
+        logger.info(
+            "model loaded in %.1fs (matmuls: %s, torch threads: %d)",
+            time.perf_counter() - start, model.linear_backend, torch.get_num_threads(),
+        )
+
+        bytes_per_block = kv_cache_bytes_per_block(model, config.block_size)
+        budget = cls._kv_budget(config, model, device, bytes_per_block, max_model_len)
+        num_blocks = budget // bytes_per_block - 1  # one more block is the scratch block
+        if num_blocks < 1:
+            raise ConfigError(
+                f"invalid engine config: kv_cache_memory_bytes={budget}; allowed: >= "
+                f"{2 * bytes_per_block} (two blocks of {bytes_per_block} bytes)"
+            )
+        capacity = num_blocks * config.block_size
+        if capacity < max_model_len:
+            if config.max_model_len is not None:
+                raise ConfigError(
+                    f"invalid engine config: max_model_len={max_model_len}; allowed: "
+                    f"1..{capacity} (the KV cache holds {num_blocks} blocks = {capacity} "
+                    f"tokens; raise --kv-cache-memory or lower --max-model-len)"
+                )
+            logger.warning(
+                "max_model_len lowered from %d to %d: the KV cache holds %d tokens",
+                max_model_len, capacity, capacity,
+            )
+            max_model_len = capacity
+        logger.info(
+            "KV cache: %d blocks of %d tokens (%d tokens), %.1f MiB",
+            num_blocks, config.block_size, capacity,
+            (num_blocks + 1) * bytes_per_block / 2**20,
+        )
+        eos = read_eos_token_ids(model_dir, hf_config)
+        name = config.served_model_name or model_dir.name
+        return cls(config, model, name, eos, max_model_len, num_blocks)
+
+    @staticmethod
+    def _kv_budget(
+        config: EngineConfig, model: DecoderModel, device: torch.device,
+        bytes_per_block: int, max_model_len: int,
+    ) -> int:
+        if config.kv_cache_memory_bytes is not None:
+            return config.kv_cache_memory_bytes
+        blocks_wanted = config.max_num_seqs * cdiv(max_model_len, config.block_size) + 1
+        wanted = blocks_wanted * bytes_per_block
+        if device.type != "cuda":
+            return min(CPU_DEFAULT_KV_BYTES, wanted)
+        # CUDA: what gpu_memory_utilization leaves after weights and a peak-sized step.
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        free, total = torch.cuda.mem_get_info(device)
+        used_before = total - free
+        profile_blocks = cdiv(config.max_num_batched_tokens, config.block_size) + 1
+        runner = ModelRunner(model, profile_blocks, config.block_size)
+        tokens = min(config.max_num_batched_tokens, max_model_len)
+        dummy = Request("profile", [0] * tokens, p.SamplingParams(max_tokens=1), 0.0, frozenset())
+        dummy.block_ids = list(range(cdiv(tokens, config.block_size)))
+        with torch.inference_mode():
+            runner.execute([dummy], [tokens])
+        torch.cuda.synchronize(device)
+        activations = torch.cuda.max_memory_allocated(device) - torch.cuda.memory_allocated(device)
+        # The sampler's float32 logits and probabilities for a full batch of sequences.
+        activations += 2 * 4 * config.max_num_seqs * model.config.vocab_size
+        del runner
+        torch.cuda.empty_cache()
+        budget = int(total * config.gpu_memory_utilization) - used_before - activations
+        return max(min(budget, wanted), 0)
+
+    def ready(self, engine_index: int) -> p.Ready:
+        return p.Ready(
+            engine_index=engine_index,
+            max_model_len=self.max_model_len,
+            vocab_size=self.vocab_size,
+            block_size=self.block_size,
+            num_kv_blocks=self.num_blocks,
+            eos_token_ids=list(self.eos_token_ids),
+            model_name=self.model_name,
+            is_mock=False,
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def validate_request(self, request: p.EngineCoreRequest) -> str | None:
+        """Why ``request`` can never be served, or None."""
+        sp = request.sampling_params
+        prompt = request.prompt_token_ids
+        if request.request_id in self.scheduler.requests:
+            return f"request id {request.request_id!r} is already in use"
+        if not prompt:
+            return "the prompt is empty"
+        low, high = min(prompt), max(prompt)
+        if low < 0 or high >= self.vocab_size:
+            bad = low if low < 0 else high
+            return f"prompt token id {bad} is out of range 0..{self.vocab_size - 1}"
+        checks = (
+            (sp.max_tokens >= 1, "max_tokens", sp.max_tokens, ">= 1"),
+            (0 <= sp.min_tokens <= sp.max_tokens, "min_tokens", sp.min_tokens,
+             f"0..max_tokens ({sp.max_tokens})"),
+            (sp.temperature >= 0.0, "temperature", sp.temperature, ">= 0"),
+            (0.0 < sp.top_p <= 1.0, "top_p", sp.top_p, "(0, 1]"),
+            (sp.top_k >= 0, "top_k", sp.top_k, ">= 0 (0 = off)"),
+            (0.0 <= sp.min_p <= 1.0, "min_p", sp.min_p, "[0, 1]"),
+            (sp.repetition_penalty > 0.0, "repetition_penalty", sp.repetition_penalty, "> 0"),
+            (-2.0 <= sp.presence_penalty <= 2.0, "presence_penalty", sp.presence_penalty,
+             "[-2, 2]"),
+            (-2.0 <= sp.frequency_penalty <= 2.0, "frequency_penalty", sp.frequency_penalty,
+             "[-2, 2]"),
+            (sp.logprobs is None or 0 <= sp.logprobs <= MAX_LOGPROBS, "logprobs", sp.logprobs,
+             f"0..{MAX_LOGPROBS}"),
+        )
+        for ok, name, value, allowed in checks:
+            if not ok:
+                return f"{name}={value!r} is out of range; allowed: {allowed}"
+        total = len(prompt) + sp.max_tokens
+        if total > self.max_model_len:
+            return (
+                f"prompt ({len(prompt)} tokens) + max_tokens ({sp.max_tokens}) = {total} "
+                f"exceeds max_model_len ({self.max_model_len})"
+            )
+        blocks = cdiv(total - 1, self.block_size)
+        if blocks > self.num_blocks:
+            return (
+                f"prompt ({len(prompt)} tokens) + max_tokens ({sp.max_tokens}) needs {blocks} "
+                f"KV blocks of {self.block_size} tokens but the whole cache has {self.num_blocks}"
+            )
+        return None
+
+    def add_request(self, request: p.EngineCoreRequest) -> list[p.EngineCoreOutput]:
+        error = self.validate_request(request)
+        if error is not None:
+            logger.warning("request %s refused: %s", request.request_id, error)
+            return [_error_output(request.request_id, error)]
+        sp = request.sampling_params
+        if sp.seed is not None and not 0 <= sp.seed < 2**64:
+            sp = msgspec.structs.replace(sp, seed=sp.seed % 2**64)
+        req = Request(
+            request.request_id, request.prompt_token_ids, sp, request.arrival_time, self._eos
+        )
+        self.scheduler.add_request(req)
+        return []
+
+    def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
+        outputs = []
+        for request_id in request_ids:
+            req = self.scheduler.requests.get(request_id)
+            if req is None:
+                continue
+            self.scheduler.finish_request(req, p.FinishReason.ABORT.value)
+            outputs.append(p.EngineCoreOutput(
+                request_id, [], p.FinishReason.ABORT.value, num_cached_tokens=req.num_cached_tokens
+            ))
+        return outputs
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    # ------------------------------------------------------------------ step
+
+    def _run(self, requests: list[Request], num_new: list[int]) -> list[_SampleResult]:
+        logits, due = self.runner.execute(requests, num_new)
+        if logits is None:
+            return []
+        sampled = self.sampler(logits, due)
+        return list(zip(due, sampled.token_ids, sampled.logprobs, strict=True))
+
+    def step(self) -> list[p.EngineCoreOutput]:
+        with torch.inference_mode():
+            sched = self.scheduler.schedule()
+            if not sched.requests:
+                return []
+            failed: list[tuple[Request, str]] = []
+            try:
+                results = self._run(sched.requests, sched.num_new_tokens)
+            except Exception as exc:  # isolate the culprit: rerun one request at a time
+                logger.warning("step failed (%s); retrying requests one by one", exc)
+                results = []
+                for req, n in zip(sched.requests, sched.num_new_tokens, strict=True):
+                    try:
+                        results.extend(self._run([req], [n]))
+                    except Exception as one_exc:
+                        logger.exception("request %s failed", req.request_id)
+                        failed.append((req, f"{type(one_exc).__name__}: {one_exc}"))
+            return self._update(sched.requests, sched.num_new_tokens, results, failed)
+
+    def _update(
+        self,
+        requests: list[Request],
+        num_new: list[int],
+        results: list[_SampleResult],
+        failed: list[tuple[Request, str]],
+    ) -> list[p.EngineCoreOutput]:
+        outputs: list[p.EngineCoreOutput] = []
+        failed_ids = {id(req) for req, _ in failed}
+        kv = self.kv_cache
+        for req, n in zip(requests, num_new, strict=True):
+            if id(req) not in failed_ids:
+                req.num_computed_tokens += n
+                kv.cache_full_blocks(req)
+        finished: list[Request] = []
+        max_len = self.max_model_len
+        for req, token, logprobs in results:
+            try:
+                done = req.append_token(token, max_len)
+            except Exception as exc:
+                failed.append((req, f"{type(exc).__name__}: {exc}"))
+                continue
+            outputs.append(p.EngineCoreOutput(
+                req.request_id,
+                [token],
+                req.finish_reason if done else None,
+                req.stop_token_id if done else None,
+                None if logprobs is None else [logprobs],
+                req.num_cached_tokens,
+            ))
+            if done:
+                finished.append(req)
+        self.scheduler.finish_requests(finished)
+        for req, message in failed:
+            self.scheduler.finish_request(req, p.FinishReason.ERROR.value)
+            outputs.append(_error_output(req.request_id, message, req.num_cached_tokens))
+        return outputs
+
+    # ------------------------------------------------------------------ introspection
+
+    def stats(self) -> p.SchedulerStats:
+        kv = self.kv_cache
+        return p.SchedulerStats(
+            num_running=self.scheduler.num_running,
+            num_waiting=self.scheduler.num_waiting,
+            kv_cache_usage=kv.usage,
+            prefix_cache_queries=kv.prefix_cache_queries,
+            prefix_cache_hits=kv.prefix_cache_hits,
+            num_preemptions=self.scheduler.num_preemptions,
+            num_free_blocks=kv.num_free_blocks,
+            num_total_blocks=kv.num_blocks,
+        )
+
+    def utility(self, method: str, args: list[Any]) -> Any:
+        if method == "ping":
+            return "pong"
+        if method == "get_stats":
+            return msgspec.structs.asdict(self.stats())
+        if method == "reset_prefix_cache":
+            if self.scheduler.has_unfinished_requests():
+                return False
+            self.kv_cache.reset_prefix_cache()
+            return True
+        if method == "get_model_info":
+            cfg = self.model.config
+            return {
+                "model_name": self.model_name, "architecture": cfg.architecture,
+                "device": str(self.model.device),
+                "dtype": str(self.model.dtype).removeprefix("torch."),
+                "max_model_len": self.max_model_len, "num_kv_blocks": self.num_blocks,
+                "block_size": self.block_size, "vocab_size": self.vocab_size,
+            }
+        raise ValueError(
+            f"unknown utility method {method!r}; known: ping, get_stats, reset_prefix_cache, "
+            "get_model_info"
+        )
+
+
+def _error_output(request_id: str, message: str, num_cached: int = 0) -> p.EngineCoreOutput:
+    return p.EngineCoreOutput(
+        request_id, [], p.FinishReason.ERROR.value, error_message=message,
+        num_cached_tokens=num_cached,
+    )

@@ -1,0 +1,189 @@
+"""Turns a scheduled step into tensors, runs the model, returns logits to sample from.
+
+Owns the KV cache: one tensor per layer, ``num_blocks + 1`` blocks of K and V (the
+last is the scratch block that padding points at). Per step it builds, without a
+per-token Python loop: the flat token ids and positions, the slot of every token
+(``block_id * block_size + offset``), padded block tables and the attention masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from engine.runtime.attention import AttentionMetadata
+from engine.runtime.kv_cache import cdiv
+from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.request import Request
+
+
+@dataclass
+class ModelInput:
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    meta: AttentionMetadata
+    logits_index: torch.Tensor  # rows of the hidden states to turn into logits
+    sample_requests: list[Request]  # one per logits row, in order
+
+
+def kv_cache_bytes_per_block(model: DecoderModel, block_size: int) -> int:
+    cfg = model.config
+    elem = torch.empty((), dtype=model.dtype).element_size()
+    return 2 * cfg.num_layers * block_size * cfg.num_kv_heads * cfg.head_dim * elem
+
+
+class ModelRunner:
+    def __init__(self, model: DecoderModel, num_blocks: int, block_size: int) -> None:
+        self.model = model
+        self.device = model.device
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.scratch_block = num_blocks  # the extra block at the end
+        cfg = model.config
+        shape = (num_blocks + 1, block_size, 2, cfg.num_kv_heads, cfg.head_dim)
+        self.kv_caches: list[torch.Tensor] = [
+            torch.zeros(shape, dtype=model.dtype, device=self.device)
+            for _ in range(cfg.num_layers)
+        ]
+
+    # ------------------------------------------------------------------ inputs
+
+    def prepare(self, requests: list[Request], num_new_tokens: list[int]) -> ModelInput:
+        bs = self.block_size
+        scratch = self.scratch_block
+        singles: list[Request] = []
+        chunks: list[tuple[Request, int]] = []
+        for request, n in zip(requests, num_new_tokens, strict=True):
+            if n == 1:
+                singles.append(request)
+            else:
+                chunks.append((request, n))
+
+        ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        logits_rows: list[int] = []
+        sample_requests: list[Request] = []
+
+        # Single-token queries (decodes): tiny per-request work, plain lists.
+        n_single = len(singles)
+        single_blocks = single_mask = None
+        single_nb = 0
+        if n_single:
+            ctx_lens: list[int] = []
+            for row, request in enumerate(singles):
+                pos = request.num_computed_tokens
+                ids.append(request.token_ids[pos])
+                positions.append(pos)
+                slots.append(request.block_ids[pos // bs] * bs + pos % bs)
+                ctx_lens.append(pos + 1)
+                if pos + 1 == request.num_tokens:
+                    logits_rows.append(row)
+                    sample_requests.append(request)
+            single_nb = cdiv(max(ctx_lens), bs)
+            table: list[int] = []
+            for request, ctx in zip(singles, ctx_lens, strict=True):
+                need = cdiv(ctx, bs)
+                table.extend(request.block_ids[:need])
+                table.extend([scratch] * (single_nb - need))
+            single_blocks = torch.tensor(table, dtype=torch.long)
+            key_pos = torch.arange(single_nb * bs)
+            ctx = torch.tensor(ctx_lens, dtype=torch.long)
+            single_mask = (key_pos[None, :] < ctx[:, None])[:, None, None, :]
+
+        # Multi-token chunks: numpy per request, padded to the longest chunk.
+        n_chunks = len(chunks)
+        chunk_len = 0
+        chunk_index = chunk_out_index = chunk_blocks = chunk_mask = None
+        chunk_nb = 0
+        if n_chunks:
+            lens = np.array([n for _, n in chunks], dtype=np.int64)
+            starts = np.array([r.num_computed_tokens for r, _ in chunks], dtype=np.int64)
+            chunk_len = int(lens.max())
+            chunk_ids: list[np.ndarray] = [np.asarray(ids, dtype=np.int64)]
+            chunk_pos: list[np.ndarray] = [np.asarray(positions, dtype=np.int64)]
+            chunk_slots: list[np.ndarray] = [np.asarray(slots, dtype=np.int64)]
+            offset = n_single
+            for request, n in chunks:
+                start = request.num_computed_tokens
+                pos = np.arange(start, start + n, dtype=np.int64)
+                blocks = np.asarray(request.block_ids, dtype=np.int64)
+                chunk_ids.append(np.asarray(request.token_ids[start:start + n], dtype=np.int64))
+                chunk_pos.append(pos)
+                chunk_slots.append(blocks[pos // bs] * bs + pos % bs)
+                if start + n == request.num_tokens:
+                    logits_rows.append(offset + n - 1)
+                    sample_requests.append(request)
+                offset += n
+            ids_np = np.concatenate(chunk_ids)
+            pos_np = np.concatenate(chunk_pos)
+            slots_np = np.concatenate(chunk_slots)
+            if n_chunks > 1 or int(lens[0]) != chunk_len:
+                firsts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+                q = np.arange(chunk_len, dtype=np.int64)
+                index = firsts[:, None] + np.minimum(q[None, :], lens[:, None] - 1)
+                chunk_index = torch.from_numpy(index.reshape(-1))
+                out_index = np.concatenate(
+                    [b * chunk_len + np.arange(n, dtype=np.int64) for b, n in enumerate(lens)]
+                )
+                chunk_out_index = torch.from_numpy(out_index)
+            if starts.any():
+                needs = [cdiv(int(s + n), bs) for s, n in zip(starts, lens, strict=True)]
+                chunk_nb = max(needs)
+                table = []
+                for (request, _), need in zip(chunks, needs, strict=True):
+                    table.extend(request.block_ids[:need])
+                    table.extend([scratch] * (chunk_nb - need))
+                chunk_blocks = torch.tensor(table, dtype=torch.long)
+                key_pos = torch.arange(chunk_nb * bs)
+                last_visible = torch.from_numpy(starts[:, None] + np.arange(chunk_len)[None, :])
+                chunk_mask = (key_pos[None, None, :] <= last_visible[:, :, None])[:, None]
+            input_ids = torch.from_numpy(ids_np)
+            position_t = torch.from_numpy(pos_np)
+            slot_t = torch.from_numpy(slots_np)
+        else:
+            input_ids = torch.tensor(ids, dtype=torch.long)
+            position_t = torch.tensor(positions, dtype=torch.long)
+            slot_t = torch.tensor(slots, dtype=torch.long)
+
+        dev = self.device
+
+        def to_dev(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(dev, non_blocking=True)
+
+        meta = AttentionMetadata(
+            slot_mapping=to_dev(slot_t),
+            num_single=n_single,
+            single_blocks=to_dev(single_blocks),
+            single_num_blocks=single_nb,
+            single_mask=to_dev(single_mask),
+            num_chunks=n_chunks,
+            chunk_len=chunk_len,
+            chunk_index=to_dev(chunk_index),
+            chunk_out_index=to_dev(chunk_out_index),
+            chunk_blocks=to_dev(chunk_blocks),
+            chunk_num_blocks=chunk_nb,
+            chunk_mask=to_dev(chunk_mask),
+        )
+        return ModelInput(
+            input_ids=to_dev(input_ids),
+            positions=to_dev(position_t),
+            meta=meta,
+            logits_index=to_dev(torch.tensor(logits_rows, dtype=torch.long)),
+            sample_requests=sample_requests,
+        )
+
+    # ------------------------------------------------------------------ run
+
+    def execute(
+        self, requests: list[Request], num_new_tokens: list[int]
+    ) -> tuple[torch.Tensor | None, list[Request]]:
+        """Run one step; returns ``(logits [n, vocab] or None, requests due to sample)``."""
+        inputs = self.prepare(requests, num_new_tokens)
+        hidden = self.model.forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
+        if not inputs.sample_requests:
+            return None, []
+        logits = self.model.compute_logits(hidden.index_select(0, inputs.logits_index))
+        return logits, inputs.sample_requests

@@ -1,0 +1,55 @@
+"""Model registry: HF ``architectures`` name -> decoder options of its family."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.runtime.loader import ModelLoadError, iter_weights
+from engine.runtime.models import llama, qwen2, qwen3
+from engine.runtime.models.decoder import DecoderConfig, DecoderModel, DecoderOptions
+
+_FAMILIES = (llama, qwen2, qwen3)
+
+REGISTRY: dict[str, Callable[[dict[str, Any]], DecoderOptions]] = {
+    arch: family.options for family in _FAMILIES for arch in family.ARCHITECTURES
+}
+
+
+def supported_architectures() -> list[str]:
+    return sorted(REGISTRY)
+
+
+class UnsupportedArchitectureError(ModelLoadError):
+    pass
+
+
+def resolve_config(hf_config: dict[str, Any]) -> DecoderConfig:
+    """The decoder config of a checkpoint; a clear error for unsupported models."""
+    archs = hf_config.get("architectures") or []
+    for arch in archs:
+        if arch in REGISTRY:
+            return DecoderConfig.from_hf(hf_config, REGISTRY[arch](hf_config))
+    found = ", ".join(archs) if archs else "none listed in config.json"
+    raise UnsupportedArchitectureError(
+        f"unsupported model architecture ({found}); supported: "
+        f"{', '.join(supported_architectures())}"
+    )
+
+
+def load_model(
+    model_dir: Path,
+    hf_config: dict[str, Any],
+    dtype: torch.dtype,
+    device: torch.device,
+    max_len: int,
+) -> DecoderModel:
+    """Build the decoder for ``model_dir`` and load its safetensors weights."""
+    config = resolve_config(hf_config)
+    model = DecoderModel(config, dtype, device)
+    model.load_weights(dict(iter_weights(model_dir, dtype, device)))
+    model.init_rope(max_len, model_dir)
+    return model

@@ -1,0 +1,167 @@
+"""Batched sampling over per-request parameters.
+
+Order, as in vLLM: logprobs are taken from the raw logits; then penalties
+(repetition over prompt and output, presence and frequency over the output), the
+``min_tokens`` mask on EOS / stop tokens, greedy argmax for temperature 0, and for the
+rest temperature, top-k, top-p, min-p and a draw.
+
+The draw is an exponential race (``argmax(p / q)``, ``q ~ Exp(1)``), which samples
+exactly from ``p``. A request with a ``seed`` draws its ``q`` from its own
+``torch.Generator``, advanced once per sampled token, so its tokens do not depend on
+what else is in the batch (or on preemption); the others share the engine generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine import protocol as p
+from engine.runtime.request import Request
+
+MAX_LOGPROBS = 20
+
+
+@dataclass
+class SamplerOutput:
+    token_ids: list[int]
+    logprobs: list[p.TokenLogprobs | None]
+
+
+class Sampler:
+    def __init__(self, vocab_size: int, seed: int, device: torch.device) -> None:
+        self.vocab_size = vocab_size
+        self.device = device
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
+        fast = all(
+            r.is_greedy and r.params.logprobs is None and not r.has_penalties
+            and not r.needs_min_tokens_mask
+            for r in requests
+        )
+        if fast:
+            return SamplerOutput(logits.argmax(dim=-1).tolist(), [None] * len(requests))
+        return self._sample(logits.float(), requests)
+
+    # ------------------------------------------------------------------ general path
+
+    def _sample(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
+        n = len(requests)
+        want_logprobs = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
+        raw_logprobs = (
+            torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
+        )
+        penalized = [i for i, r in enumerate(requests) if r.has_penalties]
+        if penalized:
+            logits = logits.clone()
+            self._apply_penalties(logits, requests, penalized)
+        masked = [i for i, r in enumerate(requests) if r.needs_min_tokens_mask]
+        if masked:
+            if not penalized:
+                logits = logits.clone()
+            for i in masked:
+                r = requests[i]
+                banned = [t for t in r.eos_token_ids | r.stop_ids if 0 <= t < logits.shape[1]]
+                if banned:
+                    logits[i, banned] = float("-inf")
+
+        tokens = logits.argmax(dim=-1)
+        random_rows = [i for i, r in enumerate(requests) if not r.is_greedy]
+        if random_rows:
+            sampled = self._draw(logits[random_rows], [requests[i] for i in random_rows])
+            tokens[random_rows] = sampled
+        token_list = tokens.tolist()
+
+        logprobs: list[p.TokenLogprobs | None] = [None] * n
+        if raw_logprobs is not None:
+            for row, i in enumerate(want_logprobs):
+                logprobs[i] = self._logprobs(
+                    raw_logprobs[row], token_list[i], requests[i].params.logprobs or 0
+                )
+        return SamplerOutput(token_list, logprobs)
+
+    def _apply_penalties(
+        self, logits: torch.Tensor, requests: list[Request], rows: list[int]
+    ) -> None:
+        vocab = logits.shape[1]
+        dev = logits.device
+        sub = logits[rows]
+        outputs = [requests[i].output_token_ids for i in rows]
+        width = max(1, max(len(o) for o in outputs))
+        out_ids = torch.full((len(rows), width), vocab, dtype=torch.long)
+        for j, o in enumerate(outputs):
+            if o:
+                out_ids[j, :len(o)] = torch.tensor(o, dtype=torch.long)
+        out_ids = out_ids.to(dev)
+        counts = torch.zeros(len(rows), vocab + 1, device=dev)
+        counts.scatter_add_(1, out_ids, torch.ones_like(out_ids, dtype=counts.dtype))
+        counts = counts[:, :vocab]
+        params = [requests[i].params for i in rows]
+        rep = torch.tensor([sp.repetition_penalty for sp in params], device=dev)[:, None]
+        if bool((rep != 1.0).any()):
+            prompts = [requests[i].token_ids[:requests[i].num_prompt_tokens] for i in rows]
+            seen = counts > 0
+            pw = max(len(pr) for pr in prompts)
+            prompt_ids = torch.full((len(rows), pw), vocab, dtype=torch.long)
+            for j, pr in enumerate(prompts):
+                prompt_ids[j, :len(pr)] = torch.tensor(pr, dtype=torch.long)
+            in_prompt = torch.zeros(len(rows), vocab + 1, dtype=torch.bool, device=dev)
+            in_prompt.scatter_(1, prompt_ids.to(dev), True)
+            seen |= in_prompt[:, :vocab]
+            scaled = torch.where(sub > 0, sub / rep, sub * rep)
+            sub = torch.where(seen, scaled, sub)
+        presence = torch.tensor([sp.presence_penalty for sp in params], device=dev)[:, None]
+        frequency = torch.tensor([sp.frequency_penalty for sp in params], device=dev)[:, None]
+        sub = sub - presence * (counts > 0) - frequency * counts
+        logits[rows] = sub
+
+    def _draw(self, logits: torch.Tensor, requests: list[Request]) -> torch.Tensor:
+        dev = logits.device
+        temps = torch.tensor([r.params.temperature for r in requests], device=dev)[:, None]
+        logits = logits / temps
+        top_k = [r.params.top_k for r in requests]
+        top_p = [r.params.top_p for r in requests]
+        vocab = logits.shape[1]
+        if any(0 < k < vocab for k in top_k) or any(tp < 1.0 for tp in top_p):
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            rank = torch.arange(vocab, device=dev)[None, :]
+            k = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], device=dev)
+            drop = rank >= k[:, None]
+            probs = torch.softmax(sorted_logits, dim=-1)
+            tp = torch.tensor([v if v < 1.0 else 2.0 for v in top_p], device=dev)[:, None]
+            # Drop a token when the tokens ranked above it already reach top_p.
+            drop |= (probs.cumsum(dim=-1) - probs) >= tp
+            drop[:, 0] = False
+            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+            logits = torch.empty_like(logits).scatter_(1, order, sorted_logits)
+        probs = torch.softmax(logits, dim=-1)
+        min_p = [r.params.min_p for r in requests]
+        if any(mp > 0.0 for mp in min_p):
+            mp = torch.tensor(min_p, device=dev, dtype=probs.dtype)[:, None]
+            threshold = mp * probs.max(dim=-1, keepdim=True).values
+            probs = probs.masked_fill(probs < threshold, 0.0)
+        q = torch.empty(probs.shape, dtype=probs.dtype)
+        if all(r.generator is None for r in requests):
+            q.exponential_(generator=self.generator)
+        else:
+            for i, r in enumerate(requests):
+                q[i].exponential_(generator=r.generator or self.generator)
+        return (probs / q.to(dev)).argmax(dim=-1)
+
+    @staticmethod
+    def _logprobs(row: torch.Tensor, token_id: int, k: int) -> p.TokenLogprobs:
+        value = row[token_id]
+        rank = int((row > value).sum().item()) + 1
+        k = min(k, MAX_LOGPROBS, row.shape[0])
+        if k > 0:
+            top = torch.topk(row, k)
+            top_ids, top_vals = top.indices.tolist(), top.values.tolist()
+        else:
+            top_ids, top_vals = [], []
+        return p.TokenLogprobs(
+            token_id=token_id, logprob=float(value.item()), rank=rank,
+            top_token_ids=top_ids, top_logprobs=top_vals,
+        )

@@ -1,0 +1,152 @@
+"""One choice of a response: the pieces of its generation turned into the endpoint's
+deltas (streamed) and accumulated into its final form (not streamed).
+
+Mirrors ``rust/server/src/output/choice.rs``. Chat: text -> reasoning parser (when the server has
+one and the prompt does not force a tool call) -> tool-call parser (when the request's
+tool_choice is not ``none``) -> content / reasoning_content / tool_calls; a request that
+made tool calls and stopped finishes with ``tool_calls``. Completions: the echoed prompt
+goes before the first text.
+"""
+
+from __future__ import annotations
+
+from server import openai as s
+from server.generation import Piece
+from server.logprobs import CompletionLogprobs, TokenLogprob, TokenTexts, extend
+from server.prompt import ChatOutput
+from server.reasoning import ReasoningParser
+from server.tools import ToolCall, ToolCallParser
+
+
+class ChatDelta:
+    """What one piece adds to a chat choice."""
+
+    __slots__ = ("reasoning", "content", "calls", "logprobs", "finish", "first_call")
+
+    def __init__(self, reasoning: str, content: str, calls: list[ToolCall],
+                 logprobs: list[TokenLogprob] | None, finish: str | None,
+                 first_call: int) -> None:
+        self.reasoning = reasoning
+        self.content = content
+        self.calls = calls
+        self.logprobs = logprobs
+        self.finish = finish
+        self.first_call = first_call  # index of calls[0] among the choice's calls
+
+    def is_empty(self) -> bool:
+        return not (self.reasoning or self.content or self.calls or self.logprobs
+                    or self.finish)
+
+    def delta(self) -> s.Delta:
+        delta = s.Delta()
+        if self.content:
+            delta.content = self.content
+        if self.reasoning:
+            delta.reasoning_content = self.reasoning
+        if self.calls:
+            delta.tool_calls = [
+                s.ToolCallDelta(self.first_call + i, c.id, "function",
+                                s.Function(c.name, c.arguments))
+                for i, c in enumerate(self.calls)]
+        return delta
+
+
+class ChatChoice:
+    """A chat choice's parsers and, for a whole response, what it said so far."""
+
+    __slots__ = ("index", "_reasoning", "_tools", "_top", "_texts", "_with_reasoning",
+                 "content", "reasoning", "calls", "logprobs", "finish")
+
+    def __init__(self, index: int, chat: ChatOutput, reasoning_parser: bool,
+                 top_logprobs: int | None, texts: TokenTexts) -> None:
+        self.index = index
+        use_reasoning = reasoning_parser and not chat.prefilled
+        self._reasoning = ReasoningParser(chat.reasoning_inside) if use_reasoning else None
+        fmt = chat.tool_format
+        self._tools = ToolCallParser(fmt, chat.tools) if fmt is not None else None
+        self._top = top_logprobs
+        self._texts = texts
+        self._with_reasoning = reasoning_parser
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.logprobs: list[TokenLogprob] = []
+        self.finish: str | None = None
+
+    def step(self, piece: Piece) -> ChatDelta:
+        last = piece.finish is not None
+        reasoning, content = "", piece.text
+        if self._reasoning is not None:
+            reasoning, content = self._reasoning.push(content)
+            if last:
+                more_reasoning, more_content = self._reasoning.finish()
+                reasoning, content = reasoning + more_reasoning, content + more_content
+        calls: list[ToolCall] = []
+        if self._tools is not None:
+            content, calls = self._tools.push(content)
+            if last:
+                more_content, more_calls = self._tools.finish()
+                content, calls = content + more_content, calls + more_calls
+        finish = piece.finish
+        if finish == "stop" and self._tools is not None and self._tools.calls_made:
+            finish = "tool_calls"
+        logprobs = None
+        if self._top is not None:
+            logprobs = self._texts.chat(piece.logprobs, self._top)
+            self.logprobs += logprobs
+        delta = ChatDelta(reasoning, content, calls, logprobs, finish, len(self.calls))
+        self.content.append(content)
+        self.reasoning.append(reasoning)
+        self.calls += calls
+        self.finish = finish
+        return delta
+
+    def choice(self) -> s.ChatChoice:
+        """The whole choice (after the last piece)."""
+        content = "".join(self.content)
+        reasoning = "".join(self.reasoning)
+        message = s.AssistantMessage("assistant", content)
+        if not content and (self.calls or reasoning):
+            message.content = None
+        if self._with_reasoning:
+            message.reasoning_content = reasoning or None
+        if self.calls:
+            message.tool_calls = [s.ToolCallOut(c.id, "function", s.Function(c.name, c.arguments))
+                                  for c in self.calls]
+        logprobs = None if self._top is None else s.ChatLogprobs(self.logprobs)
+        return s.ChatChoice(self.index, message, logprobs, self.finish or "stop")
+
+
+class CompletionChoice:
+    """A completions choice: the echo before the first text, offsets for logprobs."""
+
+    __slots__ = ("index", "_echo", "_top", "_texts", "_offset", "text", "logprobs", "finish")
+
+    def __init__(self, index: int, echo: str | None, top: int | None,
+                 texts: TokenTexts) -> None:
+        self.index = index
+        self._echo = echo
+        self._top = top
+        self._texts = texts
+        self._offset = len(echo or "")
+        self.text: list[str] = []
+        self.logprobs = CompletionLogprobs([], [], [], [])
+        self.finish: str | None = None
+
+    def step(self, piece: Piece) -> tuple[str, CompletionLogprobs | None, str | None]:
+        text = piece.text
+        if self._echo is not None:
+            text, self._echo = self._echo + text, None
+        logprobs = None
+        if self._top is not None:
+            logprobs, self._offset = self._texts.completion(piece.logprobs, self._top,
+                                                            self._offset)
+            extend(self.logprobs, logprobs)
+        self.text.append(text)
+        self.finish = piece.finish
+        return text, logprobs, piece.finish
+
+    def choice(self) -> s.CompletionChoice:
+        logprobs = None if self._top is None else self.logprobs
+        return s.CompletionChoice(self.index, "".join(self.text), logprobs,
+                                  self.finish or "stop")

@@ -1,0 +1,80 @@
+"""The frontend's one error type and its HTTP mapping (design §7).
+
+Every failure a client can see is an :class:`APIError`. Its ``kind`` decides the HTTP
+status and the error ``type`` here and nowhere else; the Rust frontend
+(``rust/server/src/edge/error.rs``) maps the same kinds to the same statuses and types. The body
+is always (``code`` is the HTTP status, as vLLM does)::
+
+    {"error": {"message": str, "type": str, "param": str | null, "code": int}}
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+
+class ErrorKind(enum.Enum):
+    """(HTTP status, error type) of each class of failure."""
+
+    BAD_REQUEST = (400, "BadRequestError")
+    UNAUTHORIZED = (401, "AuthenticationError")  # missing or wrong API key
+    NOT_FOUND = (404, "NotFoundError")  # unknown model or route
+    METHOD_NOT_ALLOWED = (405, "MethodNotAllowedError")
+    PAYLOAD_TOO_LARGE = (413, "PayloadTooLargeError")
+    TOO_MANY_REQUESTS = (429, "TooManyRequestsError")  # admission: server at capacity
+    INTERNAL = (500, "InternalServerError")  # an engine error for one request, or our bug
+    ENGINE_DEAD = (503, "ServiceUnavailableError")  # engine gone, or a request shed
+    TIMEOUT = (504, "TimeoutError")  # --request-timeout expired
+
+    def __init__(self, status: int, type_name: str) -> None:
+        self.status = status
+        self.type_name = type_name
+
+
+class ErrorDetail(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: int
+
+
+class ErrorBody(msgspec.Struct):
+    error: ErrorDetail
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+class APIError(Exception):
+    """A failure reported to the client with ``kind``'s status and the OpenAI error body."""
+
+    def __init__(self, kind: ErrorKind, message: str, param: str | None = None,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.param = param
+        self.headers = headers or []  # extra response headers (e.g. Retry-After)
+
+    @property
+    def status(self) -> int:
+        return self.kind.status
+
+    def to_json(self) -> bytes:
+        detail = ErrorDetail(self.message, self.kind.type_name, self.param, self.kind.status)
+        return _encode(ErrorBody(detail))
+
+
+def bad_request(message: str, param: str | None = None) -> APIError:
+    """A 400; ``param`` names the offending field when there is one."""
+    return APIError(ErrorKind.BAD_REQUEST, message, param)
+
+
+def model_not_found(model: str) -> APIError:
+    return APIError(ErrorKind.NOT_FOUND, f"The model `{model}` does not exist.", "model")
+
+
+def engine_dead(reason: str) -> APIError:
+    return APIError(ErrorKind.ENGINE_DEAD, reason)

@@ -1,0 +1,261 @@
+"""Request and response bodies of the OpenAI routes, as msgspec structs.
+
+The request structs mirror ``rust/server/src/openai.rs`` field for field (same names, same
+JSON types: ``int`` fields are i64 there, token ids u32); fields the server knows but
+does not implement are typed ``Any`` here and judged by ``params.refusal``. Unknown
+fields fail the decode. The response structs serialize to the same JSON as the Rust
+ones (key order included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from server.logprobs import ChatLogprobs, CompletionLogprobs
+
+UnsetType = msgspec.UnsetType
+UNSET = msgspec.UNSET
+
+# --------------------------------------------------------------------------- requests
+
+
+class StreamOptions(msgspec.Struct, forbid_unknown_fields=True):
+    include_usage: bool | None = None
+    continuous_usage_stats: bool | None = None
+
+
+class ContentPart(msgspec.Struct):
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(msgspec.Struct, forbid_unknown_fields=True):
+    role: str
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[Any] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+
+class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Fields shared by chat and completions (Rust: ``CommonFields``)."""
+
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool | None = None
+    min_tokens: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    skip_special_tokens: bool | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    n: int | None = None
+    # Known, not implemented: accepted only with a value that asks for nothing.
+    best_of: Any = None
+    prompt_logprobs: Any = None
+    logit_bias: Any = None
+    response_format: Any = None
+    guided_json: Any = None
+    guided_regex: Any = None
+    guided_choice: Any = None
+    guided_grammar: Any = None
+    structured_outputs: Any = None
+    service_tier: Any = None
+    store: Any = None
+    metadata: Any = None
+    mm_processor_kwargs: Any = None
+    priority: Any = None
+    truncate_prompt_tokens: Any = None
+
+
+class ChatCompletionRequest(_Request, kw_only=True):
+    messages: list[ChatMessage] | None = None
+    max_completion_tokens: int | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    # Checked by tools.tool_settings (raw JSON, as Rust keeps them).
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    # Known, not implemented (chat only).
+    echo: Any = None
+    functions: Any = None
+    function_call: Any = None
+    reasoning_effort: Any = None
+    modalities: Any = None
+    audio: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    documents: Any = None
+
+
+class CompletionRequest(_Request, kw_only=True):
+    prompt: str | list[Any] | None = None
+    logprobs: int | None = None
+    echo: bool | None = None
+    # Known, not implemented (completions only).
+    suffix: Any = None
+
+
+COMMON_FIELDS = frozenset(
+    f for f in _Request.__struct_fields__ if f not in
+    {"best_of", "prompt_logprobs", "logit_bias", "response_format",
+     "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
+     "service_tier", "store", "metadata", "mm_processor_kwargs", "priority",
+     "truncate_prompt_tokens"})
+CHAT_FIELDS = frozenset({"messages", "max_completion_tokens", "chat_template_kwargs",
+                         "add_generation_prompt", "continue_final_message", "logprobs",
+                         "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"})
+COMPLETION_FIELDS = frozenset({"prompt", "logprobs", "echo"})
+
+# --------------------------------------------------------------------------- responses
+
+
+class Usage(msgspec.Struct):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(msgspec.Struct):
+    """A tool call in a response message."""
+
+    id: str
+    type: str
+    function: Function
+
+
+class ToolCallDelta(msgspec.Struct):
+    """A tool call in a stream delta (sent whole, once)."""
+
+    index: int
+    id: str
+    type: str
+    function: Function
+
+
+class AssistantMessage(msgspec.Struct):
+    """``reasoning_content`` is present when the server has a reasoning parser,
+    ``tool_calls`` when the answer made any."""
+
+    role: str
+    content: str | None
+    reasoning_content: str | None | UnsetType = UNSET
+    tool_calls: list[ToolCallOut] | UnsetType = UNSET
+
+
+class ChatChoice(msgspec.Struct):
+    index: int
+    message: AssistantMessage
+    logprobs: ChatLogprobs | None
+    finish_reason: str
+
+
+class ChatCompletion(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class Delta(msgspec.Struct):
+    role: str | UnsetType = UNSET
+    content: str | UnsetType = UNSET
+    reasoning_content: str | UnsetType = UNSET
+    tool_calls: list[ToolCallDelta] | UnsetType = UNSET
+
+
+class ChatChunkChoice(msgspec.Struct):
+    index: int
+    delta: Delta
+    logprobs: ChatLogprobs | None
+    finish_reason: str | None
+
+
+class ChatCompletionChunk(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | UnsetType = UNSET
+
+
+class CompletionChoice(msgspec.Struct):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None
+    finish_reason: str | None
+
+
+class Completion(msgspec.Struct, kw_only=True):
+    """A completions response, and a streamed chunk (without usage, or without choices)."""
+
+    id: str
+    object: str = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | UnsetType = UNSET
+
+
+class ModelCard(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "model"
+    created: int
+    owned_by: str = "vrs"
+    root: str
+    parent: None = None
+    max_model_len: int
+
+
+class ModelList(msgspec.Struct, kw_only=True):
+    object: str = "list"
+    data: list[ModelCard]
+
+
+class Tokenized(msgspec.Struct):
+    """``POST /tokenize`` (vLLM's shape)."""
+
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None
+
+
+class Detokenized(msgspec.Struct):
+    """``POST /detokenize`` (vLLM's shape)."""
+
+    prompt: str
+
+
+class Rendered(msgspec.Struct, kw_only=True):
+    """A render route's answer: what the engine would receive for the request."""
+
+    request_id: str
+    model: str
+    prompt: str | None  # the rendered chat / the completion prompt; None for token ids
+    prompt_token_ids: list[int]
+    sampling_params: dict[str, Any]  # engine.protocol.SamplingParams, field by field

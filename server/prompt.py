@@ -1,0 +1,142 @@
+"""Request body -> what the engine receives: the prompt, its token ids and the lowered
+sampling parameters. One implementation for the serving routes (``app``) and the render
+service (``render``); mirrors ``rust/server/src/validate/prompt.rs``.
+
+Check order (the same in both frontends): JSON, keys, types, values (400) -> model (404)
+-> messages / prompt (400) -> tools -> template + tokenization, off the
+event loop (400 on a template error) -> context length (400), which also fills in
+``max_tokens`` (default: what the context leaves after the prompt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, Protocol
+
+import msgspec
+
+from server import params
+from server.error import bad_request, model_not_found
+from server.metrics import Histogram
+from server.reasoning import starts_inside
+from server.text import ModelText, TemplateError
+from server.tools import (
+    TOOL_CALL_PARSERS,
+    ToolFormat,
+    ToolSettings,
+    prefill,
+    tool_settings,
+)
+
+
+class ModelLimits(Protocol):
+    """What the engine reports at READY (the render service reads it from config.json)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def max_model_len(self) -> int: ...
+
+
+class ChatOutput(msgspec.Struct):
+    """How a chat request's answer is parsed."""
+
+    tools: ToolSettings
+    tool_format: ToolFormat | None  # None: tool calls are not parsed
+    prefilled: bool  # the prompt forces a tool call (tool_choice required / named)
+    reasoning_inside: bool  # the prompt leaves a <think> open
+
+
+class Prompt(msgspec.Struct):
+    """A checked request, ready for the engine (``settings.sampling.max_tokens`` is set)."""
+
+    text: str | None  # the rendered chat, or the completion prompt; None for token ids
+    ids: list[int]
+    settings: params.Settings
+    chat: ChatOutput | None = None
+
+
+class PromptBuilder:
+    """Builds :class:`Prompt` s for one model; ``tool_parser`` names its tool-call format."""
+
+    def __init__(self, text: ModelText, model_name: str, limits: ModelLimits,
+                 executor: Executor, *, tool_parser: str | None = None,
+                 tokenize_latency: Histogram | None = None) -> None:
+        self.text = text
+        self.model_name = model_name
+        self.limits = limits
+        self.executor = executor
+        self.tool_parser = tool_parser
+        self._latency = tokenize_latency
+
+    def _check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise model_not_found(model)
+
+    async def off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        work = functools.partial(fn, *args, **kwargs)
+        if self._latency is not None:
+            work = functools.partial(_timed, self._latency, work)
+        try:
+            return await loop.run_in_executor(self.executor, work)
+        except TemplateError as exc:
+            raise bad_request(str(exc)) from None
+
+    def _finish(self, text: str | None, ids: list[int], settings: params.Settings,
+                what: str, chat: ChatOutput | None = None) -> Prompt:
+        settings.sampling.max_tokens = params.resolve_max_tokens(
+            settings.max_tokens, len(ids), self.limits.max_model_len, what)
+        return Prompt(text, ids, settings, chat)
+
+    async def chat(self, body: bytes) -> Prompt:
+        request = params.decode(body, chat=True)
+        override = request.max_completion_tokens
+        settings = params.validate(
+            request, None if override is None else ("max_completion_tokens", override),
+            self.limits.vocab_size)
+        params.chat_logprobs(request, settings)
+        self._check_model(settings.model)
+        messages = params.chat_messages(request, self.text.has_chat_template)
+        tools = tool_settings(request, self.tool_parser)
+        fmt = None
+        if tools.mode != "none" and self.tool_parser is not None:
+            fmt = TOOL_CALL_PARSERS[self.tool_parser]
+        forced = prefill(fmt, tools) if fmt is not None else None
+        if fmt is not None and tools.mode == "named":
+            settings.stop.append(fmt.end)  # one call, then stop
+        continue_final = bool(request.continue_final_message)
+        add_generation = request.add_generation_prompt
+        text, ids = await self.off_loop(
+            self.text.chat_prompt, messages, tools=tools.tools,
+            add_generation_prompt=(not continue_final) if add_generation is None
+            else add_generation,
+            continue_final_message=continue_final,
+            template_kwargs=request.chat_template_kwargs or {}, prefill=forced or "")
+        chat = ChatOutput(tools=tools, tool_format=fmt, prefilled=forced is not None,
+                          reasoning_inside=starts_inside(text[:len(text) - len(forced or "")]))
+        return self._finish(text, ids, settings, "messages", chat)
+
+    async def completion(self, body: bytes) -> Prompt:
+        request = params.decode(body, chat=False)
+        settings = params.validate(request, None, self.limits.vocab_size)
+        params.completion_output(request, settings)
+        self._check_model(settings.model)
+        prompt = params.completion_prompt(request, self.limits.vocab_size)
+        if isinstance(prompt, str):
+            ids = await self.off_loop(self.text.encode, prompt, True)
+            return self._finish(prompt, ids, settings, "prompt")
+        return self._finish(None, prompt, settings, "prompt")
+
+
+def _timed(histogram: Histogram, work: Callable[[], Any]) -> Any:
+    start = time.perf_counter()
+    try:
+        return work()
+    finally:
+        histogram.observe(time.perf_counter() - start)

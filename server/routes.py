@@ -1,0 +1,361 @@
+"""The OpenAI-compatible HTTP routes, as a plain ASGI application (served by uvicorn).
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON, or SSE when
+``stream`` is true), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus
+text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``GET
+/version``, ``POST /tokenize``, ``POST /detokenize``; anything else is a JSON 404, a
+known path with the wrong method a JSON 405. Same shapes, statuses and check order as
+the Rust server (``rust/server/src/routes.rs``, ``routes/chat_completions.rs``,
+``routes/completions.rs``, ``output/response.rs``):
+
+API key (401, ``/v1/*`` only, when the server has one) -> admission (429 with
+Retry-After when ``max_concurrent_requests`` generation requests are in flight) -> body
+(413 over ``max_request_body``) -> JSON, keys, types, values (400) -> model (404) ->
+messages / prompt -> template + tokenization, off the event loop (400 on a template
+error) -> context length (400) -> engine (503 when it is dead). ``n`` choices are ``n``
+engine requests. A client that disconnects aborts its engine requests; the deadline
+(``request_timeout``) aborts them with 504 or an SSE error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any
+
+import msgspec
+
+from engine.version import __version__
+from server import openai as s
+from server import response, tokenize
+from server.choice import ChatChoice, CompletionChoice
+from server.engine_client import ClientDisconnected, EngineClient
+from server.error import APIError, ErrorKind, engine_dead, model_not_found
+from server.generation import Generation
+from server.logprobs import TokenTexts
+from server.metrics import CONTENT_TYPE, Metrics
+from server.prompt import Prompt, PromptBuilder
+from server.text import ModelText
+
+logger = logging.getLogger("vrs.frontend")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+RETRY_AFTER_S = 1
+_encode = msgspec.json.Encoder().encode
+_JSON = (b"content-type", b"application/json")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def read_body(receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise APIError(ErrorKind.PAYLOAD_TOO_LARGE, "request body is larger than the limit "
+                           f"of {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def send_json(send: Send, status: int, body: bytes,
+                    extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [_JSON, (b"content-length", str(len(body)).encode()), *(extra or ())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, error: APIError,
+                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send_json(send, error.status, error.to_json(), [*error.headers, *(extra or ())])
+
+
+def model_list(name: str, created: int, root: str, max_model_len: int) -> bytes:
+    """The ``GET /v1/models`` body: the one served model."""
+    card = s.ModelCard(id=name, created=created, root=root, max_model_len=max_model_len)
+    return _encode(s.ModelList(data=[card]))
+
+
+def authorized(scope: Scope, api_key: bytes) -> bool:
+    """Whether the request carries ``Authorization: Bearer <api_key>`` (constant time)."""
+    given = b""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            given = value
+            break
+    return hmac.compare_digest(given, b"Bearer " + api_key)
+
+
+async def dispatch(routes: dict[str, tuple[str, Handler]], scope: Scope, receive: Receive,
+                   send: Send, api_key: bytes | None = None,
+                   metrics: Metrics | None = None) -> None:
+    """Routes one ASGI request: 401 without the API key on /v1/*, JSON 404 / 405,
+    APIError bodies, 500 for our own bugs; counts it in ``metrics``."""
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    status = [0]
+    if metrics is not None:
+        inner = send
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await inner(message)
+
+    route = routes.get(path)
+    try:
+        if api_key is not None and path.startswith("/v1/") and not authorized(scope, api_key):
+            raise APIError(ErrorKind.UNAUTHORIZED, "invalid or missing API key: send "
+                           "`Authorization: Bearer <key>`",
+                           headers=[(b"www-authenticate", b"Bearer")])
+        if route is None:
+            raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {path}")
+        method, handler = route
+        if scope["method"] != method:
+            await send_error(send, APIError(ErrorKind.METHOD_NOT_ALLOWED,
+                                            f"Method Not Allowed: {scope['method']} {path}"),
+                             [(b"allow", method.encode())])
+            return
+        await handler(scope, receive, send)
+    except APIError as error:
+        await send_error(send, error)
+    except ClientGone:
+        return
+    except Exception:  # our bug: a 500 with the error body, if the response has not begun
+        logger.exception("internal error on %s %s", scope["method"], path)
+        with contextlib.suppress(Exception):
+            await send_error(send, APIError(ErrorKind.INTERNAL, "internal server error"))
+    finally:
+        if metrics is not None and status[0]:
+            metrics.request(path, status[0])
+
+
+async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    for generation in generations:
+        generation.cancel()
+
+
+class Options(msgspec.Struct, kw_only=True):
+    """Server settings the routes use (see ``server.Config``)."""
+
+    api_key: str | None = None
+    max_request_body: int = MAX_BODY_BYTES
+    max_concurrent_requests: int | None = None
+    request_timeout: float | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+
+
+class App:
+    """The ASGI callable; ``client`` must be started before requests arrive."""
+
+    def __init__(self, client: EngineClient, text: ModelText, served_model_name: str,
+                 model_root: str, executor: Executor, options: Options | None = None) -> None:
+        self.client = client
+        self.text = text
+        self.model_name = served_model_name
+        self.model_root = model_root
+        self.options = options or Options()
+        self.metrics = Metrics()
+        self.prompts = PromptBuilder(text, served_model_name, client, executor,
+                                     tool_parser=self.options.tool_call_parser,
+                                     tokenize_latency=self.metrics.tokenize)
+        self.executor = executor
+        self.token_texts = TokenTexts(text.backend)
+        self.created = int(time.time())
+        self.active = 0  # generation requests in flight (admission, /load)
+        key = self.options.api_key
+        self._api_key = key.encode() if key else None
+        self._routes: dict[str, tuple[str, Handler]] = {
+            "/v1/chat/completions": ("POST", self.chat_completions),
+            "/v1/completions": ("POST", self.completions),
+            "/v1/models": ("GET", self.models),
+            "/health": ("GET", self.health),
+            "/metrics": ("GET", self.metrics_route),
+            "/load": ("GET", self.load),
+            "/version": ("GET", self.version),
+            "/tokenize": ("POST", self.tokenize),
+            "/detokenize": ("POST", self.detokenize),
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await dispatch(self._routes, scope, receive, send, self._api_key, self.metrics)
+
+    # ------------------------------------------------------------------ simple routes
+
+    async def health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.client.dead_reason is not None:
+            raise engine_dead(self.client.dead_reason)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, 200, model_list(self.model_name, self.created, self.model_root,
+                                              self.client.max_model_len))
+
+    async def metrics_route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = self.metrics.render(self.client.engine_stats(), self.active, self.client.routed)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", CONTENT_TYPE),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def load(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, 200, _encode({"server_load": self.active}))
+
+    async def version(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, 200, _encode({"version": __version__}))
+
+    # ------------------------------------------------------------------ tokenizer routes
+
+    def _check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise model_not_found(model)
+
+    async def tokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(receive, self.options.max_request_body)
+        request = tokenize.tokenize_request(body)
+        self._check_model(request.model)
+        if isinstance(request, tokenize.TokenizeChat):
+            kwargs = tokenize.chat_input(request, self.text.has_chat_template)
+            special = bool(request.add_special_tokens)
+            text = await self.prompts.off_loop(self.text.render_chat, **kwargs)
+        else:
+            if request.prompt is None:
+                raise APIError(ErrorKind.BAD_REQUEST, "`prompt` is required", "prompt")
+            special = request.add_special_tokens is not False
+            text = request.prompt
+        ids = await self.prompts.off_loop(self.text.encode, text, special)
+        strs = None
+        if request.return_token_strs:
+            backend = self.text.backend
+            strs = [backend.id_to_token(i) or "" for i in ids]
+        await send_json(send, 200, _encode(s.Tokenized(len(ids), self.client.max_model_len,
+                                                       ids, strs)))
+
+    async def detokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(receive, self.options.max_request_body)
+        request = tokenize.detokenize_request(body, self.client.vocab_size)
+        self._check_model(request.model)
+        text = await self.prompts.off_loop(self.text.decode, request.tokens or [], False)
+        await send_json(send, 200, _encode(s.Detokenized(text)))
+
+    # ------------------------------------------------------------------ generation
+
+    def _admit(self) -> None:
+        limit = self.options.max_concurrent_requests
+        if limit is not None and self.active >= limit:
+            raise APIError(ErrorKind.TOO_MANY_REQUESTS,
+                           f"the server is at its limit of {limit} concurrent requests; "
+                           "retry later", headers=[(b"retry-after", str(RETRY_AFTER_S).encode())])
+
+    def _start(self, rid: str, prompt: Prompt, arrival: float) -> list[Generation]:
+        settings = prompt.settings
+        self.metrics.tokens(prompt=len(prompt.ids))
+        generations: list[Generation] = []
+        try:
+            for index in range(settings.n):
+                sampling = settings.sampling
+                request_id = rid
+                if settings.n > 1:
+                    sampling = msgspec.structs.replace(sampling)
+                    if sampling.seed is not None:
+                        sampling.seed = _wrap_i64(sampling.seed + index)
+                    request_id = f"{rid}-{index}"
+                detok = self.text.detokenizer(prompt.ids, settings.skip_special_tokens)
+                generations.append(Generation(self.client, request_id, prompt.ids, sampling,
+                                              detok, settings.stop, self.metrics, arrival))
+        except APIError:
+            for generation in generations:
+                generation.close()
+            raise
+        return generations
+
+    async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._generate(receive, send, chat=True)
+
+    async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._generate(receive, send, chat=False)
+
+    async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
+        arrival = time.perf_counter()
+        timeout = self.options.request_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._admit()
+        self.active += 1
+        try:
+            body = await read_body(receive, self.options.max_request_body)
+            if chat:
+                prompt = await self.prompts.chat(body)
+            else:
+                prompt = await self.prompts.completion(body)
+            rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+            generations = self._start(rid, prompt, arrival)
+            shapes = self._shapes(prompt, rid, chat)
+            await self._run(receive, send, generations, shapes, prompt, deadline,
+                            timeout or 0.0)
+        finally:
+            self.active -= 1
+
+    def _shapes(self, prompt: Prompt, rid: str, chat: bool) -> response.Shapes:
+        settings = prompt.settings
+        created = int(time.time())
+        top = settings.sampling.logprobs
+        if chat:
+            assert prompt.chat is not None
+            reasoning = self.options.reasoning_parser is not None
+            return response.ChatShapes(rid, created, self.model_name, [
+                ChatChoice(i, prompt.chat, reasoning, top, self.token_texts)
+                for i in range(settings.n)])
+        echo = None
+        if settings.echo:
+            echo = prompt.text if prompt.text is not None else self.text.decode(
+                prompt.ids, settings.skip_special_tokens)
+        return response.CompletionShapes(rid, created, self.model_name, [
+            CompletionChoice(i, echo, top, self.token_texts) for i in range(settings.n)])
+
+    async def _run(self, receive: Receive, send: Send, generations: list[Generation],
+                   shapes: response.Shapes, prompt: Prompt, deadline: float | None,
+                   timeout: float) -> None:
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, generations))
+        try:
+            if prompt.settings.stream:
+                await response.stream(send, generations, shapes,
+                                      prompt.settings.include_usage, deadline, timeout)
+            else:
+                status, body = await response.whole(generations, shapes, deadline, timeout)
+                await send_json(send, status, body)
+        except ClientDisconnected:
+            logger.debug("%s: the client went away", generations[0].request_id)
+        finally:
+            watcher.cancel()
+            for generation in generations:
+                generation.close()
+
+
+def _wrap_i64(value: int) -> int:
+    """``value`` wrapped into i64 (a child's seed is the request's seed + its index)."""
+    return (value + 2**63) % 2**64 - 2**63

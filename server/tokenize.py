@@ -1,0 +1,125 @@
+"""``POST /tokenize`` and ``POST /detokenize`` (vLLM's shapes). Mirrors
+``rust/server/src/routes/tokenize.rs``.
+
+/tokenize takes a completion-style body (``prompt``, ``add_special_tokens`` default true)
+or, when it has ``messages``, a chat-style one (rendered by the chat template with
+``add_generation_prompt`` default true, ``continue_final_message``,
+``chat_template_kwargs``, ``tools``; ``add_special_tokens`` default false) and answers
+``{"count", "max_model_len", "tokens", "token_strs"}`` (``token_strs``: the vocabulary's
+token strings when ``return_token_strs`` is true, else null). /detokenize takes
+``{"tokens": [ids]}`` and answers ``{"prompt": text}`` (special tokens kept). Both accept
+``model`` (404 when it is not the served one). Keys are checked first (unknown ->
+400 naming it), then types, then values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from server import openai as s
+from server import params
+from server.error import bad_request
+from server.tools import check_tools
+
+COMPLETION_KEYS = frozenset({"model", "prompt", "add_special_tokens", "return_token_strs"})
+CHAT_KEYS = frozenset({"model", "messages", "add_generation_prompt", "continue_final_message",
+                       "add_special_tokens", "chat_template_kwargs", "tools",
+                       "return_token_strs"})
+DETOKENIZE_KEYS = frozenset({"model", "tokens"})
+
+
+class TokenizeCompletion(msgspec.Struct, kw_only=True):
+    model: str | None = None
+    prompt: str | None = None
+    add_special_tokens: bool | None = None
+    return_token_strs: bool | None = None
+
+
+class TokenizeChat(msgspec.Struct, kw_only=True):
+    model: str | None = None
+    messages: list[s.ChatMessage] | None = None
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    add_special_tokens: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    tools: Any = None
+    return_token_strs: bool | None = None
+
+
+class Detokenize(msgspec.Struct, kw_only=True):
+    model: str | None = None
+    tokens: list[int] | None = None
+
+
+def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
+    """The body as a JSON object whose keys are all in ``keys`` (None: not checked)."""
+    if not body.strip():
+        raise bad_request("the request body is empty; expected a JSON object")
+    params.check_numbers(body)
+    try:
+        value = msgspec.json.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise bad_request(f"invalid JSON in the request body: {exc}") from None
+    if not isinstance(value, dict):
+        raise bad_request("the request body must be a JSON object")
+    if keys is not None:
+        unknown = sorted(k for k in value if k not in keys)
+        if len(unknown) == 1:
+            raise bad_request(f"unknown field `{unknown[0]}`", unknown[0])
+        if unknown:
+            names = ", ".join(f"`{k}`" for k in unknown)
+            raise bad_request(f"unknown fields: {names}", unknown[0])
+    return value
+
+
+def _convert(value: dict[str, Any], kind: type) -> Any:
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        message, _, at = str(exc).partition(" - at `$")
+        path = at.rstrip("`").lstrip(".")
+        if message.startswith("Object contains unknown field `"):
+            field = message.split("`")[1]
+            path = f"{path}.{field}" if path else field
+            message = f"unknown field `{field}`"
+        if not path:
+            raise bad_request(message) from None
+        raise bad_request(f"invalid value for `{path}`: {message}", path) from None
+
+
+def tokenize_request(body: bytes) -> TokenizeCompletion | TokenizeChat:
+    raw = _object(body, None)
+    chat = "messages" in raw
+    _object(body, CHAT_KEYS if chat else COMPLETION_KEYS)
+    return _convert(raw, TokenizeChat if chat else TokenizeCompletion)
+
+
+def chat_input(request: TokenizeChat, has_template: bool) -> dict[str, Any]:
+    """Keyword arguments of ``ModelText.chat_prompt`` for a chat-style /tokenize."""
+    messages = params.chat_messages(request, has_template)  # type: ignore[arg-type]
+    continue_final = bool(request.continue_final_message)
+    add_generation = request.add_generation_prompt
+    return {
+        "messages": messages,
+        "tools": check_tools(request.tools),
+        "add_generation_prompt": (not continue_final) if add_generation is None
+        else add_generation,
+        "continue_final_message": continue_final,
+        "template_kwargs": request.chat_template_kwargs or {},
+    }
+
+
+def detokenize_request(body: bytes, vocab_size: int) -> Detokenize:
+    request = _convert(_object(body, DETOKENIZE_KEYS), Detokenize)
+    if request.tokens is None:
+        raise bad_request("`tokens` is required", "tokens")
+    for index, token in enumerate(request.tokens):
+        if not 0 <= token < params.U32_END:
+            path = f"tokens[{index}]"
+            raise bad_request(f"invalid value for `{path}`: {token} is not a u32", path)
+        if token >= vocab_size:
+            raise bad_request(f"token id {token} in `tokens` is out of the vocabulary "
+                              f"(size {vocab_size})", "tokens")
+    return request

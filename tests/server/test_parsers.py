@@ -1,0 +1,193 @@
+"""The Python frontend's streaming parsers (tool calls, reasoning), logprob shapes and
+metrics text, unit by unit. The same cases as the Rust unit tests in
+rust/server/src/parsers/{tools/tests,reasoning,markers}.rs and
+rust/server/src/edge/metrics.rs, so both frontends split text
+the same way."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from engine import protocol as p
+from server.error import APIError
+from server.logprobs import clamp
+from server.markers import held_suffix
+from server.metrics import Metrics
+from server.reasoning import ReasoningParser, check_parser, starts_inside
+from server.tools import (
+    TOOL_CALL_PARSERS,
+    ToolCallParser,
+    ToolSettings,
+    parse_call,
+    pick_parser,
+    prefill,
+    tool_settings,
+)
+
+DEMO = TOOL_CALL_PARSERS["demo"]
+
+
+def settings(mode: str, name: str | None = None, parallel: bool = True) -> ToolSettings:
+    return ToolSettings(tools=None, mode=mode, name=name, parallel=parallel)
+
+
+def run(parser: ToolCallParser, text: str) -> tuple[str, list]:
+    """Feeds ``text`` one character at a time: markers split at every position."""
+    content, calls = "", []
+    for ch in text:
+        c, k = parser.push(ch)
+        content, calls = content + c, calls + k
+    c, k = parser.finish()
+    return content + c, calls + k
+
+
+def test_held_suffix() -> None:
+    assert held_suffix("abc<thi", "<think>") == 4
+    assert held_suffix("abc", "<think>") == 0
+    assert held_suffix("<think>", "<think>") == 0
+    assert held_suffix("x<｜tool", DEMO.begin) == len("<｜tool")
+
+
+def test_auto_splits_content_and_calls_across_any_piece_boundary() -> None:
+    text = ('Hi <｜tool▁call▁begin｜>{"name": "f", "arguments": {"a": [1, 2]}}'
+            '<｜tool▁call▁end｜> bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>')
+    content, calls = run(ToolCallParser(DEMO, settings("auto")), text)
+    assert content == "Hi  bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>"
+    assert [(c.name, c.arguments) for c in calls] == [("f", '{"a": [1, 2]}')]
+    assert calls[0].id.startswith("call_") and len(calls[0].id) == 29
+    whole = ToolCallParser(DEMO, settings("auto"))
+    content2, calls2 = whole.push(text)
+    rest, more = whole.finish()
+    assert content2 + rest == content and len(calls2 + more) == 1
+
+
+def test_auto_never_forces_a_call() -> None:
+    parser = ToolCallParser(DEMO, settings("auto"))
+    assert parser.push("plain <｜tool") == ("plain ", [])
+    assert parser.finish() == ("<｜tool", [])
+    assert run(ToolCallParser(DEMO, settings("auto")), '{"name": "f", "arguments": {}}') == (
+        '{"name": "f", "arguments": {}}', [])
+
+
+def test_required_and_named_start_inside_a_call() -> None:
+    content, calls = run(ToolCallParser(DEMO, settings("required")),
+                         '{"name": "g", "arguments": "{\\"x\\": 1}"}<｜tool▁call▁end｜>')
+    assert content == "" and [(c.name, c.arguments) for c in calls] == [("g", '{"x": 1}')]
+    content, calls = run(ToolCallParser(DEMO, settings("named", "f")), '{"x": "é"}}')
+    assert content == "" and [(c.name, c.arguments) for c in calls] == [("f", '{"x": "é"}')]
+    assert run(ToolCallParser(DEMO, settings("named", "f")), "oops") == ("oops", [])
+    assert run(ToolCallParser(DEMO, settings("required")), "nope") == ("nope", [])
+
+
+def test_parallel_false_keeps_the_first_call() -> None:
+    call = '<｜tool▁call▁begin｜>{"name": "f", "arguments": {}}<｜tool▁call▁end｜>'
+    assert len(run(ToolCallParser(DEMO, settings("auto", parallel=False)), call * 2)[1]) == 1
+    assert len(run(ToolCallParser(DEMO, settings("auto")), call * 2)[1]) == 2
+
+
+def test_call_bodies() -> None:
+    assert parse_call(' {"arguments":{} ,"name":"x" } ') == ("x", "{}")
+    assert parse_call('{"name": "f", "arguments": NaN}') is None
+    assert parse_call('{"name": "f", "name": "g", "arguments": 1}') is None
+    assert parse_call('["f", {}]') is None
+    assert parse_call('{"name": 1, "arguments": {}}') is None
+    assert parse_call('{"name": "f"}') is None
+    assert parse_call('{"name": "f", "arguments": {}} x') is None
+    assert parse_call('{"name": "f", "arguments": [1,  2], "x": 1, "x": 2}') == ("f", "[1,  2]")
+
+
+def request(tools: object = None, choice: object = None, parallel: bool | None = None) -> object:
+    return SimpleNamespace(tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
+
+
+def test_settings_checks_name_the_field() -> None:
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    assert tool_settings(request(tools), "demo").mode == "auto"
+    assert tool_settings(request(), None).mode == "none"
+    named = {"type": "function", "function": {"name": "f"}}
+    got = tool_settings(request(tools, named, False), "demo")
+    assert (got.mode, got.name, got.parallel) == ("named", "f", False)
+    cases = [
+        ("x", tools, "demo", "tool_choice", "must be"),
+        ("required", None, "demo", "tool_choice", "needs `tools`"),
+        ({"type": "function", "function": {"name": "g"}}, tools, "demo", "tool_choice",
+         "not in `tools`"),
+        ("auto", tools, None, "tool_choice", "--tool-call-parser"),
+        ("none", {}, None, "tools", "expected a list"),
+        ("none", [1], None, "tools[0]", "`type`"),
+        ("none", [{"type": "function"}], None, "tools[0].function", "name"),
+    ]
+    for choice, given, parser, param, words in cases:
+        with pytest.raises(APIError) as info:
+            tool_settings(request(given, choice), parser)
+        assert info.value.param == param and words in info.value.message, choice
+
+
+def test_parser_choice() -> None:
+    demo = "x <｜tool▁call▁begin｜> y <｜tool▁call▁end｜>"
+    assert pick_parser(None, demo) == "demo"
+    assert pick_parser("auto", "<tool_call></tool_call>") == "hermes"
+    assert pick_parser("auto", "plain") is None and pick_parser("auto", None) is None
+    assert pick_parser("none", demo) is None and pick_parser("hermes", demo) == "hermes"
+    with pytest.raises(ValueError, match="demo"):
+        pick_parser("bogus", None)
+    assert prefill(DEMO, settings("named", 'a"b')) == (
+        '<｜tool▁call▁begin｜>{"name": "a\\"b", "arguments": ')
+
+
+def reason(inside: bool, pieces: list[str]) -> tuple[str, str]:
+    parser = ReasoningParser(inside)
+    reasoning = content = ""
+    for piece in pieces:
+        r, c = parser.push(piece)
+        reasoning, content = reasoning + r, content + c
+    r, c = parser.finish()
+    return reasoning + r, content + c
+
+
+def test_reasoning_markers_split_over_pieces() -> None:
+    assert reason(False, list("<think>plan a</think>answer")) == ("plan a", "answer")
+    assert reason(False, ["<thi", "nk>x</th", "ink>y"]) == ("x", "y")
+    assert reason(True, ["x</th", "ink>y<think>z"]) == ("x", "y<think>z")
+    assert reason(True, ["still thinking</thi"]) == ("still thinking</thi", "")
+    assert reason(False, ["no thoughts <thin"]) == ("", "no thoughts <thin")
+    assert reason(False, ["a<think>b"]) == ("b", "a")
+    assert starts_inside("<｜Assistant｜><think>") and not starts_inside("<｜Assistant｜></think>")
+    assert not starts_inside("<think>x</think> plain") and not starts_inside("plain")
+    assert check_parser("qwen3") == "qwen3"
+    with pytest.raises(ValueError, match="deepseek_r1"):
+        check_parser("x")
+
+
+def test_clamp_and_metrics_text() -> None:
+    assert clamp(-math.inf) == clamp(math.nan) == clamp(-1e6) == -9999.0
+    assert clamp(-0.5) == -0.5
+    metrics = Metrics()
+    for seconds in (0.00005, 0.003, 1000):
+        metrics.ttft.observe(seconds)
+    metrics.request("/v1/completions", 200)
+    metrics.request("/v1/completions", 200)
+    metrics.request("/nope", 404)
+    metrics.tokens(prompt=7)
+    stats = p.SchedulerStats(num_running=2, prefix_cache_queries=4, prefix_cache_hits=1)
+    lines = metrics.render({0: stats}, 3).decode().splitlines()
+    for line in [
+        'vrs:time_to_first_token_seconds_bucket{le="0.0001"} 1',
+        'vrs:time_to_first_token_seconds_bucket{le="0.0025"} 1',
+        'vrs:time_to_first_token_seconds_bucket{le="0.005"} 2',
+        'vrs:time_to_first_token_seconds_bucket{le="300"} 2',
+        'vrs:time_to_first_token_seconds_bucket{le="+Inf"} 3',
+        "vrs:time_to_first_token_seconds_count 3",
+        'vrs:http_requests_total{endpoint="/v1/completions",status="200"} 2',
+        'vrs:http_requests_total{endpoint="other",status="404"} 1',
+        "vrs:prompt_tokens_total 7",
+        "vrs:requests_in_flight 3",
+        'vrs:num_requests_running{engine="0"} 2',
+        'vrs:prefix_cache_hit_rate{engine="0"} 0.25',
+        'vrs:kv_cache_usage_perc{engine="0"} 0.0',
+        "# TYPE vrs:e2e_request_latency_seconds histogram",
+    ]:
+        assert line in lines, line
