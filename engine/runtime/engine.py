@@ -33,6 +33,7 @@ logger = logging.getLogger("vrs.engine")
 CPU_DEFAULT_KV_BYTES = 1 << 30
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SampleResult = tuple[Request, int, p.TokenLogprobs | None]
+_Failure = tuple[Request, str]  # a request and why it failed
 
 
 def resolve_device(name: str) -> torch.device:
@@ -273,39 +274,50 @@ class ModelEngine:
 
     # ------------------------------------------------------------------ step
 
-    def _run(self, requests: list[Request], num_new: list[int]) -> list[_SampleResult]:
-        logits, due = self.runner.execute(requests, num_new)
+    def step(self) -> list[p.EngineCoreOutput]:
+        """One engine step: schedule -> run -> sample -> update."""
+        with torch.inference_mode():
+            sched = self.scheduler.schedule()
+            if not sched.requests:
+                return []
+            results, failed = self._run_and_sample(sched.requests, sched.num_new_tokens)
+            return self._update(sched.requests, sched.num_new_tokens, results, failed)
+
+    def _run_and_sample(self, requests: list[Request], num_new: list[int]
+                        ) -> tuple[list[_SampleResult], list[_Failure]]:
+        """Run and sample the batch; if that raises, isolate the culprit: rerun one request
+        at a time, so only the failing request ends (the others' results are kept)."""
+        failed: list[_Failure] = []
+        try:
+            return self._sample(*self._run(requests, num_new)), failed
+        except Exception as exc:
+            logger.warning("step failed (%s); retrying requests one by one", exc)
+        results: list[_SampleResult] = []
+        for req, n in zip(requests, num_new, strict=True):
+            try:
+                results.extend(self._sample(*self._run([req], [n])))
+            except Exception as one_exc:
+                logger.exception("request %s failed", req.request_id)
+                failed.append((req, f"{type(one_exc).__name__}: {one_exc}"))
+        return results, failed
+
+    def _run(self, requests: list[Request], num_new: list[int]
+             ) -> tuple[torch.Tensor | None, list[Request]]:
+        """One batched forward over every scheduled token: the logits of the requests whose
+        known tokens are now all computed (``due``; None when there are none)."""
+        return self.runner.execute(requests, num_new)
+
+    def _sample(self, logits: torch.Tensor | None, due: list[Request]) -> list[_SampleResult]:
+        """Each due request's next token (and its logprobs when asked)."""
         if logits is None:
             return []
         sampled = self.sampler(logits, due)
         return list(zip(due, sampled.token_ids, sampled.logprobs, strict=True))
 
-    def step(self) -> list[p.EngineCoreOutput]:
-        with torch.inference_mode():
-            sched = self.scheduler.schedule()
-            if not sched.requests:
-                return []
-            failed: list[tuple[Request, str]] = []
-            try:
-                results = self._run(sched.requests, sched.num_new_tokens)
-            except Exception as exc:  # isolate the culprit: rerun one request at a time
-                logger.warning("step failed (%s); retrying requests one by one", exc)
-                results = []
-                for req, n in zip(sched.requests, sched.num_new_tokens, strict=True):
-                    try:
-                        results.extend(self._run([req], [n]))
-                    except Exception as one_exc:
-                        logger.exception("request %s failed", req.request_id)
-                        failed.append((req, f"{type(one_exc).__name__}: {one_exc}"))
-            return self._update(sched.requests, sched.num_new_tokens, results, failed)
-
-    def _update(
-        self,
-        requests: list[Request],
-        num_new: list[int],
-        results: list[_SampleResult],
-        failed: list[tuple[Request, str]],
-    ) -> list[p.EngineCoreOutput]:
+    def _update(self, requests: list[Request], num_new: list[int],
+                results: list[_SampleResult], failed: list[_Failure]) -> list[p.EngineCoreOutput]:
+        """Advance the requests past this step's tokens, append the sampled tokens, finish
+        those that are done or failed; returns the step's outputs."""
         outputs: list[p.EngineCoreOutput] = []
         failed_ids = {id(req) for req, _ in failed}
         kv = self.kv_cache
