@@ -16,6 +16,9 @@ echo "== install (pip install '.[test]': builds vrs-rs in release mode)"
 
 echo "== lint"
 "$PYTHON" -m ruff check .
+# import-linter: the Python layers ([tool.importlinter] in pyproject.toml). What the
+# `lint-imports` script runs, called through $PYTHON so no PATH or scripts dir matters.
+"$PYTHON" -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())'
 (cd rust && cargo fmt --all -- --check)
 (cd rust && cargo clippy --release --workspace --all-targets -- -D warnings)
 
