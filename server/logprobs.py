@@ -1,6 +1,6 @@
 """Log-probabilities in the OpenAI shapes, from the engine's ``TokenLogprobs``.
 
-Mirrors ``rust/server/src/output/logprobs.rs``. A token's text is its id decoded alone with
+Mirrors ``rust/server/src/logprobs.rs``. A token's text is its id decoded alone with
 special tokens kept (an incomplete UTF-8 sequence decodes to U+FFFD); ``bytes`` are that
 text's UTF-8 bytes. Log-probabilities below -9999 (or not finite) are reported as -9999,
 as vLLM does, so the JSON stays valid.
