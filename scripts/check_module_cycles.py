@@ -200,7 +200,8 @@ def check_crate(src: Path) -> list[str]:
 
 
 def main() -> int:
-    rust = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "rust"
+    default = Path(__file__).resolve().parent.parent / "rust"
+    rust = Path(sys.argv[1]) if len(sys.argv) > 1 else default
     crates = sorted(p for p in rust.iterdir()
                     if (p / "Cargo.toml").exists() and (p / "src").is_dir())
     problems: list[str] = []

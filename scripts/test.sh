@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install vrs with its test extras, then run every test.
-# Builds vrs-rs through maturin (release), then pytest, ruff, cargo fmt/clippy/test.
+# Builds vrs-rs through maturin (release), then ruff, import-linter, the Rust module-cycle
+# check, cargo fmt/clippy/test, pytest.
 # Installs into the interpreter $PYTHON (default: python3, i.e. the active venv's, or the
 # system's); .ci/run runs it inside a fresh venv.
 set -euo pipefail
@@ -10,6 +11,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/vrs-target}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export TOKENIZERS_PARALLELISM=false
 PYTHON="${PYTHON:-python3}"
+# The Rust tests that ask Python (transformers, tokenizers, the wire fixtures, the demo
+# model) use the same interpreter.
+export VRS_PYTHON="${VRS_PYTHON:-$PYTHON}"
 
 echo "== install (pip install '.[test]': builds vrs-rs in release mode)"
 "$PYTHON" -m pip install --quiet '.[test]'
@@ -19,6 +23,8 @@ echo "== lint"
 # import-linter: the Python layers ([tool.importlinter] in pyproject.toml). What the
 # `lint-imports` script runs, called through $PYTHON so no PATH or scripts dir matters.
 "$PYTHON" -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())'
+# The Rust layers: crates cannot form a cycle; modules inside a crate must not either.
+"$PYTHON" scripts/check_module_cycles.py
 (cd rust && cargo fmt --all -- --check)
 (cd rust && cargo clippy --release --workspace --all-targets -- -D warnings)
 
