@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from servers import MODEL, Server, wait_until
+from servers import MODEL, MODES, Pool, Server, wait_until
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "server"
                       / "vllm_dashboard_metrics.json").read_text())
@@ -144,3 +144,19 @@ def test_values_follow_the_traffic(server: Server) -> None:
     assert delta(after, "vllm:inter_token_latency_seconds_count") >= 1
     e2e = delta(after, "vllm:e2e_request_latency_seconds_sum")
     assert 0 < e2e < 60
+
+
+def test_every_frontend_writes_the_same_names_help_and_buckets(pool: Pool) -> None:
+    """The Rust and the Python frontends mirror each other: same HELP/TYPE lines, same
+    label sets and bucket bounds (values differ with the traffic each one saw)."""
+
+    def shape(server: Server) -> list[str]:
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+        lines = [line for line in text.splitlines() if "vllm:" in line]
+        return [re.sub(r" \S+$", "", line) if not line.startswith("#") else line
+                for line in lines]
+
+    shapes = {mode: shape(pool.get(mode)) for mode in MODES}
+    assert shapes["python"], "no vllm:* series"
+    for mode, lines in shapes.items():
+        assert lines == shapes["python"], mode
