@@ -18,6 +18,7 @@ from server.engine_client import ClientDisconnected, EngineClient, RequestStream
 from server.error import APIError, ErrorKind
 from server.metrics import Metrics
 from server.text import IncrementalDetokenizer, StopMatcher
+from server.vllm_metrics import Siblings
 
 _ERROR = p.FinishReason.ERROR.value
 
@@ -36,7 +37,7 @@ class Generation:
 
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
                  "finish_reason", "_detok", "_stop", "_stream", "_metrics", "_arrival",
-                 "_last")
+                 "_first", "_last", "_ended", "_failed", "_engine", "_siblings")
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class Generation:
         stop: list[str],
         metrics: Metrics,
         arrival: float,
+        siblings: Siblings,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -58,9 +60,15 @@ class Generation:
         self._stop = StopMatcher(stop) if stop else None
         self._metrics = metrics
         self._arrival = arrival  # time.perf_counter() when the HTTP request arrived
+        self._first: float | None = None  # when the first output with tokens came
         self._last: float | None = None  # when the latest output with tokens came
+        self._ended: float | None = None  # when it finished (its end-to-end latency)
+        self._failed = False  # the engine failed it or died: no vllm:request_success
+        self._siblings: Siblings | None = siblings  # the request's n choices
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
         self._stream: RequestStream = client.add(request)
+        # The engine it was routed to: the ``engine`` label of the vllm:* series.
+        self._engine = int.from_bytes(self._stream.identity, "little")
 
     def cancel(self) -> None:
         """The client went away: wake the consumer, which then ends the request."""
@@ -68,10 +76,31 @@ class Generation:
             self._stream.fail(ClientDisconnected())
 
     def close(self) -> None:
-        """Abort the engine request unless it has finished (idempotent)."""
+        """Abort the engine request unless it has finished (idempotent); the first call
+        reports the request to the vllm:* series."""
+        if self._siblings is None:
+            return
         if self.finish_reason is None:
             self.finish_reason = "abort"
             self.client.abort(self._stream)
+        self._report()
+
+    def _report(self) -> None:
+        """A finished request by its reason (``abort`` when the client went away or the
+        deadline passed); a failed one only as one of its siblings. Mirrors ``report``
+        in rust/server/src/output/generation.rs."""
+        siblings, self._siblings = self._siblings, None
+        vllm = self._metrics.vllm
+        reason = self.finish_reason
+        if reason is not None and reason != _ERROR and not self._failed:
+            ended = self._ended if self._ended is not None else time.perf_counter()
+            decode = (None if self._first is None or self._last is None
+                      else self._last - self._first)
+            vllm.finished(self._engine, reason, ended - self._arrival, decode,
+                          self.prompt_tokens, self.completion_tokens)
+        most = siblings.done(self.completion_tokens) if siblings is not None else None
+        if most is not None:
+            vllm.max_generation(self._engine, most)
 
     async def next(self) -> Piece | None:
         """The next piece; None after the last. Raises APIError if the engine fails,
@@ -81,7 +110,12 @@ class Generation:
         parts: list[str] = []
         logprobs: list[p.TokenLogprobs] = []
         while True:
-            for output in await self._stream.get():
+            try:
+                outputs = await self._stream.get()
+            except APIError:
+                self._failed = True
+                raise
+            for output in outputs:
                 reason = self._absorb(output, parts, logprobs)
                 if reason is not None:
                     self.finish_reason = reason
@@ -110,29 +144,38 @@ class Generation:
             parts.append(emit)
             if stopped:  # our own stop: the engine may still be generating
                 self.client.abort(self._stream)
-                self._metrics.e2e.observe(time.perf_counter() - self._arrival)
+                self._end()
                 return p.FinishReason.STOP.value
             if finish is not None:
                 parts.append(self._stop.flush())
         else:
             parts.append(text)
         if finish is not None:
-            self._metrics.e2e.observe(time.perf_counter() - self._arrival)
+            self._end()
         if finish == _ERROR:
             self.finish_reason = _ERROR
             raise APIError(ErrorKind.INTERNAL,
                            output.error_message or "the engine failed this request")
         return finish
 
+    def _end(self) -> None:
+        self._ended = time.perf_counter()
+        self._metrics.e2e.observe(self._ended - self._arrival)
+
     def _count(self, tokens: int) -> None:
         if not tokens:
             return
         now = time.perf_counter()
         metrics = self._metrics
+        since_last = None
         if self._last is None:
             metrics.ttft.observe(now - self._arrival)
+            metrics.vllm.first_token(self._engine, self.prompt_tokens, now - self._arrival)
+            self._first = now
         else:
-            metrics.itl.observe(now - self._last)
+            since_last = now - self._last
+            metrics.itl.observe(since_last)
         self._last = now
         self.completion_tokens += tokens
         metrics.tokens(generation=tokens)
+        metrics.vllm.generated(self._engine, tokens, since_last)

@@ -2,7 +2,8 @@
 
 Mirrors ``rust/server/src/edge/metrics.rs``: the same metric names, labels, help texts and
 buckets. Frontend metrics are counted here; the engine's come from the latest
-``SchedulerStats`` each engine sent (one ``engine`` label per engine).
+``SchedulerStats`` each engine sent (one ``engine`` label per engine). vLLM's names
+(``vllm:*``) come from :mod:`server.vllm_metrics`, always served next to these.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 from collections.abc import Iterable, Mapping
 
 from engine import protocol as p
+from server.vllm_metrics import VllmMetrics
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
@@ -94,6 +96,7 @@ class Metrics:
         self.detokenize = Histogram("vrs:detokenize_latency_seconds",
                                     "Incremental detokenization time of one engine output.",
                                     TEXT_BUCKETS)
+        self.vllm = VllmMetrics()  # the vllm:* series a vLLM Grafana dashboard queries
 
     def request(self, path: str, status: int) -> None:
         endpoint = path if path in KNOWN_ENDPOINTS else "other"

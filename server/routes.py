@@ -42,6 +42,7 @@ from server.logprobs import TokenTexts
 from server.metrics import CONTENT_TYPE, Metrics
 from server.prompt import Prompt, PromptBuilder
 from server.text import ModelText
+from server.vllm_metrics import Siblings
 
 logger = logging.getLogger("vrs.frontend")
 
@@ -217,7 +218,10 @@ class App:
                                               self.client.max_model_len))
 
     async def metrics_route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = self.metrics.render(self.client.engine_stats(), self.active, self.client.routed)
+        stats = self.client.engine_stats()
+        vllm: list[str] = []
+        self.metrics.vllm.render(vllm, self.model_name, self.client.max_model_len, stats)
+        body = self.metrics.render(stats, self.active, self.client.routed) + "".join(vllm).encode()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", CONTENT_TYPE),
                                 (b"content-length", str(len(body)).encode())]})
@@ -276,6 +280,7 @@ class App:
         settings = prompt.settings
         self.metrics.tokens(prompt=len(prompt.ids))
         generations: list[Generation] = []
+        siblings = Siblings(settings.n)
         try:
             for index in range(settings.n):
                 sampling = settings.sampling
@@ -287,7 +292,8 @@ class App:
                     request_id = f"{rid}-{index}"
                 detok = self.text.detokenizer(prompt.ids, settings.skip_special_tokens)
                 generations.append(Generation(self.client, request_id, prompt.ids, sampling,
-                                              detok, settings.stop, self.metrics, arrival))
+                                              detok, settings.stop, self.metrics, arrival,
+                                              siblings))
         except APIError:
             for generation in generations:
                 generation.close()

@@ -49,6 +49,14 @@ def stream_first_chunk(server: Server, index: int) -> str:
     raise AssertionError("the stream sent no event")
 
 
+def per_engine(server: Server, name: str, extra: str = "") -> dict[int, float]:
+    """``name`` by its ``engine`` label (the vllm:* series; ``extra``: more labels)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    tail = f",{extra}" if extra else ""
+    pattern = rf'^{name}\{{model_name="{MODEL}",engine="(\d+)"{tail}\}} (\S+)$'
+    return {int(i): float(n) for i, n in re.findall(pattern, text, re.MULTILINE)}
+
+
 @pytest.mark.parametrize("engines", [2, 3])
 @pytest.mark.parametrize("mode", MODES)
 def test_engines_share_work_and_aborts_reach_the_owner(
@@ -72,6 +80,12 @@ def test_engines_share_work_and_aborts_reach_the_owner(
                   re.findall(r'^vrs:engine_requests_routed_total\{engine="(\d+)"\} (\S+)$', text,
                              re.MULTILINE)}
         assert routed == {i: float(n) for i, n in enumerate(counts)}, text
+        # The vllm:* series are labelled with the engine that ran the request.
+        assert wait_until(lambda: per_engine(server, "vllm:request_success_total",
+                                             'finished_reason="length"')
+                          == {i: float(n) for i, n in enumerate(counts)}, 10)
+        assert per_engine(server, "vllm:generation_tokens_total") == {
+            i: 20.0 * n for i, n in enumerate(counts)}
 
         # Seeded sampling gives what one engine gives, whichever engine runs it.
         single = pool.get(mode)

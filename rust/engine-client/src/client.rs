@@ -203,6 +203,11 @@ impl EngineClient {
         self.shared.stopping.store(true, Ordering::SeqCst);
     }
 
+    /// The index of the engine in slot `slot` (0 when there is no such slot).
+    pub(crate) fn engine_index(&self, slot: usize) -> u32 {
+        self.shared.engines.get(slot).map_or(0, |s| s.index)
+    }
+
     /// Each engine's index and the latest scheduler stats it reported.
     pub fn engine_stats(&self) -> Vec<(u32, SchedulerStats)> {
         self.shared

@@ -101,12 +101,9 @@ impl AcceptedRequest {
         let settings = prompt.settings;
         let ids = prompt.ids;
         let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
-        let observer = Observer {
-            metrics: Arc::clone(&state.metrics),
-            arrival,
-        };
         state.metrics.prompt_tokens(ids.len());
         let n = settings.n.max(1);
+        let observer = Observer::new(Arc::clone(&state.metrics), arrival, n);
         let mut generations = Vec::with_capacity(n as usize);
         for index in 0..n {
             let mut sampling = settings.sampling.clone();

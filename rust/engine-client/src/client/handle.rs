@@ -42,6 +42,11 @@ impl RequestHandle {
         &self.guard.id
     }
 
+    /// The index of the engine the request was routed to (its `engine` metric label).
+    pub fn engine_index(&self) -> u32 {
+        self.guard.client.engine_index(self.guard.engine)
+    }
+
     /// The next event; `None` once the queue is closed (see [`Self::closed_error`]).
     pub async fn recv(&mut self) -> Option<EngineEvent> {
         if self.overflow.load(Ordering::SeqCst) {

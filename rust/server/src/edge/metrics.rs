@@ -1,7 +1,8 @@
 //! `GET /metrics`: Prometheus text format (version 0.0.4), written by hand. Mirrors
 //! `server/metrics.py`: the same names, labels, help texts and buckets.
 //! Frontend metrics are counted here; the engine's come from its latest
-//! `SchedulerStats` (label `engine`).
+//! `SchedulerStats` (label `engine`). vLLM's names (`vllm:*`) come from
+//! [`super::vllm_metrics`], always served next to these.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,6 +11,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use vrs_wire::SchedulerStats;
+
+use super::vllm_metrics::{float, header, VllmMetrics};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -97,19 +100,6 @@ impl Histogram {
     }
 }
 
-fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-/// A float as Python's `repr` prints it for ordinary values (`0.0`, `1.5`).
-fn float(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e16 {
-        format!("{value:.1}")
-    } else {
-        format!("{value}")
-    }
-}
-
 /// Every metric of one frontend.
 pub struct Metrics {
     http: Mutex<BTreeMap<(&'static str, u16), u64>>,
@@ -120,6 +110,8 @@ pub struct Metrics {
     pub e2e: Histogram,
     pub tokenize: Histogram,
     pub detokenize: Histogram,
+    /// The `vllm:*` series a vLLM Grafana dashboard queries.
+    pub vllm: VllmMetrics,
 }
 
 impl Default for Metrics {
@@ -153,6 +145,7 @@ impl Default for Metrics {
                 "Incremental detokenization time of one engine output.",
                 TEXT_BUCKETS,
             ),
+            vllm: VllmMetrics::default(),
         }
     }
 }

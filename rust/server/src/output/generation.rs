@@ -10,6 +10,7 @@ use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::Metrics;
+use crate::edge::vllm_metrics::{Finished, Siblings};
 use crate::openai::Usage;
 use vrs_engine_client::client::{EngineEvent, RequestHandle};
 
@@ -22,11 +23,24 @@ pub struct Piece {
     pub logprobs: Vec<TokenLogprobs>,
 }
 
-/// Where a request's latencies go: the metrics and when the HTTP request arrived.
+/// Where a request's latencies go: the metrics, when the HTTP request arrived, and
+/// its `n` choices (for `vllm:request_max_num_generation_tokens`).
 #[derive(Clone)]
 pub struct Observer {
     pub metrics: Arc<Metrics>,
     pub arrival: Instant,
+    siblings: Arc<Siblings>,
+}
+
+impl Observer {
+    /// The observer of the `n` choices of one HTTP request.
+    pub fn new(metrics: Arc<Metrics>, arrival: Instant, n: u32) -> Self {
+        Self {
+            metrics,
+            arrival,
+            siblings: Arc::new(Siblings::new(n)),
+        }
+    }
 }
 
 /// A running request as the HTTP layer sees it.
@@ -40,8 +54,13 @@ pub struct Generation {
     /// A failure that follows text not yet handed out.
     pending: Option<ApiError>,
     observer: Observer,
-    /// When the latest output with tokens came.
+    /// When the first and the latest output with tokens came.
+    first: Option<Instant>,
     last: Option<Instant>,
+    /// When the request finished (its end-to-end latency).
+    ended: Option<Instant>,
+    /// The engine it was routed to (the `engine` label of the `vllm:*` series).
+    engine: u32,
 }
 
 impl Generation {
@@ -57,6 +76,7 @@ impl Generation {
         let detokenizer =
             IncrementalDetokenizer::new(tokenizer.clone(), prompt_tail, skip_special_tokens)?;
         let stop = (!stop.is_empty()).then(|| StopMatcher::new(stop.iter().cloned()));
+        let engine = handle.engine_index();
         Ok(Self {
             handle,
             detokenizer,
@@ -66,7 +86,10 @@ impl Generation {
             outcome: None,
             pending: None,
             observer,
+            first: None,
             last: None,
+            ended: None,
+            engine,
         })
     }
 
@@ -156,10 +179,7 @@ impl Generation {
             if outcome.stopped.is_some() {
                 // Our own stop: the engine may still be generating.
                 self.handle.abort();
-                self.observer
-                    .metrics
-                    .e2e
-                    .observe(self.observer.arrival.elapsed());
+                self.end();
                 return Ok(Some(FinishReason::Stop.as_str()));
             }
             if finish.is_some() {
@@ -169,10 +189,7 @@ impl Generation {
             piece.text.push_str(&new_text);
         }
         if finish.is_some() {
-            self.observer
-                .metrics
-                .e2e
-                .observe(self.observer.arrival.elapsed());
+            self.end();
         }
         match finish {
             None => Ok(None),
@@ -185,6 +202,16 @@ impl Generation {
         }
     }
 
+    /// The request finished: its end-to-end latency.
+    fn end(&mut self) {
+        let now = Instant::now();
+        self.ended = Some(now);
+        self.observer
+            .metrics
+            .e2e
+            .observe(now - self.observer.arrival);
+    }
+
     /// Counts generated tokens and their latencies.
     fn count(&mut self, tokens: usize) {
         if tokens == 0 {
@@ -192,13 +219,57 @@ impl Generation {
         }
         let now = Instant::now();
         let metrics = &self.observer.metrics;
-        match self.last {
-            None => metrics.ttft.observe(now - self.observer.arrival),
-            Some(last) => metrics.itl.observe(now - last),
-        }
+        let since_last = match self.last {
+            None => {
+                let ttft = now - self.observer.arrival;
+                metrics.ttft.observe(ttft);
+                metrics
+                    .vllm
+                    .first_token(self.engine, self.prompt_tokens, ttft.as_secs_f64());
+                self.first = Some(now);
+                None
+            }
+            Some(last) => {
+                metrics.itl.observe(now - last);
+                Some((now - last).as_secs_f64())
+            }
+        };
         self.last = Some(now);
-        self.completion_tokens += u32::try_from(tokens).unwrap_or(u32::MAX);
-        metrics.generation_tokens(tokens);
+        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        self.completion_tokens = self.completion_tokens.saturating_add(tokens);
+        metrics.generation_tokens(tokens as usize);
+        metrics.vllm.generated(self.engine, tokens, since_last);
+    }
+
+    /// The `vllm:*` per-request series once it is over: a finished request by its
+    /// reason (`abort` when the client went away or the deadline passed); a failed
+    /// one only as one of its siblings.
+    fn report(&self) {
+        let vllm = &self.observer.metrics.vllm;
+        let reason = match self.outcome {
+            Some("error") => None,
+            Some(reason) => Some(reason),
+            None => Some(FinishReason::Abort.as_str()),
+        };
+        if let Some(reason) = reason {
+            let ended = self.ended.unwrap_or_else(Instant::now);
+            vllm.finished(
+                self.engine,
+                &Finished {
+                    reason,
+                    e2e: (ended - self.observer.arrival).as_secs_f64(),
+                    decode: self
+                        .first
+                        .zip(self.last)
+                        .map(|(f, l)| (l - f).as_secs_f64()),
+                    prompt_tokens: self.prompt_tokens,
+                    generation_tokens: self.completion_tokens,
+                },
+            );
+        }
+        if let Some(max) = self.observer.siblings.done(self.completion_tokens) {
+            vllm.max_generation(self.engine, max);
+        }
     }
 }
 
@@ -212,6 +283,7 @@ fn visible_ids(output: &EngineCoreOutput) -> &[u32] {
 
 impl Drop for Generation {
     fn drop(&mut self) {
+        self.report();
         let id = self.handle.request_id();
         let elapsed_ms = self.observer.arrival.elapsed().as_millis() as u64;
         match self.outcome {

@@ -1,5 +1,6 @@
 //! `GET /metrics`: the Prometheus text of [`crate::edge::metrics`], with the engines'
-//! latest stats and the requests routed to each.
+//! latest stats and the requests routed to each, then the `vllm:*` series of
+//! [`crate::edge::vllm_metrics`]. Mirrors `server/routes.py` (`metrics`).
 
 use axum::extract::State;
 use axum::http::header;
@@ -18,5 +19,9 @@ pub async fn metrics(State(state): State<SharedState>) -> Response {
         .map(|(index, _, routed)| (index, routed))
         .collect();
     routed_metrics(&mut body, &routed);
+    state
+        .metrics
+        .vllm
+        .render(&mut body, &state.model_name, state.max_model_len, &engines);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }

@@ -14,10 +14,7 @@ fn start(h: &Harness, id: &str, sampling: SamplingParams, stop: &[&str]) -> Gene
     };
     let handle = h.client.submit(request).unwrap();
     let stop: Vec<String> = stop.iter().map(|s| (*s).to_owned()).collect();
-    let observer = Observer {
-        metrics: Arc::clone(&h.state.metrics),
-        arrival: std::time::Instant::now(),
-    };
+    let observer = Observer::new(Arc::clone(&h.state.metrics), std::time::Instant::now(), 1);
     Generation::new(
         handle,
         &h.state.tokenizer,

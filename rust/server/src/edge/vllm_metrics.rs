@@ -1,0 +1,388 @@
+//! vLLM's metric names (`vllm:*`) on `GET /metrics`, so a vLLM Grafana dashboard works
+//! against vrs. Mirrors `server/vllm_metrics.py`: the same names, help texts, buckets
+//! and labels (`model_name` and `engine` on every series, as vLLM's
+//! `vllm/v1/metrics/loggers.py` has them). Counters follow `prometheus_client`: the
+//! `# TYPE` line names the base name, the sample carries `_total`.
+//!
+//! Per-request series are measured here in the frontend, per engine the request was
+//! routed to; engine state comes from each engine's latest `SchedulerStats`. vLLM's
+//! `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` are not
+//! served: the engine does not report when it scheduled a request, so the frontend
+//! cannot split the time to first token into queueing and prefill.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use vrs_wire::SchedulerStats;
+
+/// vLLM's TTFT buckets (seconds).
+const TTFT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+/// vLLM's per-output-token buckets (seconds).
+const TOKEN_LATENCY_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+/// vLLM's request latency buckets (seconds).
+const REQUEST_BUCKETS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+/// Token counts: 1, 2, 5, 10, 20, 50, ... rendered up to the model's context length.
+const COUNT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5,
+    5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9,
+];
+
+/// The finish reasons vLLM pre-creates for `vllm:request_success`.
+const REASONS: &[&str] = &["stop", "length", "abort"];
+
+/// Which histogram: an index into [`HISTOGRAMS`].
+#[derive(Clone, Copy)]
+enum H {
+    Ttft = 0,
+    Itl,
+    E2e,
+    Decode,
+    PromptLen,
+    GenerationLen,
+    MaxGeneration,
+}
+
+/// (name, help, bounds, bounds are token counts)
+const HISTOGRAMS: &[(&str, &str, &[f64], bool)] = &[
+    (
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        TTFT_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        TOKEN_LATENCY_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        REQUEST_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:request_decode_time_seconds",
+        "Histogram of time spent in DECODE phase for request.",
+        REQUEST_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:request_prompt_tokens",
+        "Number of prefill tokens processed.",
+        COUNT_BUCKETS,
+        true,
+    ),
+    (
+        "vllm:request_generation_tokens",
+        "Number of generation tokens processed.",
+        COUNT_BUCKETS,
+        true,
+    ),
+    (
+        "vllm:request_max_num_generation_tokens",
+        "Histogram of maximum number of requested generation tokens.",
+        COUNT_BUCKETS,
+        true,
+    ),
+];
+
+/// One histogram's counts (per bucket, not cumulative), sum and count.
+#[derive(Clone)]
+struct Counts {
+    buckets: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+/// Everything measured for the requests routed to one engine.
+#[derive(Clone)]
+struct PerEngine {
+    prompt_tokens: u64,
+    generation_tokens: u64,
+    success: BTreeMap<&'static str, u64>,
+    histograms: Vec<Counts>,
+}
+
+impl Default for PerEngine {
+    fn default() -> Self {
+        Self {
+            prompt_tokens: 0,
+            generation_tokens: 0,
+            success: REASONS.iter().map(|r| (*r, 0)).collect(),
+            histograms: HISTOGRAMS
+                .iter()
+                .map(|(_, _, bounds, _)| Counts {
+                    buckets: vec![0; bounds.len()],
+                    sum: 0.0,
+                    count: 0,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl PerEngine {
+    fn observe(&mut self, which: H, value: f64) {
+        let (_, _, bounds, _) = HISTOGRAMS[which as usize];
+        let counts = &mut self.histograms[which as usize];
+        if let Some(i) = bounds.iter().position(|&b| value <= b) {
+            counts.buckets[i] += 1;
+        }
+        counts.sum += value;
+        counts.count += 1;
+    }
+}
+
+/// One finished engine request, as `vllm:request_success` and the per-request
+/// histograms see it.
+pub struct Finished {
+    pub reason: &'static str,
+    pub e2e: f64,
+    /// First token to last token; `None` when no token came.
+    pub decode: Option<f64>,
+    pub prompt_tokens: u32,
+    pub generation_tokens: u32,
+}
+
+/// The `vllm:*` series measured in the frontend, per engine index.
+#[derive(Default)]
+pub struct VllmMetrics {
+    engines: Mutex<BTreeMap<u32, PerEngine>>,
+}
+
+impl VllmMetrics {
+    fn with(&self, engine: u32, f: impl FnOnce(&mut PerEngine)) {
+        if let Ok(mut engines) = self.engines.lock() {
+            f(engines.entry(engine).or_default());
+        }
+    }
+
+    /// The engine's first output for a request: its prompt was processed.
+    pub fn first_token(&self, engine: u32, prompt_tokens: u32, ttft: f64) {
+        self.with(engine, |e| {
+            e.prompt_tokens += u64::from(prompt_tokens);
+            e.observe(H::Ttft, ttft);
+        });
+    }
+
+    /// `tokens` generated; `since_last`: seconds since the request's previous output.
+    pub fn generated(&self, engine: u32, tokens: u32, since_last: Option<f64>) {
+        self.with(engine, |e| {
+            e.generation_tokens += u64::from(tokens);
+            if let Some(itl) = since_last {
+                e.observe(H::Itl, itl);
+            }
+        });
+    }
+
+    pub fn finished(&self, engine: u32, request: &Finished) {
+        self.with(engine, |e| {
+            *e.success.entry(request.reason).or_default() += 1;
+            e.observe(H::E2e, request.e2e);
+            if let Some(decode) = request.decode {
+                e.observe(H::Decode, decode);
+            }
+            e.observe(H::PromptLen, f64::from(request.prompt_tokens));
+            e.observe(H::GenerationLen, f64::from(request.generation_tokens));
+        });
+    }
+
+    /// The most tokens any of an HTTP request's `n` choices generated.
+    pub fn max_generation(&self, engine: u32, tokens: u32) {
+        self.with(engine, |e| e.observe(H::MaxGeneration, f64::from(tokens)));
+    }
+
+    /// Appends every `vllm:*` series, one label set per engine (those with stats and
+    /// those that served requests).
+    pub fn render(
+        &self,
+        out: &mut String,
+        model_name: &str,
+        max_model_len: u64,
+        stats: &[(u32, SchedulerStats)],
+    ) {
+        let mut measured = self.engines.lock().map(|e| e.clone()).unwrap_or_default();
+        for (index, _) in stats {
+            measured.entry(*index).or_default();
+        }
+        let model = escape(model_name);
+        let labels = |index: &u32| format!("model_name=\"{model}\",engine=\"{index}\"");
+        for (name, kind, help, value) in ENGINE {
+            header(out, name, help, kind);
+            let sample = if *kind == "counter" {
+                format!("{name}_total")
+            } else {
+                (*name).to_string()
+            };
+            for (index, s) in stats {
+                let _ = writeln!(out, "{sample}{{{}}} {}", labels(index), value(s));
+            }
+        }
+        let counters: [(&str, &str, Count); 2] = [
+            (
+                "vllm:prompt_tokens",
+                "Number of prefill tokens processed.",
+                |e| e.prompt_tokens,
+            ),
+            (
+                "vllm:generation_tokens",
+                "Number of generation tokens processed.",
+                |e| e.generation_tokens,
+            ),
+        ];
+        for (name, help, value) in counters {
+            header(out, name, help, "counter");
+            for (index, e) in &measured {
+                let _ = writeln!(out, "{name}_total{{{}}} {}", labels(index), value(e));
+            }
+        }
+        let name = "vllm:request_success";
+        header(
+            out,
+            name,
+            "Count of successfully processed requests.",
+            "counter",
+        );
+        for (index, e) in &measured {
+            for (reason, n) in &e.success {
+                let _ = writeln!(
+                    out,
+                    "{name}_total{{{},finished_reason=\"{reason}\"}} {n}",
+                    labels(index)
+                );
+            }
+        }
+        for (i, (name, help, bounds, counts)) in HISTOGRAMS.iter().enumerate() {
+            header(out, name, help, "histogram");
+            for (index, e) in &measured {
+                let c = &e.histograms[i];
+                let mut running = 0;
+                for (bound, n) in bounds.iter().zip(&c.buckets) {
+                    running += n;
+                    if *counts && *bound > max_model_len as f64 {
+                        break;
+                    }
+                    let le = float(*bound);
+                    let _ = writeln!(
+                        out,
+                        "{name}_bucket{{{},le=\"{le}\"}} {running}",
+                        labels(index)
+                    );
+                }
+                let l = labels(index);
+                let _ = writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {}", c.count);
+                let _ = writeln!(out, "{name}_sum{{{l}}} {}", float(c.sum));
+                let _ = writeln!(out, "{name}_count{{{l}}} {}", c.count);
+            }
+        }
+    }
+}
+
+type EngineValue = fn(&SchedulerStats) -> String;
+type Count = fn(&PerEngine) -> u64;
+
+/// Engine state from `SchedulerStats`: (name, type, help, value).
+const ENGINE: &[(&str, &str, &str, EngineValue)] = &[
+    (
+        "vllm:num_requests_running",
+        "gauge",
+        "Number of requests in model execution batches.",
+        |s| s.num_running.to_string(),
+    ),
+    (
+        "vllm:num_requests_waiting",
+        "gauge",
+        "Number of requests waiting to be processed.",
+        |s| s.num_waiting.to_string(),
+    ),
+    (
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "KV-cache usage. 1 means 100 percent usage.",
+        |s| float(s.kv_cache_usage),
+    ),
+    (
+        "vllm:gpu_cache_usage_perc",
+        "gauge",
+        "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+        |s| float(s.kv_cache_usage),
+    ),
+    (
+        "vllm:prefix_cache_queries",
+        "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        |s| s.prefix_cache_queries.to_string(),
+    ),
+    (
+        "vllm:prefix_cache_hits",
+        "counter",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        |s| s.prefix_cache_hits.to_string(),
+    ),
+    (
+        "vllm:num_preemptions",
+        "counter",
+        "Cumulative number of preemption from the engine.",
+        |s| s.num_preemptions.to_string(),
+    ),
+];
+
+/// The `n` choices of one HTTP request: the last to finish observes the most tokens
+/// any of them generated (`vllm:request_max_num_generation_tokens`).
+pub struct Siblings {
+    remaining: AtomicU32,
+    max: AtomicU32,
+}
+
+impl Siblings {
+    pub fn new(n: u32) -> Self {
+        Self {
+            remaining: AtomicU32::new(n),
+            max: AtomicU32::new(0),
+        }
+    }
+
+    /// One choice ended with `tokens` generated; the most of all once the last ended.
+    pub fn done(&self, tokens: u32) -> Option<u32> {
+        self.max.fetch_max(tokens, Ordering::SeqCst);
+        (self.remaining.fetch_sub(1, Ordering::SeqCst) == 1)
+            .then(|| self.max.load(Ordering::SeqCst))
+    }
+}
+
+pub(crate) fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A float as Python's `repr` prints it for ordinary values (`0.0`, `1.5`).
+pub(crate) fn float(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e16 {
+        format!("{value:.1}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// A label value in the text format: backslash, quote and newline escaped.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests;
