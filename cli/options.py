@@ -103,7 +103,7 @@ ToolCallParser = Annotated[str, typer.Option(
     help="Tool-call format: auto (from the chat template: the demo template's markers, or "
          "<tool_call> for hermes), none, demo or hermes.")]
 ReasoningParser = Annotated[str | None, typer.Option(
-    help="Split <think>…</think> out of chat answers into reasoning_content: deepseek_r1 "
+    help="Split <think>...</think> out of chat answers into reasoning_content: deepseek_r1 "
          "or qwen3 (the same parser). Default: off.")]
 DataParallelSize = Annotated[int, typer.Option(
     min=1, max=65535,

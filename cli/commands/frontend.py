@@ -48,8 +48,10 @@ def frontend(
         min=1, help="Accepted for vLLM compatibility; values above 1 warn and use 1 "
                     "(vrs-rs is multi-threaded).")] = 1,
 ) -> None:
-    """Serve MODEL with Python in charge: it binds the HTTP and ZMQ sockets, starts the
-    engine, then runs vrs-rs on the inherited sockets and supervises both.
+    """Serve MODEL with Python in charge of the sockets and processes.
+
+    Python binds the HTTP and ZMQ sockets, starts the engine, then runs vrs-rs on the
+    inherited sockets and supervises both.
     """
     options = ServeOptions.from_params(locals())
     from cli.serve_args import run_frontend

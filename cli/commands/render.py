@@ -20,8 +20,10 @@ def render(
     log_level: o.LogLevelOpt = o.LogLevel.info,
     frontend: o.Frontend = o.FrontendKind.rust,
 ) -> None:
-    """Serve MODEL's chat template and tokenizer: the prompt, token ids and sampling
-    parameters the engine would receive, from the tokenizer and config files alone.
+    """Serve MODEL's chat template and tokenizer only (no engine, no weights).
+
+    Answers with the prompt, token ids and sampling parameters the engine would
+    receive, from the tokenizer and config files alone.
 
     Routes: POST /v1/chat/completions/render, POST /v1/completions/render,
     GET /v1/models, GET /health.
