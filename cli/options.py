@@ -53,6 +53,15 @@ def size_or_none(value: str | None) -> int | None:
 Model = Annotated[str | None, typer.Argument(
     help="Model directory (or a hub id already in the local HF cache). "
          "Default: the built-in demo model (tiny, random weights).")]
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", help="MODEL as an option (vLLM's spelling); give it or the argument.")]
+Tokenizer = Annotated[str | None, typer.Option(
+    help="Tokenizer directory (tokenizer.json, tokenizer_config.json) or cached hub id "
+         "to use instead of MODEL's. Default: MODEL.")]
+TrustRemoteCode = Annotated[bool, typer.Option(
+    "--trust-remote-code",
+    help="Accepted for vLLM compatibility: vrs never runs code from a model repository, "
+         "so models that need it are refused either way.")]
 Host = Annotated[str, typer.Option(help="Address to bind the HTTP server to.")]
 Port = Annotated[int, typer.Option(min=0, max=65535, help="HTTP port.")]
 ServedModelName = Annotated[str | None, typer.Option(
@@ -103,7 +112,7 @@ ToolCallParser = Annotated[str, typer.Option(
     help="Tool-call format: auto (from the chat template: the demo template's markers, or "
          "<tool_call> for hermes), none, demo or hermes.")]
 ReasoningParser = Annotated[str | None, typer.Option(
-    help="Split <think>…</think> out of chat answers into reasoning_content: deepseek_r1 "
+    help="Split <think>...</think> out of chat answers into reasoning_content: deepseek_r1 "
          "or qwen3 (the same parser). Default: off.")]
 DataParallelSize = Annotated[int, typer.Option(
     min=1, max=65535,

@@ -1,7 +1,7 @@
 """Turning `vrs render` options into the args-json both render services read.
 
 Keys (docs/internals.md): model, served_model_name, host, port, log_level,
-chat_template, max_model_len. Rust: `vrs-rs render --args-json`; Python:
+chat_template, tokenizer, max_model_len. Rust: `vrs-rs render --args-json`; Python:
 ``server.render.serve_render`` in this process.
 """
 
@@ -14,7 +14,12 @@ from typing import Any
 
 from rich.console import Console
 
-from cli.serve_args import resolve_model
+from cli.serve_args import (
+    note_trust_remote_code,
+    pick_model,
+    resolve_model,
+    resolve_tokenizer,
+)
 
 
 @dataclass
@@ -26,17 +31,21 @@ class RenderOptions:
     max_model_len: int | None
     chat_template: Path | None
     log_level: str
+    tokenizer: str | None = None
+    trust_remote_code: bool = False
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RenderOptions:
         """From the command's ``locals()``: enums to values, other parameters ignored."""
-        values = {f.name: params[f.name] for f in fields(cls)}
+        values = {f.name: params[f.name] for f in fields(cls) if f.name in params}
+        values["model"] = pick_model(params["model"], params.get("model_option"))
         return cls(**{k: v.value if isinstance(v, Enum) else v for k, v in values.items()})
 
 
 def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
     """The args-json dict of `vrs-rs render` and the Python render service."""
     model_dir, default_name = resolve_model(options.model, console)
+    tokenizer_dir = resolve_tokenizer(options.tokenizer)
     return {
         "model": str(model_dir),
         "served_model_name": options.served_model_name or default_name,
@@ -44,6 +53,7 @@ def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
         "port": options.port,
         "log_level": options.log_level,
         "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
+        "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "max_model_len": options.max_model_len,
     }
 
@@ -57,12 +67,14 @@ def run_render(options: RenderOptions, frontend: str, console: Console) -> None:
         binary = find_rust_frontend()
         args = build_args(options, console)
         _banner(args, "rust", console)
+        note_trust_remote_code(options.trust_remote_code, console)
         exec_rust(binary, "render", args)
         return
     from server.render import serve_render
 
     args = build_args(options, console)
     _banner(args, "python", console)
+    note_trust_remote_code(options.trust_remote_code, console)
     raise SystemExit(serve_render(args))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 
 
@@ -55,6 +56,8 @@ class ServeOptions:
     headless: bool = False
     handshake_address: str | None = None
     engine_index: int = 0
+    tokenizer: str | None = None
+    trust_remote_code: bool = False
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ServeOptions:
@@ -67,8 +70,11 @@ class ServeOptions:
 
         from cli.options import size_or_none
 
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"model": pick_model(params["model"],
+                                                      params.get("model_option"))}
         for f in fields(cls):
+            if f.name == "model":
+                continue
             if f.name == "kv_cache_memory_bytes":
                 values[f.name] = size_or_none(params["kv_cache_memory"])
                 continue
@@ -79,6 +85,14 @@ class ServeOptions:
                 value = size_or_none(value)
             values[f.name] = value.value if isinstance(value, Enum) else value
         return cls(**values)
+
+
+def pick_model(argument: str | None, option: str | None) -> str | None:
+    """MODEL from the argument or ``--model`` (vLLM's spelling); both must agree."""
+    if argument is not None and option is not None and argument != option:
+        raise typer.BadParameter(f"MODEL {argument!r} and --model {option!r} differ; give "
+                                 "the model once", param_hint="'--model'")
+    return argument if argument is not None else option
 
 
 def resolve_model(model: str | None, console: Console) -> tuple[Path, str]:
@@ -99,25 +113,53 @@ def resolve_model(model: str | None, console: Console) -> tuple[Path, str]:
         return local.resolve(), model
     if local.exists():
         raise ModelNotFoundError(f"MODEL {model} is a file; pass a model directory")
-    return _from_hf_cache(model), model
+    return _from_hf_cache(model, "MODEL", "a local model directory"), model
 
 
-def _from_hf_cache(repo_id: str) -> Path:
+def resolve_tokenizer(tokenizer: str | None) -> Path | None:
+    """The ``--tokenizer`` directory (a local one, or a hub id in the HF cache); None: MODEL's."""
+    if tokenizer is None:
+        return None
+    local = Path(tokenizer).expanduser()
+    if local.is_dir():
+        if not (local / "tokenizer.json").is_file():
+            raise ModelNotFoundError(f"--tokenizer {local} has no tokenizer.json (vrs needs a "
+                                     "fast tokenizer)")
+        return local.resolve()
+    if local.exists():
+        raise ModelNotFoundError(f"--tokenizer {tokenizer} is a file; pass the directory "
+                                 "that holds tokenizer.json")
+    return _from_hf_cache(tokenizer, "--tokenizer", "a local tokenizer directory")
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    """ORG/NAME or NAME: what `hf download` takes (a path has more, or other, parts)."""
+    parts = name.split("/")
+    return (len(parts) <= 2 and all(parts) and not name.startswith((".", "~"))
+            and all(c.isalnum() or c in "-_." for part in parts for c in part))
+
+
+def _from_hf_cache(name: str, what: str, local_kind: str) -> Path:
     """A hub id resolves through the local HF cache only; nothing is downloaded."""
+    if not _looks_like_hub_id(name):
+        raise ModelNotFoundError(f"{what} {name} is not a local directory (no such directory) "
+                                 "and not a hub id ORG/NAME")
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(repo_id, local_files_only=True))
+        return Path(snapshot_download(name, local_files_only=True))
     except Exception as exc:  # not cached, or not a valid id: one clear message
         raise ModelNotFoundError(
-            f"MODEL {repo_id!r} is not a local directory and is not in the local Hugging Face "
-            "cache (vrs never downloads). Pass a model directory, or download it first."
+            f"{what} {name!r} is not a local directory and is not in the local Hugging Face "
+            f"cache, and vrs never downloads. Download it first with `hf download {name}` "
+            f"(then run this command again), or pass {local_kind}."
         ) from exc
 
 
 def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
     """The args-json dict for `vrs-rs serve` and the Python frontend."""
     model_dir, default_name = resolve_model(options.model, console)
+    tokenizer_dir = resolve_tokenizer(options.tokenizer)
     served = options.served_model_name or default_name
     engine_config: dict[str, Any] = {
         "model": str(model_dir),
@@ -156,6 +198,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "shutdown_timeout": options.shutdown_timeout,
         "python_executable": sys.executable,
         "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
+        "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "engine_config": engine_config,
         "api_key": None,  # travels as $VRS_API_KEY (see pass_api_key), not on a command line
         "max_request_body": options.max_request_body,
@@ -207,6 +250,13 @@ def print_banner(args: dict[str, Any], console: Console) -> None:
                       "it generates nonsense, but every code path is real.")
 
 
+def note_trust_remote_code(given: bool, console: Console) -> None:
+    """vLLM's --trust-remote-code is accepted; say once that it changes nothing here."""
+    if given:
+        console.print("[yellow]note:[/yellow] --trust-remote-code changes nothing: vrs never "
+                      "runs code from a model repository (models that need it are refused).")
+
+
 def run_serve(options: ServeOptions, frontend: str, console: Console) -> None:
     """Resolve, validate and hand over to the chosen frontend (does not return on Rust)."""
     from cli.launch import exec_rust
@@ -228,6 +278,7 @@ def run_serve(options: ServeOptions, frontend: str, console: Console) -> None:
         binary = find_rust_frontend()
         args = build_args(options, console)
         print_banner(args, console)
+        note_trust_remote_code(options.trust_remote_code, console)
         pass_api_key(options)
         exec_rust(binary, "serve", args)
         return
@@ -235,6 +286,7 @@ def run_serve(options: ServeOptions, frontend: str, console: Console) -> None:
 
     args = build_args(options, console)
     print_banner(args, console)
+    note_trust_remote_code(options.trust_remote_code, console)
     pass_api_key(options)
     raise SystemExit(serve_python(args))
 
@@ -269,6 +321,7 @@ def run_frontend(options: ServeOptions, api_server_count: int, console: Console)
     binary = find_rust_frontend()
     args = build_args(options, console)
     print_banner(args, console)
+    note_trust_remote_code(options.trust_remote_code, console)
     pass_api_key(options)
     return Supervisor(binary, args, data_parallel_size=options.data_parallel_size,
                       console=console).run()

@@ -46,6 +46,8 @@ _vrs() {
         return ;;
     "frontend")
         case "$prev" in
+        --model) return ;;
+        --tokenizer) return ;;
         --host) return ;;
         --port) return ;;
         --served-model-name) return ;;
@@ -75,10 +77,12 @@ _vrs() {
         --data-parallel-rpc-port) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
+        --model) return ;;
+        --tokenizer) return ;;
         --host) return ;;
         --port) return ;;
         --served-model-name) return ;;
@@ -87,10 +91,12 @@ _vrs() {
         --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--host --port --served-model-name --max-model-len --chat-template --log-level --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --log-level --frontend --help" -- "$cur"))
         return ;;
     "serve")
         case "$prev" in
+        --model) return ;;
+        --tokenizer) return ;;
         --host) return ;;
         --port) return ;;
         --served-model-name) return ;;
@@ -122,7 +128,7 @@ _vrs() {
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

@@ -72,6 +72,7 @@ class CommonArgs(msgspec.Struct):
     port: int | None = None
     log_level: str | None = None
     chat_template: str | None = None
+    tokenizer: str | None = None  # a tokenizer directory; None: the model directory
 
 
 class ServeArgs(CommonArgs, forbid_unknown_fields=True):
@@ -120,6 +121,7 @@ class Config(msgspec.Struct):
     shutdown_timeout: float
     python_executable: str
     chat_template: str | None
+    tokenizer: str  # the directory of tokenizer.json: ``tokenizer`` or else ``model``
     engine_config: dict[str, Any]
     data_parallel_size: int
     options: Options  # what the routes need; tool_call_parser is resolved with the template
@@ -144,6 +146,8 @@ def convert_args(args: dict[str, Any], kind: type[Args]) -> Args:
         raise ValueError(f"port must be in 0..65535; got {raw.port}")
     if raw.chat_template is not None and not os.path.isfile(raw.chat_template):
         raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
+    if raw.tokenizer is not None and not os.path.isdir(raw.tokenizer):
+        raise ValueError(f"tokenizer directory {raw.tokenizer!r} does not exist")
     return raw
 
 
@@ -167,7 +171,8 @@ def parse_args(args: dict[str, Any]) -> Config:
                   host=raw.host or DEFAULT_HOST, port=port, log_level=level,
                   shutdown_timeout=timeout,
                   python_executable=raw.python_executable or sys.executable,
-                  chat_template=raw.chat_template, engine_config=engine_config,
+                  chat_template=raw.chat_template, tokenizer=raw.tokenizer or raw.model,
+                  engine_config=engine_config,
                   data_parallel_size=data_parallel_size, options=_options(raw))
 
 
@@ -294,7 +299,7 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
     client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
     group = None
     try:
-        text_future = executor.submit(ModelText, config.model, config.chat_template)
+        text_future = executor.submit(ModelText, config.tokenizer, config.chat_template)
         try:
             group = start_engines(config.engine_config, client.input_address,
                                   client.output_address, python=config.python_executable,

@@ -1,7 +1,7 @@
 """``serve_render(args)``: the engine-less render service (``vrs render --frontend python``).
 
-Template + tokenization only, from the model's tokenizer and config files (no weights,
-no engine). Routes (same shapes and errors as ``rust/server/src/routes/render.rs``):
+Template + tokenization only, from the model's tokenizer and config files (the tokenizer
+from the args' ``tokenizer`` directory when given; no weights, no engine). Routes (same shapes and errors as ``rust/server/src/routes/render.rs``):
 
 * ``POST /v1/chat/completions/render``, ``POST /v1/completions/render``: the request
   goes through the serving path's own prompt builder (:mod:`server.prompt`) and
@@ -159,7 +159,7 @@ def serve_render(args: dict[str, Any]) -> int:
     level = (config.log_level or "info").lower()
     setup_logging(level)
     try:
-        text = ModelText(config.model, config.chat_template)
+        text = ModelText(config.tokenizer or config.model, config.chat_template)
         limits = model_limits(config.model, config.max_model_len, text.vocab_size)
     except TextError as exc:
         logger.error("%s", exc)

@@ -78,7 +78,8 @@ class TemplateError(ValueError):
 
 
 class ModelText:
-    """Tokenizer and chat template of one model directory."""
+    """Tokenizer and chat template of one directory: the model's, or the args-json's
+    ``tokenizer`` (``--tokenizer``)."""
 
     def __init__(self, model_dir: str, chat_template_path: str | None = None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

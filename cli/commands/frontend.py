@@ -15,6 +15,9 @@ console = Console(stderr=True)
 
 def frontend(
     model: o.Model = None,
+    model_option: o.ModelOpt = None,
+    tokenizer: o.Tokenizer = None,
+    trust_remote_code: o.TrustRemoteCode = False,
     host: o.Host = "127.0.0.1",
     port: o.Port = 8000,
     served_model_name: o.ServedModelName = None,
@@ -48,8 +51,10 @@ def frontend(
         min=1, help="Accepted for vLLM compatibility; values above 1 warn and use 1 "
                     "(vrs-rs is multi-threaded).")] = 1,
 ) -> None:
-    """Serve MODEL with Python in charge: it binds the HTTP and ZMQ sockets, starts the
-    engine, then runs vrs-rs on the inherited sockets and supervises both.
+    """Serve MODEL with Python in charge of the sockets and processes.
+
+    Python binds the HTTP and ZMQ sockets, starts the engine, then runs vrs-rs on the
+    inherited sockets and supervises both.
     """
     options = ServeOptions.from_params(locals())
     from cli.serve_args import run_frontend

@@ -12,6 +12,9 @@ console = Console(stderr=True)
 
 def render(
     model: o.Model = None,
+    model_option: o.ModelOpt = None,
+    tokenizer: o.Tokenizer = None,
+    trust_remote_code: o.TrustRemoteCode = False,
     host: o.Host = "127.0.0.1",
     port: o.Port = 8000,
     served_model_name: o.ServedModelName = None,
@@ -20,8 +23,10 @@ def render(
     log_level: o.LogLevelOpt = o.LogLevel.info,
     frontend: o.Frontend = o.FrontendKind.rust,
 ) -> None:
-    """Serve MODEL's chat template and tokenizer: the prompt, token ids and sampling
-    parameters the engine would receive, from the tokenizer and config files alone.
+    """Serve MODEL's chat template and tokenizer only (no engine, no weights).
+
+    Answers with the prompt, token ids and sampling parameters the engine would
+    receive, from the tokenizer and config files alone.
 
     Routes: POST /v1/chat/completions/render, POST /v1/completions/render,
     GET /v1/models, GET /health.

@@ -12,6 +12,9 @@ console = Console(stderr=True)
 
 def serve(
     model: o.Model = None,
+    model_option: o.ModelOpt = None,
+    tokenizer: o.Tokenizer = None,
+    trust_remote_code: o.TrustRemoteCode = False,
     host: o.Host = "127.0.0.1",
     port: o.Port = 8000,
     served_model_name: o.ServedModelName = None,

@@ -162,7 +162,7 @@ class Server:
                  wait: bool = True, cli_args: tuple[str, ...] = (),
                  direct: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                  port: int | None = None, max_model_len: int | None = MAX_MODEL_LEN,
-                 engine_count: int = 1, mock: bool = True) -> None:
+                 engine_count: int = 1, mock: bool = True, model_flag: bool = False) -> None:
         assert mode in MODES, mode
         self.mode = mode
         self.engine_count = engine_count  # engines started with it (its process tree)
@@ -175,7 +175,8 @@ class Server:
                     "COLUMNS": "400", **(env or {})}
         if launch == "cli":
             command = [sys.executable, "-c", CLI, "frontend" if mode == "rust-frontend" else
-                       "serve", str(model_dir), *(["--mock"] if mock else []), "--host",
+                       "serve", *(["--model"] if model_flag else []), str(model_dir),
+                       *(["--mock"] if mock else []), "--host",
                        "127.0.0.1", "--port", str(self.port), "--served-model-name", MODEL,
                        "--log-level", "debug", *cli_args]
             if max_model_len is not None:

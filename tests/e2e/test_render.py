@@ -64,14 +64,16 @@ PATHS = {"chat": "/v1/chat/completions/render", "completions": "/v1/completions/
 
 
 class RenderServer:
-    """`vrs render MODEL --frontend F --port P [--chat-template T]` as a child process."""
+    """`vrs render [MODEL] [EXTRA_ARGS] --frontend F --port P [--chat-template T]` as a
+    child process."""
 
-    def __init__(self, frontend: str, model_dir: Path, log: Path,
-                 template: Path | None = None) -> None:
+    def __init__(self, frontend: str, model_dir: Path | None, log: Path,
+                 template: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         argv = [sys.executable, "-c", "from cli.main import main; main()", "render",
-                str(model_dir), "--frontend", frontend, "--port", str(port),
+                *([str(model_dir)] if model_dir is not None else []), *extra_args,
+                "--frontend", frontend, "--port", str(port),
                 "--served-model-name", MODEL, "--log-level", "warning"]
         if template is not None:
             argv += ["--chat-template", str(template)]

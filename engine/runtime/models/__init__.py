@@ -33,11 +33,23 @@ def resolve_config(hf_config: dict[str, Any]) -> DecoderConfig:
     for arch in archs:
         if arch in REGISTRY:
             return DecoderConfig.from_hf(hf_config, REGISTRY[arch](hf_config))
+    raise UnsupportedArchitectureError(unsupported_message(hf_config))
+
+
+def unsupported_message(hf_config: dict[str, Any]) -> str:
+    """Why a checkpoint cannot be served: its architecture, whether it ships its own code
+    (config.json's ``auto_map``, what ``--trust-remote-code`` would run), and what vrs has."""
+    archs = hf_config.get("architectures") or []
     found = ", ".join(archs) if archs else "none listed in config.json"
-    raise UnsupportedArchitectureError(
-        f"unsupported model architecture ({found}); supported: "
-        f"{', '.join(supported_architectures())}"
-    )
+    model_type = hf_config.get("model_type")
+    of_type = f", model_type {model_type!r}" if model_type else ""
+    message = f"vrs has no implementation of this model's architecture ({found}{of_type})"
+    if hf_config.get("auto_map"):
+        message += ("; its config.json points at code in the model repository (auto_map), "
+                    "and vrs does not run model-repository code, with or without "
+                    "--trust-remote-code")
+    return (f"{message}. Supported architectures: {', '.join(supported_architectures())} "
+            "(--mock serves any model with a tokenizer, without its weights)")
 
 
 def load_model(

@@ -35,6 +35,11 @@ pub struct CommonCli {
     /// A chat template file overriding the model's.
     #[arg(long)]
     pub chat_template: Option<String>,
+
+    /// A tokenizer directory (tokenizer.json, tokenizer_config.json) used instead of
+    /// MODEL's.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
 }
 
 impl CommonCli {
@@ -47,6 +52,7 @@ impl CommonCli {
             port: self.port,
             log_level: self.log_level,
             chat_template: self.chat_template,
+            tokenizer: self.tokenizer,
             specific,
         };
         args.check()?;
@@ -59,13 +65,14 @@ impl CommonCli {
 #[derive(Debug, Args)]
 pub struct ServeCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
-    /// log_level, shutdown_timeout, python_executable, chat_template, engine_config,
+    /// log_level, shutdown_timeout, python_executable, chat_template, tokenizer,
+    /// engine_config,
     /// api_key, max_request_body, max_concurrent_requests, request_timeout,
     /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
     /// data_parallel_address, data_parallel_rpc_port; see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
-        "python_executable", "chat_template", "mock", "max_model_len", "engine_config",
+        "python_executable", "chat_template", "tokenizer", "mock", "max_model_len", "engine_config",
         "api_key", "max_request_body", "max_concurrent_requests", "request_timeout",
         "tool_call_parser", "reasoning_parser", "data_parallel_size",
         "data_parallel_size_local", "data_parallel_address", "data_parallel_rpc_port",
@@ -187,10 +194,10 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
 #[derive(Debug, Args)]
 pub struct RenderCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
-    /// log_level, chat_template, max_model_len).
+    /// log_level, chat_template, tokenizer, max_model_len).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "chat_template",
-        "max_model_len",
+        "tokenizer", "max_model_len",
     ])]
     pub args_json: Option<String>,
 

@@ -27,6 +27,10 @@ pub struct CommandArgs<T> {
     pub log_level: Option<String>,
     #[serde(default)]
     pub chat_template: Option<String>,
+    /// A directory with tokenizer.json (and tokenizer_config.json) used instead of the
+    /// model's; absent or null: the model directory.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
     #[serde(flatten)]
     pub specific: T,
 }
@@ -59,6 +63,11 @@ impl<T: Specific> CommandArgs<T> {
                 return Err(format!("chat template file {path:?} does not exist"));
             }
         }
+        if let Some(dir) = &self.tokenizer {
+            if !Path::new(dir).is_dir() {
+                return Err(format!("tokenizer directory {dir:?} does not exist"));
+            }
+        }
         T::check(self)
     }
 }
@@ -66,6 +75,11 @@ impl<T: Specific> CommandArgs<T> {
 impl<T> CommandArgs<T> {
     pub fn served_model_name(&self) -> &str {
         self.served_model_name.as_deref().unwrap_or(&self.model)
+    }
+
+    /// The directory the tokenizer and its config load from: `tokenizer`, else `model`.
+    pub fn tokenizer_dir(&self) -> &str {
+        self.tokenizer.as_deref().unwrap_or(&self.model)
     }
 
     pub fn host(&self) -> &str {

@@ -16,7 +16,8 @@ pub type Text = (Tokenizer, Option<Template>);
 /// The compiled chat template (absent when the model has none).
 pub type Template = ChatTemplate;
 
-/// Loads the tokenizer and the chat template (from `override_path` when given).
+/// Loads the tokenizer and the chat template of `dir` (the model directory, or the
+/// `tokenizer` directory of the args) or from `override_path` when given.
 pub fn load_text(
     dir: &Path,
     override_path: Option<&str>,

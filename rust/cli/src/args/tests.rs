@@ -100,3 +100,16 @@ fn bad_settings_name_the_problem() {
     );
     assert!(RenderWrapper::try_parse_from(["x", "--args-json", "{}", "--port", "1"]).is_err());
 }
+
+#[test]
+fn tokenizer_flag_and_key_agree() {
+    let dir = model_dir();
+    let w = Wrapper::try_parse_from(["x", &dir, "--tokenizer", &dir]).unwrap();
+    assert_eq!(serve_args(w.serve).unwrap().tokenizer_dir(), dir);
+    let r = RenderWrapper::try_parse_from(["x", &dir, "--tokenizer", "/no/such/dir"]).unwrap();
+    assert!(render_args(r.render)
+        .unwrap_err()
+        .contains("tokenizer directory"));
+    let both = Wrapper::try_parse_from(["x", "--args-json", "{}", "--tokenizer", &dir]);
+    assert!(both.is_err(), "--args-json conflicts with --tokenizer");
+}

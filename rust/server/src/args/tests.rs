@@ -87,3 +87,31 @@ fn args_json_errors_name_the_problem() {
     let port = format!(r#"{{"model": {:?}, "port": 70000}}"#, model_dir());
     assert!(ServeArgs::from_json(&port).is_err());
 }
+
+#[test]
+fn tokenizer_key_names_the_tokenizer_dir() {
+    let plain = format!(r#"{{"model": {:?}, "tokenizer": null}}"#, model_dir());
+    assert_eq!(
+        ServeArgs::from_json(&plain).unwrap().tokenizer_dir(),
+        model_dir()
+    );
+    let own = std::env::current_dir().unwrap();
+    let text = format!(
+        r#"{{"model": {:?}, "tokenizer": {:?}}}"#,
+        model_dir(),
+        own.to_string_lossy()
+    );
+    let args = ServeArgs::from_json(&text).unwrap();
+    assert_eq!(args.tokenizer_dir(), own.to_string_lossy());
+    let missing = format!(
+        r#"{{"model": {:?}, "tokenizer": "/no/such/tokenizer"}}"#,
+        model_dir()
+    );
+    let err = ServeArgs::from_json(&missing).unwrap_err();
+    assert!(err.contains("tokenizer directory"), "{err}");
+    let render = format!(
+        r#"{{"model": {:?}, "tokenizer": "/no/such/tokenizer"}}"#,
+        model_dir()
+    );
+    assert!(RenderArgs::from_json(&render).is_err());
+}

@@ -67,10 +67,10 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
     let listener =
         adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?;
 
-    let model_dir = std::path::PathBuf::from(&args.model);
+    let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
     let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text(&model_dir, chat_template.as_deref())
+        crate::text::load_text(&tokenizer_dir, chat_template.as_deref())
     });
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);

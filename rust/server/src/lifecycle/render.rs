@@ -55,7 +55,10 @@ pub fn model_limits(
 /// Loads the model's text assets and limits.
 pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
     let dir = Path::new(&args.model);
-    let (tokenizer, template) = crate::text::load_text(dir, args.chat_template.as_deref())?;
+    let (tokenizer, template) = crate::text::load_text(
+        Path::new(args.tokenizer_dir()),
+        args.chat_template.as_deref(),
+    )?;
     let (vocab_size, max_model_len) = model_limits(
         dir,
         args.specific.max_model_len,

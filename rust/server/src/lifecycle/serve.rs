@@ -27,10 +27,10 @@ pub async fn run(args: ServeArgs) -> u8 {
 async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
 
-    let model_dir = std::path::PathBuf::from(&args.model);
+    let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
     let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text(&model_dir, chat_template.as_deref())
+        crate::text::load_text(&tokenizer_dir, chat_template.as_deref())
     });
 
     let listener = listener::bind_http(args.host(), args.port()).await?;

@@ -32,6 +32,7 @@ fn fixture() -> Fixture {
         port: None,
         log_level: None,
         chat_template: None,
+        tokenizer: None,
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
         },
