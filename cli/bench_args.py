@@ -40,6 +40,9 @@ class BenchOptions:
     goodput: list[str]
     result_file: Path | None
     label: str | None
+    save_result: bool = False
+    result_dir: Path | None = None
+    result_filename: str | None = None
 
 
 def _items(text: str) -> list[str]:
@@ -101,3 +104,31 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         "goodput": parse_goodput(options.goodput),
         "label": options.label,
     }
+
+
+def check_result_options(options: BenchOptions) -> None:
+    """--result-file, or vLLM's --save-result with its --result-dir/--result-filename."""
+    if options.result_file is not None and options.save_result:
+        raise typer.BadParameter("give --result-file or --save-result, not both",
+                                 param_hint="'--result-file'")
+    if not options.save_result:
+        for flag, value in (("--result-dir", options.result_dir),
+                            ("--result-filename", options.result_filename)):
+            if value is not None:
+                raise typer.BadParameter(
+                    "takes effect with --save-result (as in vLLM); add --save-result",
+                    param_hint=f"'{flag}'")
+
+
+def result_path(options: BenchOptions, result: dict[str, Any], date: str) -> Path | None:
+    """Where the result goes: --result-file, else vLLM's --save-result naming."""
+    from cli.bench_vllm import result_filename
+
+    if options.result_file is not None:
+        return options.result_file
+    if not options.save_result:
+        return None
+    name = options.result_filename or result_filename(
+        options.label, options.backend, options.request_rate, options.max_concurrency,
+        str(result.get("model") or "model"), date)
+    return (options.result_dir or Path(".")) / name

@@ -51,6 +51,13 @@ def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, s
         summary.append(("Request goodput (req/s)", _number(result["request_goodput"])))
     summary += [
         ("Output token throughput (tok/s)", _number(result.get("output_throughput"))),
+    ]
+    # vLLM prints both peaks with two decimals (the concurrency too).
+    for label, key in (("Peak output token throughput (tok/s)", "max_output_tokens_per_s"),
+                       ("Peak concurrent requests", "max_concurrent_requests")):
+        if key in result:
+            summary.append((label, _number(float(result[key]))))
+    summary += [
         ("Total token throughput (tok/s)", _number(result.get("total_token_throughput"))),
     ]
     sections = [("Serving Benchmark Result", summary)]

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from cli.bench_args import BenchOptions, build_args
+from cli.bench_args import BenchOptions, build_args, check_result_options, result_path
 from cli.bench_display import BenchDisplay
 
 
@@ -65,6 +65,7 @@ def run_bench(options: BenchOptions) -> None:
     from cli.binary import find_rust_frontend
     from cli.launch import spawn_rust
 
+    check_result_options(options)
     args = build_args(options)
     binary = find_rust_frontend()
     console = Console(soft_wrap=False)
@@ -81,9 +82,10 @@ def run_bench(options: BenchOptions) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    result = {"date": datetime.now().strftime("%Y%m%d-%H%M%S"), **result}
+    date = datetime.now().strftime("%Y%m%d-%H%M%S")
+    result = {"date": date, **result}
     display.result(result)
-    if options.result_file is not None:
-        write_result(options.result_file, result)
-        console.print(f"result written to {options.result_file}", highlight=False,
-                      soft_wrap=True)
+    path = result_path(options, result, date)
+    if path is not None:
+        write_result(path, result)
+        console.print(f"result written to {path}", highlight=False, soft_wrap=True)

@@ -239,15 +239,17 @@ def pass_api_key(options: ServeOptions) -> None:
 
 
 def print_banner(args: dict[str, Any], console: Console) -> None:
-    """One line on what is about to run; the demo model says its weights are random."""
+    """One log line on what is about to start (the address is announced by the server
+    once it listens); the demo model says its weights are random."""
+    from cli.launch import cli_log
     from engine.mock.demo_model import DEMO_MODEL_NAME
 
     engine = "mock engine" if args["engine_config"]["mock"] else "engine"
-    console.print(f"[bold]vrs[/bold] serving [cyan]{args['served_model_name']}[/cyan] "
-                  f"({engine}) on http://{args['host']}:{args['port']}")
+    log = cli_log()
+    log.info("starting %s (%s)", args["served_model_name"], engine)
     if args["served_model_name"] == DEMO_MODEL_NAME:
-        console.print("[yellow]note:[/yellow] the built-in demo model has random weights: "
-                      "it generates nonsense, but every code path is real.")
+        log.warning("the built-in demo model has random weights: it generates nonsense, "
+                    "but every code path is real")
 
 
 def note_trust_remote_code(given: bool, console: Console) -> None:

@@ -10,7 +10,7 @@ Supervision: the first process to die takes the group down.
 * vrs-rs exits (any code, 0 included) -> the engines are stopped, exit with its code
   (128 + N when a signal N killed it, as a shell reports it);
 * an engine exits -> vrs-rs is stopped, exit 1;
-* SIGINT/SIGTERM -> passed on to vrs-rs as SIGTERM (it drains; a second signal makes it
+* SIGINT/SIGTERM -> passed on to vrs-rs as received (it drains; a second signal makes it
   stop at once), then the engines are stopped. During engine start-up a signal stops
   the engines and exits 0.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import shlex
 import shutil
 import signal
 import socket
@@ -33,9 +32,8 @@ from types import FrameType
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from cli.launch import redact, rust_argv
+from cli.launch import cli_log, rust_argv
 from engine.process.launcher import EngineGroup, start_engines
 
 ENGINE_STOP_GRACE_S = 5.0
@@ -198,7 +196,7 @@ class Supervisor:
         try:
             return self._run(directory)
         except _Interrupted as exc:
-            self.console.print(f"{exc} during engine start-up: stopped")
+            cli_log().info("%s during engine start-up: stopped", exc)
             return 0
         finally:
             for sig, handler in previous.items():
@@ -216,9 +214,9 @@ class Supervisor:
         if remote:
             rpc_port = self.args.get("data_parallel_rpc_port") or 29550
             handshake_address = f"tcp://{engine_host}:{rpc_port}"
-            self.console.print(f"waiting for engines {local}..{self.data_parallel_size} to "
-                               f"join: vrs serve MODEL --headless --handshake-address "
-                               f"{handshake_address} --engine-index I", soft_wrap=True)
+            cli_log().info("waiting for engines %d..%d to join: vrs serve MODEL --headless "
+                           "--handshake-address %s --engine-index I", local,
+                           self.data_parallel_size, handshake_address)
         engines: EngineGroup | None = None
         try:
             with self.console.status(f"starting {self.data_parallel_size} engine(s)…"):
@@ -232,12 +230,10 @@ class Supervisor:
                 self._raise_on_signal = False
             argv = frontend_argv(self.binary, listeners, self.args, self.data_parallel_size,
                                  self.data_parallel_size)
-            shown = redact(argv)
-            self.console.print(f"[dim]starting {escape(shlex.join(shown[:-2]))} --args-json "
-                               f"{escape(shown[-1])}[/dim]", soft_wrap=True)
+            # vrs-rs logs its own command line, once (rust/cli/src/frontend.rs).
             try:
                 # Own process group: a terminal's Ctrl-C reaches only this supervisor,
-                # which passes it on as SIGTERM (one signal, one drain).
+                # which passes it on as itself (one signal, one drain).
                 child = subprocess.Popen(argv, pass_fds=listeners.fds(), process_group=0,
                                          preexec_fn=functools.partial(
                                              _child_setup, os.getpid(), _prctl()))
@@ -258,23 +254,25 @@ class Supervisor:
             code = child.poll()
             if code is not None:
                 if code != 0:
-                    self.console.print(f"[red]vrs-rs exited with code {exit_code(code)}[/red]")
+                    cli_log().error("vrs-rs exited with code %d", exit_code(code))
                 return exit_code(code)
             gone = engines.exited()
             if gone is not None:
                 index, engine_code = gone
-                self.console.print(f"[bold red]error:[/bold red] engine {index} exited with "
-                                   f"code {engine_code}; stopping the frontend")
+                cli_log().error("engine %d exited with code %s; stopping the frontend", index,
+                                engine_code)
                 _stop_child(child, grace_s=CHILD_STOP_GRACE_S)
                 return 1
             while forwarded < len(self._signals):
-                child.send_signal(signal.SIGTERM)
+                # The signal as received: vrs-rs logs a Ctrl-C as SIGINT, a kill as SIGTERM.
+                child.send_signal(self._signals[forwarded])
                 forwarded += 1
                 if kill_at is None:
                     kill_at = (time.monotonic() + float(self.args["shutdown_timeout"])
                                + CHILD_STOP_GRACE_S)
             if kill_at is not None and time.monotonic() > kill_at:
-                self.console.print("[red]vrs-rs did not stop after SIGTERM; killing it[/red]")
+                name = signal.Signals(self._signals[0]).name
+                cli_log().error("vrs-rs did not stop after %s; killing it", name)
                 child.kill()
                 kill_at = float("inf")
             time.sleep(0.05)
@@ -292,5 +290,5 @@ def _stop_child(child: subprocess.Popen, grace_s: float) -> None:
 
 def warn_api_server_count(count: int, console: Console) -> None:
     if count > 1:
-        console.print(f"[yellow]warning:[/yellow] --api-server-count {count} ignored: the Rust "
-                      "frontend is multi-threaded, one process serves all cores; using 1.")
+        cli_log().warning("--api-server-count %d ignored: the Rust frontend is multi-threaded, "
+                          "one process serves all cores; using 1", count)

@@ -24,25 +24,27 @@ _vrs() {
         --host) return ;;
         --port) return ;;
         --endpoint) return ;;
-        --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat" -- "$cur")); return ;;
+        --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat vllm openai" -- "$cur")); return ;;
         --model) return ;;
         --tokenizer) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --dataset) COMPREPLY=($(compgen -W "random" -- "$cur")); return ;;
-        --random-input-len) return ;;
-        --random-output-len) return ;;
+        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random" -- "$cur")); return ;;
+        --random-input-len|--input-len) return ;;
+        --random-output-len|--output-len) return ;;
         --random-range-ratio) return ;;
         --seed) return ;;
         --num-prompts) return ;;
         --max-concurrency) return ;;
         --request-rate) return ;;
-        --warmup-requests) return ;;
+        --warmup-requests|--num-warmups) return ;;
         --percentile-metrics) return ;;
         --metric-percentiles) return ;;
         --goodput) return ;;
         --result-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --result-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --result-filename) return ;;
         --label) return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset --random-input-len --random-output-len --random-range-ratio --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --percentile-metrics --metric-percentiles --goodput --result-file --label --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --random-input-len --input-len --random-output-len --output-len --random-range-ratio --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --help" -- "$cur"))
         return ;;
     "frontend")
         case "$prev" in

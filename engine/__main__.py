@@ -7,7 +7,6 @@ remote frontend) through the handshake described in engine/protocol.py.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -24,11 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--engine-index must be in 0..65535")
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(
-        level=os.environ.get("VRS_LOG_LEVEL", "INFO").upper(),
-        format=f"%(asctime)s %(levelname)s [engine {args.engine_index}] %(message)s",
-        stream=sys.stderr,
-    )
+    from engine.logfmt import setup_logging
+
+    setup_logging(os.environ.get("VRS_LOG_LEVEL", "INFO").upper(),
+                  f"engine {args.engine_index}")
     from engine.process.handshake import run_headless
 
     return run_headless(args.handshake_address, args.engine_index)

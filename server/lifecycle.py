@@ -216,8 +216,10 @@ def python_level(level: str) -> str:
 
 def setup_logging(level: str) -> None:
     """Log to stderr at ``level`` (a LOG_LEVELS name, lower case)."""
-    logging.basicConfig(level=python_level(level),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from engine.logfmt import setup_logging as setup_layout
+
+    # One layout for every vrs process (engine/logfmt.py, rust/cli/src/logfmt.rs).
+    setup_layout(python_level(level))
     logging.getLogger("vrs").setLevel(python_level(level))
 
 
@@ -237,6 +239,7 @@ def http_server(app: Handler, level: str, graceful_shutdown_s: float) -> Drainin
         ws="none",
         lifespan="off",
         log_level=python_level(level).lower(),
+        log_config=None,  # uvicorn's loggers reach ours (setup_logging), in its layout
         access_log=level in ("trace", "debug"),
         timeout_graceful_shutdown=graceful_shutdown_s,
         timeout_keep_alive=30,

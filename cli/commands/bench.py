@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from cli.bench_vllm import BACKENDS, VllmFlagsCommand
+
 app = typer.Typer(
     name="bench",
     help="Benchmarks: measure a running server.",
@@ -22,13 +24,20 @@ app = typer.Typer(
 class Backend(StrEnum):
     openai_completions = "openai-completions"
     openai_chat = "openai-chat"
+    vllm = "vllm"  # vLLM's names of openai-completions
+    openai = "openai"
 
 
 class Dataset(StrEnum):
     random = "random"
 
 
-@app.command("serve")
+def vrs_backend(backend: Backend) -> Backend:
+    """vLLM's names (vllm, openai) become the vrs backend that sends the same requests."""
+    return Backend(BACKENDS[backend.value])
+
+
+@app.command("serve", cls=VllmFlagsCommand)
 def serve(
     base_url: Annotated[str | None, typer.Option(
         help="Server address, e.g. http://127.0.0.1:8000. Default: http://HOST:PORT.")] = None,
@@ -39,8 +48,10 @@ def serve(
     endpoint: Annotated[str | None, typer.Option(
         help="Request path. Default: /v1/completions, or /v1/chat/completions for "
              "openai-chat.")] = None,
-    backend: Annotated[Backend, typer.Option(help="Which OpenAI API the requests use.")]
-        = Backend.openai_completions,
+    backend: Annotated[Backend, typer.Option(
+        callback=vrs_backend,
+        help="Which OpenAI API the requests use: openai-completions (vLLM's vllm and "
+             "openai name it too) or openai-chat.")] = Backend.openai_completions,
     model: Annotated[str | None, typer.Option(
         help="Model name sent in requests. Default: the first model of GET /v1/models.")]
         = None,
@@ -48,13 +59,16 @@ def serve(
         exists=True, file_okay=False, help="Tokenizer directory (with tokenizer.json). "
         "Default: the served model's directory, when the server reports a local one.")]
         = None,
-    dataset: Annotated[Dataset, typer.Option(help="Where prompts come from.")]
-        = Dataset.random,
+    dataset: Annotated[Dataset, typer.Option(
+        "--dataset-name", "--dataset",
+        help="Where prompts come from: random (the only one).")] = Dataset.random,
     random_input_len: Annotated[int, typer.Option(
-        min=0, help="Random dataset: prompt length in tokens (exact for the tokenizer).")]
+        "--random-input-len", "--input-len", min=0,
+        help="Random dataset: prompt length in tokens (exact for the tokenizer).")]
         = 1024,
     random_output_len: Annotated[int, typer.Option(
-        min=1, help="Random dataset: max_tokens of each request.")] = 128,
+        "--random-output-len", "--output-len", min=1,
+        help="Random dataset: max_tokens of each request.")] = 128,
     random_range_ratio: Annotated[float, typer.Option(
         min=0.0, max=1.0,
         help="Random dataset: lengths vary uniformly within len*(1-r) .. len*(1+r).")] = 0.0,
@@ -69,9 +83,11 @@ def serve(
         "--ignore-eos", help="Ask the server to ignore EOS, so every request generates "
                              "exactly its max_tokens.")] = False,
     warmup_requests: Annotated[int, typer.Option(
-        min=0, help="Requests sent (and not measured) before the run.")] = 0,
+        "--warmup-requests", "--num-warmups", min=0,
+        help="Requests sent (and not measured) before the run.")] = 0,
     percentile_metrics: Annotated[str, typer.Option(
-        help="Comma-separated metrics to report: ttft, tpot, itl, e2el.")]
+        help="Comma-separated metrics to report: ttft, tpot, itl, e2el (vLLM's default "
+             "leaves out e2el).")]
         = "ttft,tpot,itl,e2el",
     metric_percentiles: Annotated[str, typer.Option(
         help="Comma-separated percentiles to report, e.g. 50,90,99.")] = "99",
@@ -81,6 +97,14 @@ def serve(
     result_file: Annotated[Path | None, typer.Option(
         dir_okay=False, help="Write the result JSON (vLLM's key names) to this file.")]
         = None,
+    save_result: Annotated[bool, typer.Option(
+        "--save-result", help="Write the result JSON under vLLM's file name "
+        "({label}-{rate}qps[-concurrencyN]-{model}-{date}.json).")] = False,
+    result_dir: Annotated[Path | None, typer.Option(
+        file_okay=False, help="With --save-result: the directory of the result file "
+                              "(default: the current one).")] = None,
+    result_filename: Annotated[str | None, typer.Option(
+        help="With --save-result: the result file's name instead of vLLM's.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run, kept in the "
                                                       "result.")] = None,
 ) -> None:
@@ -88,7 +112,9 @@ def serve(
 
     Works against any OpenAI-compatible server (vrs serve, vrs serve --frontend python,
     vLLM, SGLang...). The load generator runs in vrs-rs; this shows its progress and
-    results.
+    results. vLLM's `vllm bench serve` flags work under their names where vrs does
+    the same (--dataset-name, --input-len, --num-warmups, --save-result, --backend
+    vllm...); the others are refused with what vrs offers instead.
     """
     from cli.bench_args import BenchOptions
     from cli.bench_runner import run_bench
@@ -101,5 +127,6 @@ def serve(
         max_concurrency=max_concurrency, request_rate=request_rate, ignore_eos=ignore_eos,
         warmup_requests=warmup_requests, percentile_metrics=percentile_metrics,
         metric_percentiles=metric_percentiles, goodput=goodput or [],
-        result_file=result_file, label=label,
+        result_file=result_file, save_result=save_result, result_dir=result_dir,
+        result_filename=result_filename, label=label,
     ))

@@ -237,7 +237,8 @@ def test_bash_completion_reaches_nested_commands() -> None:
              'echo "${COMPREPLY[*]}"; }; c vrs bench ""; c vrs bench serve --backend ""; '
              'c vrs bench serve --port 80 --ignore; c vrs serve --dev')
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["serve --help", "openai-completions openai-chat",
+    assert out.stdout.splitlines() == ["serve --help",
+                                       "openai-completions openai-chat vllm openai",
                                        "--ignore-eos", "--device"]
 
 

@@ -128,7 +128,10 @@ async fn run_jobs(
                         Some(limit) => limit.clone().acquire_owned().await.ok(),
                         None => None,
                     };
-                    let record = client.send(&uri, job.body, job.prompt_len).await;
+                    // vLLM's start_time: when the request is sent, after the permit.
+                    let sent = start.elapsed().as_secs_f64();
+                    let mut record = client.send(&uri, job.body, job.prompt_len).await;
+                    record.start = sent;
                     let _ = tx.send(record);
                 });
             }

@@ -20,7 +20,7 @@ pub struct CommonCli {
     #[arg(long)]
     pub host: Option<String>,
 
-    /// HTTP port (0 picks a free one; the log line "listening on" tells which).
+    /// HTTP port (0 picks a free one; the log line "serving ... on http://" tells which).
     #[arg(long)]
     pub port: Option<u16>,
 

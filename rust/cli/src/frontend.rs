@@ -152,10 +152,33 @@ fn redact_value(value: &str, secret: bool) -> String {
     }
 }
 
-/// Runs `vrs-rs frontend` to the end; returns the exit code.
+/// The command line at info level: the binary and its flags, `--args-json`'s value
+/// elided (the debug level logs it in full, redacted).
+pub fn shorten(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut elide = false;
+    for arg in argv {
+        if std::mem::take(&mut elide) {
+            out.push("'{...}'".into());
+        } else if arg.starts_with("--args-json=") {
+            out.push("--args-json='{...}'".into());
+        } else {
+            elide = arg == "--args-json";
+            out.push(arg.clone());
+        }
+    }
+    out
+}
+
+/// Runs `vrs-rs frontend` to the end; returns the exit code. The command line is logged
+/// once (the `vrs frontend` supervisor leaves it to this process).
 pub async fn run(cli: FrontendCli, args: ServeArgs) -> u8 {
     let argv: Vec<String> = std::env::args().collect();
-    tracing::info!("{}", redact(&argv).join(" "));
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        tracing::debug!("{}", redact(&argv).join(" "));
+    } else {
+        tracing::info!("{}", shorten(&argv).join(" "));
+    }
     vrs_server::lifecycle::frontend::run(cli.inherited(), args).await
 }
 
@@ -165,6 +188,24 @@ mod tests {
 
     fn strings(args: &[&str]) -> Vec<String> {
         args.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn shorten_elides_the_args_json_only() {
+        let argv = strings(&[
+            "vrs-rs",
+            "frontend",
+            "--listen-fd",
+            "3",
+            "--args-json",
+            r#"{"model": "m"}"#,
+        ]);
+        assert_eq!(
+            shorten(&argv).join(" "),
+            "vrs-rs frontend --listen-fd 3 --args-json '{...}'"
+        );
+        let joined = strings(&["vrs-rs", r#"--args-json={"a": 1}"#]);
+        assert_eq!(shorten(&joined).join(" "), "vrs-rs --args-json='{...}'");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod args;
 mod frontend;
+mod logfmt;
 
 use std::process::ExitCode;
 
@@ -116,8 +117,8 @@ fn init_tracing(level: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
+        .with_ansi(false)
+        .event_format(logfmt::Layout)
         .init();
 }
 

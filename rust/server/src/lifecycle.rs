@@ -126,7 +126,13 @@ pub async fn serve_connected(
     );
 
     let (stop_tx, mut server) = spawn_http(listener, crate::routes::router(state));
-    tracing::info!("listening on http://{local}");
+    // The announcement comes from the process that listens, once it does (the `vrs` CLI
+    // prints no address before handing over).
+    tracing::info!(
+        "serving {:?} on http://{local} (POST /v1/completions, /v1/chat/completions; \
+         GET /v1/models, /health, /metrics); Ctrl-C to stop (twice to stop now)",
+        args.served_model_name()
+    );
     let stats = tokio::spawn(log_stats(Arc::clone(&client)));
 
     let code = tokio::select! {

@@ -13,6 +13,7 @@ fn ok(prompt_len: usize, output_tokens: usize, ttft: f64, itl: &[f64]) -> Reques
     RequestRecord {
         success: true,
         prompt_len,
+        start: 0.0,
         output_tokens,
         ttft,
         latency: ttft + itl.iter().sum::<f64>(),
@@ -156,6 +157,8 @@ fn json_uses_vllm_key_names() {
         "request_goodput",
         "output_throughput",
         "total_token_throughput",
+        "max_output_tokens_per_s",
+        "max_concurrent_requests",
         "total_input_tokens",
         "total_output_tokens",
         "mean_ttft_ms",

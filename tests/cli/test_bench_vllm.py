@@ -1,0 +1,202 @@
+"""`vrs bench serve` speaks `vllm bench serve`: every flag of vLLM's documented examples
+(tests/cli/fixtures/vllm_bench_serve_examples.txt, with its source) either parses to the
+same vrs setting or is refused naming what vrs offers; --save-result against a real
+`vrs serve --mock` on loopback writes vLLM's result file, and the peak lines show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer
+import typer.main
+
+from cli.bench_display import plain_result
+from cli.bench_vllm import BACKENDS
+from cli.commands.bench import app
+from tests.cli.test_bench import ROOT, demo_model, free_port, run_vrs, rust_binary  # noqa: F401
+
+EXAMPLES = Path(__file__).parent / "fixtures" / "vllm_bench_serve_examples.txt"
+# vLLM flag -> the vrs setting it must land on, and vLLM's reading of its value.
+SAME_SETTING: dict[str, tuple[str, Any]] = {
+    "--backend": ("backend", lambda v: BACKENDS[v]),
+    "--model": ("model", str),
+    "--endpoint": ("endpoint", str),
+    "--dataset-name": ("dataset", str),
+    "--num-prompts": ("num_prompts", int),
+    "--port": ("port", int),
+    "--seed": ("seed", int),
+    "--max-concurrency": ("max_concurrency", int),
+    "--request-rate": ("request_rate", float),
+    "--random-input-len": ("random_input_len", int),
+    "--random-output-len": ("random_output_len", int),
+    "--save-result": ("save_result", lambda v: True),
+    "--result-dir": ("result_dir", Path),
+    "--result-filename": ("result_filename", str),
+}
+
+
+def examples() -> list[list[str]]:
+    lines = [line for line in EXAMPLES.read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    commands = [shlex.split(line) for line in lines]
+    assert all(c[:3] == ["vllm", "bench", "serve"] for c in commands)
+    return [c[3:] for c in commands]
+
+
+def flag_groups(argv: list[str]) -> list[tuple[str, str | None]]:
+    """['--a', '1', '--b', '--c=2'] -> [('--a', '1'), ('--b', None), ('--c', '2')]."""
+    groups: list[tuple[str, str | None]] = []
+    for index, arg in enumerate(argv):
+        if not arg.startswith("--"):
+            continue
+        flag, eq, value = arg.partition("=")
+        if not eq:
+            following = argv[index + 1] if index + 1 < len(argv) else "--"
+            value = None if following.startswith("--") else following
+        groups.append((flag, value))
+    return groups
+
+
+def serve_command() -> Any:
+    """The click command of `vrs bench serve`, as the vrs app builds it."""
+    return typer.main.get_command(app)
+
+
+def parse(args: list[str]) -> dict[str, Any]:
+    """The real typer/click parsing of `vrs bench serve ARGS` (nothing runs)."""
+    ctx = serve_command().make_context("serve", args)
+    return {k: getattr(v, "value", v) for k, v in ctx.params.items()}
+
+
+def vrs_options() -> set[str]:
+    return {name for p in serve_command().params for name in getattr(p, "opts", [])}
+
+
+def test_every_flag_of_vllms_examples_works_or_is_refused_naming_the_vrs_way() -> None:
+    options = vrs_options()
+    taken, refused = set(), set()
+    for argv in examples():
+        for flag, value in flag_groups(argv):
+            args = [flag] if value is None else [flag, value]
+            try:
+                params = parse(list(args))
+            except typer.BadParameter as exc:
+                message = exc.format_message()
+                named = set(re.findall(r"--[a-z][a-z-]*", message)) & options
+                assert named or "no equivalent" in message, f"{args}: {message}"
+                assert flag in message or value in message, message
+                refused.add(flag if flag not in SAME_SETTING else f"{flag} {value}")
+                continue
+            assert flag in SAME_SETTING, f"{args} parsed but no setting is checked"
+            name, read = SAME_SETTING[flag]
+            assert params[name] == read(value), (args, params[name])
+            taken.add(flag)
+    # The examples exercise both sides.
+    assert {"--backend", "--model", "--save-result", "--result-dir", "--result-filename",
+            "--dataset-name", "--max-concurrency"} <= taken
+    assert {"--dataset-path", "--temperature", "--dataset-name sharegpt",
+            "--backend openai-audio", "--num-prompts -1"} <= refused
+
+
+def test_aliases_reach_the_same_settings() -> None:
+    short = parse(["--dataset-name", "random", "--input-len", "7", "--output-len", "3",
+                   "--num-warmups", "2", "--backend", "openai"])
+    long = parse(["--dataset", "random", "--random-input-len", "7",
+                  "--random-output-len", "3", "--warmup-requests", "2"])
+    assert short == long
+    assert parse(["--backend", "vllm"])["backend"] == "openai-completions"
+    assert parse(["--backend", "openai-chat"])["backend"] == "openai-chat"
+
+
+def test_result_flags_need_save_result() -> None:
+    out = run_vrs("bench", "serve", "--result-dir", "somewhere", "--port", str(free_port()))
+    assert out.returncode == 2 and "--save-result" in out.stderr, out.stderr
+    out = run_vrs("bench", "serve", "--save-result", "--result-file", "x.json")
+    assert out.returncode == 2 and "not both" in out.stderr, out.stderr
+
+
+def test_peak_lines_in_vllms_place() -> None:
+    lines = plain_result({"completed": 1, "failed": 0, "output_throughput": 10.0,
+                          "max_output_tokens_per_s": 12.0, "max_concurrent_requests": 3,
+                          "total_token_throughput": 20.0}).splitlines()
+    labels = [line.split(":")[0] for line in lines if ":" in line]
+    at = labels.index("Output token throughput (tok/s)")
+    assert labels[at + 1:at + 4] == ["Peak output token throughput (tok/s)",
+                                     "Peak concurrent requests",
+                                     "Total token throughput (tok/s)"]
+    assert "Peak concurrent requests:                3.00" in lines
+
+
+@pytest.fixture(scope="module")
+def vrs_serve_mock(demo_model: Path,  # noqa: F811
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """`vrs serve MODEL --mock` (the typer CLI, vrs-rs behind it) on a loopback port."""
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("serve") / "serve.log", "wb")  # noqa: SIM115
+    env = {**os.environ, "VRS_RUST_FRONTEND_PATH": str(rust_binary()),
+           "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from cli.main import main; main()", "serve", str(demo_model),
+         "--mock", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield url, demo_model
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_save_result_writes_vllms_file(vrs_serve_mock: tuple[str, Path],
+                                       tmp_path: Path) -> None:
+    url, model = vrs_serve_mock
+    results = tmp_path / "results"
+    out = run_vrs("bench", "serve", "--base-url", url, "--backend", "vllm",
+                  "--dataset-name", "random", "--input-len", "16", "--output-len", "4",
+                  "--ignore-eos", "--num-prompts", "8", "--max-concurrency", "2",
+                  "--num-warmups", "1", "--save-result", "--result-dir", str(results))
+    assert out.returncode == 0, out.stdout + out.stderr
+    files = list(results.iterdir())
+    assert len(files) == 1, files
+    name = re.escape(f"openai-completions-infqps-concurrency2-{model.name}-")
+    assert re.fullmatch(name + r"\d{8}-\d{6}\.json", files[0].name), files[0].name
+    result = json.loads(files[0].read_text())
+    assert result["completed"] == 8 and result["backend"] == "openai-completions"
+    assert files[0].name.endswith(result["date"] + ".json")
+    assert 1 <= result["max_concurrent_requests"] <= 2
+    assert 1 <= result["max_output_tokens_per_s"] <= result["total_output_tokens"] == 32
+    stdout = out.stdout.splitlines()
+    assert any(line.startswith("Peak output token throughput (tok/s):") for line in stdout)
+    assert any(re.match(r"Peak concurrent requests: +[12]\.00$", line) for line in stdout)
+    # --result-filename replaces vLLM's name, inside --result-dir.
+    out = run_vrs("bench", "serve", "--base-url", url, "--num-prompts", "2",
+                  "--input-len", "8", "--output-len", "2", "--save-result",
+                  "--result-dir", str(results), "--result-filename", "mine.json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads((results / "mine.json").read_text())["completed"] == 2
