@@ -78,3 +78,26 @@ def model_not_found(model: str) -> APIError:
 
 def engine_dead(reason: str) -> APIError:
     return APIError(ErrorKind.ENGINE_DEAD, reason)
+
+
+LIMIT_FLAG = "--max-request-body"  # the option that sets the serving API's body limit
+
+
+def mib(size: int) -> str:
+    """``size`` bytes in MiB, exactly (a whole number, or its binary fraction in decimal)."""
+    whole, frac = divmod(size, 1 << 20)
+    if frac == 0:
+        return str(whole)
+    digits = f"{frac * 5**20:020d}".rstrip("0")  # frac / 2**20 = frac * 5**20 / 10**20
+    return f"{whole}.{digits}"
+
+
+def payload_too_large(limit: int, flag: str | None = None) -> APIError:
+    """The 413 of a body over ``limit`` bytes, naming ``flag`` (the option that raises it)
+    when the server has one; the same words as ``too_large`` in
+    ``rust/server/src/edge/error.rs``."""
+    size = mib(limit)
+    message = f"request body is larger than the limit of {size} MiB ({size} MiB = {limit} bytes)"
+    if flag is not None:
+        message += f"; raise {flag}"
+    return APIError(ErrorKind.PAYLOAD_TOO_LARGE, message)

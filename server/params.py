@@ -35,6 +35,8 @@ _POLICY_FIELDS = {
 _INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens", "n",
                "logprobs", "top_logprobs")
 MAX_N = 128
+# what a response_format refusal accepts (plain text is all this server produces)
+RESPONSE_FORMAT_ACCEPTED = 'the accepted value is `{"type": "text"}` (or null)'
 MAX_LOGPROBS = 20  # the engine's limit (engine/runtime/sampler.py)
 
 
@@ -51,6 +53,8 @@ class Settings(msgspec.Struct):
     model: str | None
     n: int = 1
     echo: bool = False
+    # where max_tokens came from (chat's max_completion_tokens, or max_tokens), for errors
+    max_tokens_field: str = "max_tokens"
 
 
 # --------------------------------------------------------------------------- decoding
@@ -137,6 +141,13 @@ def _check_refusal(chat: bool, key: str, value: Any) -> None:
         return
     if key == "best_of":
         raise bad_request("`best_of` > 1 is not supported", key)
+    if key == "response_format":
+        kind = value.get("type") if isinstance(value, dict) else None
+        if isinstance(kind, str):
+            raise bad_request(f"`response_format` of type `{kind}` is not supported; "
+                              f"{RESPONSE_FORMAT_ACCEPTED}", key)
+        raise bad_request("`response_format` must be an object with a string `type`; "
+                          f"{RESPONSE_FORMAT_ACCEPTED}", key)
     raise bad_request(f"`{key}` is not supported", key)
 
 
@@ -237,7 +248,8 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
     skip = request.skip_special_tokens
     return Settings(sampling=sampling, max_tokens=max_tokens, stop=stop,
                     skip_special_tokens=True if skip is None else skip, stream=stream,
-                    include_usage=include_usage, model=request.model, n=n)
+                    include_usage=include_usage, model=request.model, n=n,
+                    max_tokens_field=max_field)
 
 
 def chat_logprobs(request: s.ChatCompletionRequest, settings: Settings) -> None:
@@ -263,9 +275,10 @@ def completion_output(request: s.CompletionRequest, settings: Settings) -> None:
                           "compute prompt logprobs", "echo")
 
 
-def resolve_max_tokens(requested: int | None, prompt_len: int, max_model_len: int,
-                       what: str) -> int:
-    """``max_tokens`` checked against the context, or by default what is left of it."""
+def resolve_max_tokens(requested: int | None, field: str, prompt_len: int,
+                       max_model_len: int, what: str) -> int:
+    """``max_tokens`` checked against the context, or by default what is left of it;
+    ``field`` names where the request set it (``max_tokens`` / ``max_completion_tokens``)."""
     if prompt_len == 0:
         raise bad_request(f"the {what} produced no tokens; the prompt must not be empty", what)
     if prompt_len >= max_model_len:
@@ -280,7 +293,7 @@ def resolve_max_tokens(requested: int | None, prompt_len: int, max_model_len: in
             f"This model's maximum context length is {max_model_len} tokens. However, you "
             f"requested {prompt_len + requested} tokens ({prompt_len} in the {what}, "
             f"{requested} in the completion). Please reduce the length of the {what} or "
-            "completion.", "max_tokens")
+            "completion.", field)
     return requested
 
 

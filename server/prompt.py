@@ -91,7 +91,8 @@ class PromptBuilder:
     def _finish(self, text: str | None, ids: list[int], settings: params.Settings,
                 what: str, chat: ChatOutput | None = None) -> Prompt:
         settings.sampling.max_tokens = params.resolve_max_tokens(
-            settings.max_tokens, len(ids), self.limits.max_model_len, what)
+            settings.max_tokens, settings.max_tokens_field, len(ids),
+            self.limits.max_model_len, what)
         return Prompt(text, ids, settings, chat)
 
     async def chat(self, body: bytes) -> Prompt:

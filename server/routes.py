@@ -3,14 +3,17 @@
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON, or SSE when
 ``stream`` is true), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus
 text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``GET
-/version``, ``POST /tokenize``, ``POST /detokenize``; anything else is a JSON 404, a
-known path with the wrong method a JSON 405. Same shapes, statuses and check order as
-the Rust server (``rust/server/src/routes.rs``, ``routes/chat_completions.rs``,
-``routes/completions.rs``, ``output/response.rs``):
+/version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
+/ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
+``server/invocations.py``); anything else is a JSON 404, a known path with the wrong
+method a JSON 405. Same shapes, statuses and check order as the Rust server
+(``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
+``routes/invocations.rs``, ``output/response.rs``):
 
-API key (401, ``/v1/*`` only, when the server has one) -> admission (429 with
-Retry-After when ``max_concurrent_requests`` generation requests are in flight) -> body
-(413 over ``max_request_body``) -> JSON, keys, types, values (400) -> model (404) ->
+API key (401 on ``/v1/*`` and ``/invocations``, when the server has one) -> admission (429
+with Retry-After when ``max_concurrent_requests`` generation requests are in flight) -> body
+(413 over ``max_request_body``) -> (``/invocations``: the endpoint, 400 when the body names
+neither) -> JSON, keys, types, values (400) -> model (404) ->
 messages / prompt -> template + tokenization, off the event loop (400 on a template
 error) -> context length (400) -> engine (503 when it is dead). ``n`` choices are ``n``
 engine requests. A client that disconnects aborts its engine requests; the deadline
@@ -36,8 +39,16 @@ from server import openai as s
 from server import response, tokenize
 from server.choice import ChatChoice, CompletionChoice
 from server.engine_client import ClientDisconnected, EngineClient
-from server.error import APIError, ErrorKind, engine_dead, model_not_found
+from server.error import (
+    LIMIT_FLAG,
+    APIError,
+    ErrorKind,
+    engine_dead,
+    model_not_found,
+    payload_too_large,
+)
 from server.generation import Generation
+from server.invocations import is_chat
 from server.logprobs import TokenTexts
 from server.metrics import CONTENT_TYPE, Metrics
 from server.prompt import Prompt, PromptBuilder
@@ -61,7 +72,10 @@ class ClientGone(Exception):
     """The client disconnected before its request body arrived."""
 
 
-async def read_body(receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
+async def read_body(receive: Receive, limit: int = MAX_BODY_BYTES,
+                    flag: str | None = None) -> bytes:
+    """The request body, ``limit`` bytes at most (413 above it, naming ``flag``, the option
+    that sets the limit, when there is one)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -71,8 +85,7 @@ async def read_body(receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise APIError(ErrorKind.PAYLOAD_TOO_LARGE, "request body is larger than the limit "
-                           f"of {limit} bytes")
+            raise payload_too_large(limit, flag)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -106,7 +119,14 @@ def authorized(scope: Scope, api_key: bytes) -> bool:
     return hmac.compare_digest(given, b"Bearer " + api_key)
 
 
-async def dispatch(routes: dict[str, tuple[str, Handler]], scope: Scope, receive: Receive,
+def protected(path: str) -> bool:
+    """Whether ``path`` needs the API key: ``/v1/*``, and ``/invocations`` (it generates;
+    vLLM guards it too). As ``protected`` in ``rust/server/src/edge/auth.rs``."""
+    return path.startswith("/v1/") or path == "/invocations"
+
+
+async def dispatch(routes: dict[str, tuple[str | tuple[str, ...], Handler]], scope: Scope,
+                   receive: Receive,
                    send: Send, api_key: bytes | None = None,
                    metrics: Metrics | None = None) -> None:
     """Routes one ASGI request: 401 without the API key on /v1/*, JSON 404 / 405,
@@ -125,17 +145,18 @@ async def dispatch(routes: dict[str, tuple[str, Handler]], scope: Scope, receive
 
     route = routes.get(path)
     try:
-        if api_key is not None and path.startswith("/v1/") and not authorized(scope, api_key):
+        if api_key is not None and protected(path) and not authorized(scope, api_key):
             raise APIError(ErrorKind.UNAUTHORIZED, "invalid or missing API key: send "
                            "`Authorization: Bearer <key>`",
                            headers=[(b"www-authenticate", b"Bearer")])
         if route is None:
             raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {path}")
         method, handler = route
-        if scope["method"] != method:
+        methods = (method,) if isinstance(method, str) else method
+        if scope["method"] not in methods:
             await send_error(send, APIError(ErrorKind.METHOD_NOT_ALLOWED,
                                             f"Method Not Allowed: {scope['method']} {path}"),
-                             [(b"allow", method.encode())])
+                             [(b"allow", ", ".join(methods).encode())])
             return
         await handler(scope, receive, send)
     except APIError as error:
@@ -189,7 +210,7 @@ class App:
         self.active = 0  # generation requests in flight (admission, /load)
         key = self.options.api_key
         self._api_key = key.encode() if key else None
-        self._routes: dict[str, tuple[str, Handler]] = {
+        self._routes: dict[str, tuple[str | tuple[str, ...], Handler]] = {
             "/v1/chat/completions": ("POST", self.chat_completions),
             "/v1/completions": ("POST", self.completions),
             "/v1/models": ("GET", self.models),
@@ -197,6 +218,8 @@ class App:
             "/metrics": ("GET", self.metrics_route),
             "/load": ("GET", self.load),
             "/version": ("GET", self.version),
+            "/ping": (("GET", "POST"), self.health),
+            "/invocations": ("POST", self.invocations),
             "/tokenize": ("POST", self.tokenize),
             "/detokenize": ("POST", self.detokenize),
         }
@@ -240,7 +263,7 @@ class App:
             raise model_not_found(model)
 
     async def tokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await read_body(receive, self.options.max_request_body)
+        body = await self._body(receive)
         request = tokenize.tokenize_request(body)
         self._check_model(request.model)
         if isinstance(request, tokenize.TokenizeChat):
@@ -261,7 +284,7 @@ class App:
                                                        ids, strs)))
 
     async def detokenize(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await read_body(receive, self.options.max_request_body)
+        body = await self._body(receive)
         request = tokenize.detokenize_request(body, self.client.vocab_size)
         self._check_model(request.model)
         text = await self.prompts.off_loop(self.text.decode, request.tokens or [], False)
@@ -306,14 +329,23 @@ class App:
     async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=False)
 
-    async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
+    async def invocations(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._generate(receive, send, chat=None)
+
+    def _body(self, receive: Receive) -> Awaitable[bytes]:
+        return read_body(receive, self.options.max_request_body, LIMIT_FLAG)
+
+    async def _generate(self, receive: Receive, send: Send, chat: bool | None) -> None:
+        """A generation request; ``chat`` None: the body decides (``/invocations``)."""
         arrival = time.perf_counter()
         timeout = self.options.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         self._admit()
         self.active += 1
         try:
-            body = await read_body(receive, self.options.max_request_body)
+            body = await self._body(receive)
+            if chat is None:
+                chat = is_chat(body)
             if chat:
                 prompt = await self.prompts.chat(body)
             else:

@@ -84,7 +84,15 @@ BAD_REQUESTS = [
     ("prompt-plus-max-tokens", "completions", {"prompt": [1000] * 2000, "max_tokens": 100},
      400, "max_tokens", "requested 2100 tokens (2000 in the prompt, 100 in the completion)"),
     ("max-completion-tokens", "chat", {"messages": USER, "max_completion_tokens": 10**6},
-     400, "max_tokens", "maximum context length"),
+     400, "max_completion_tokens", "maximum context length"),
+    ("max-completion-tokens-over-max-tokens", "chat", {
+        "messages": USER, "max_tokens": 5, "max_completion_tokens": 10**6}, 400,
+     "max_completion_tokens", "maximum context length"),
+    ("response-format", "chat", {"messages": USER, "response_format": {"type": "json_schema"}},
+     400, "response_format", "`response_format` of type `json_schema` is not supported; the "
+     'accepted value is `{"type": "text"}` (or null)'),
+    ("response-format-not-an-object", "chat", {"messages": USER, "response_format": "json"},
+     400, "response_format", 'the accepted value is `{"type": "text"}` (or null)'),
     ("negative-max-tokens", "completions", {"prompt": "x", "max_tokens": -1}, 400,
      "max_tokens", "at least 1"),
     ("negative-temperature", "completions", {"prompt": "x", "temperature": -0.1}, 400,
@@ -128,7 +136,9 @@ def test_bad_request_then_the_server_still_answers(server: Server, route: str, b
 
 def test_body_over_the_limit_is_413(server: Server) -> None:
     content = b'{"prompt": "' + b"a" * (32 * 1024 * 1024) + b'"}'
-    assert_error(post(server, "completions", content), 413, None, "larger than the limit")
+    assert_error(post(server, "completions", content), 413, None,
+                 "request body is larger than the limit of 32 MiB (32 MiB = 33554432 bytes); "
+                 "raise --max-request-body")
 
 
 def test_too_long_text_prompt_names_the_numbers(server: Server, tokenizer: Any) -> None:

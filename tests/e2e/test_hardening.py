@@ -47,7 +47,7 @@ def idle(server: Server) -> bool:
     return load(server) == 0 and metric(server, RUNNING) == 0
 
 
-def test_api_key_guards_v1_only(guarded: Server) -> None:
+def test_api_key_guards_v1_and_invocations(guarded: Server) -> None:
     url = guarded.url
     for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": KEY}):
         response = httpx.get(f"{url}/v1/models", headers=headers)
@@ -62,6 +62,11 @@ def test_api_key_guards_v1_only(guarded: Server) -> None:
     for path in ("/health", "/metrics", "/load", "/version"):
         assert httpx.get(f"{url}{path}").status_code == 200, path
     assert httpx.post(f"{url}/tokenize", json={"prompt": "x"}).status_code == 200
+    for method in ("GET", "POST"):  # SageMaker's health check stays open, as in vLLM
+        assert httpx.request(method, f"{url}/ping").status_code == 200, method
+    invocation = {"prompt": "x", "max_tokens": 1}  # it generates: guarded, as in vLLM
+    assert httpx.post(f"{url}/invocations", json=invocation).status_code == 401
+    assert httpx.post(f"{url}/invocations", json=invocation, headers=AUTH).status_code == 200
     with pytest.raises(openai.AuthenticationError):
         guarded.client().models.list()
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
@@ -71,36 +76,37 @@ def test_api_key_guards_v1_only(guarded: Server) -> None:
 
 def test_body_limit(guarded: Server) -> None:
     big = json.dumps({"prompt": "a" * 70_000, "max_tokens": 1}).encode()
-    for path in ("/v1/completions", "/tokenize"):
+    for path in ("/v1/completions", "/invocations", "/tokenize"):
         response = httpx.post(f"{guarded.url}{path}", content=big, headers={
             **AUTH, "content-type": "application/json"})
         assert response.status_code == 413, response.text
         error = response.json()["error"]
         assert (error["type"], error["param"]) == ("PayloadTooLargeError", None)
-        assert "65536 bytes" in error["message"]
+        assert error["message"] == ("request body is larger than the limit of 0.0625 MiB "
+                                    "(0.0625 MiB = 65536 bytes); raise --max-request-body")
     ok = json.dumps({"prompt": "a " * 1000, "max_tokens": 1}).encode()
     assert httpx.post(f"{guarded.url}/v1/completions", content=ok, headers={
         **AUTH, "content-type": "application/json"}).status_code == 200
 
 
-def long_stream(server: Server) -> httpx.Response:
+def long_stream(server: Server, path: str = "/v1/completions") -> httpx.Response:
     body = {"model": MODEL, "prompt": "go on", "max_tokens": 1900, "ignore_eos": True,
             "stream": True}
     client = httpx.Client(timeout=30)
-    request = client.build_request("POST", f"{server.url}/v1/completions", json=body,
-                                   headers=AUTH)
+    request = client.build_request("POST", f"{server.url}{path}", json=body, headers=AUTH)
     return client.send(request, stream=True)
 
 
 def test_admission_then_timeout(guarded: Server) -> None:
-    streams = [long_stream(guarded), long_stream(guarded)]
+    streams = [long_stream(guarded), long_stream(guarded, "/invocations")]
     assert all(r.status_code == 200 for r in streams)
-    assert load(guarded) == 2
-    refused = httpx.post(f"{guarded.url}/v1/completions", headers=AUTH,
-                         json={"model": MODEL, "prompt": "x", "max_tokens": 1})
-    assert refused.status_code == 429, refused.text
-    assert refused.headers["retry-after"] == "1"
-    assert refused.json()["error"]["type"] == "TooManyRequestsError"
+    assert load(guarded) == 2, "an /invocations stream counts like a generation route"
+    for path in ("/v1/completions", "/invocations"):
+        refused = httpx.post(f"{guarded.url}{path}", headers=AUTH,
+                             json={"model": MODEL, "prompt": "x", "max_tokens": 1})
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["error"]["type"] == "TooManyRequestsError"
     assert httpx.get(f"{guarded.url}/v1/models", headers=AUTH).status_code == 200, (
         "only generation requests are admitted")
     started = time.monotonic()

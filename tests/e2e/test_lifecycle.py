@@ -110,6 +110,8 @@ def test_engine_death_fails_streams_and_exits_nonzero(mode: str, demo_model: Pat
         try:  # the server answers 503 for a moment before it exits
             health = httpx.get(f"{server.url}/health", timeout=5)
             assert health.status_code == 503, health.text
+            ping = httpx.post(f"{server.url}/ping", timeout=5)  # SageMaker's /health
+            assert ping.status_code == 503, ping.text
         except httpx.TransportError:
             assert server.proc.poll() is not None or not connectable(server.port)
         assert server.wait_exit(20) != 0, server.log()

@@ -39,11 +39,11 @@ pub fn request_id(prefix: &str) -> String {
 
 /// A generation request (chat or completions) from arrival to answer: a slot under the
 /// concurrency limit, the body under the size limit, the prompt `build` makes of it, then
-/// the engine's answer in the `shapes` made for the job (ids `ID_PREFIX-…`).
+/// the engine's answer in the `shapes` made for the job (ids `chatcmpl-…` for a chat
+/// prompt, `cmpl-…` for a completion).
 pub async fn generate<'a, P, S>(
     state: &'a SharedState,
     body: Result<Bytes, BytesRejection>,
-    id_prefix: &str,
     build: impl FnOnce(&'a SharedState, Bytes) -> P,
     shapes: impl FnOnce(&AcceptedRequest, &AppState) -> Result<S, ApiError>,
 ) -> Response
@@ -53,7 +53,14 @@ where
 {
     let arrival = Instant::now();
     let job = match prepare(state, body, build).await {
-        Ok((prompt, permit)) => AcceptedRequest::new(prompt, id_prefix, arrival, permit),
+        Ok((prompt, permit)) => {
+            let id_prefix = if prompt.chat.is_some() {
+                "chatcmpl"
+            } else {
+                "cmpl"
+            };
+            AcceptedRequest::new(prompt, id_prefix, arrival, permit)
+        }
         Err(err) => return err.into_response(),
     };
     match shapes(&job, state) {

@@ -20,12 +20,14 @@ use crate::state::{RenderState, SharedState};
 pub mod chat_completions;
 pub mod completions;
 pub mod health;
+pub mod invocations;
 pub mod metrics;
 pub mod models;
 pub mod render;
 pub mod tokenize;
 
-/// The serving API: generation, models, health, metrics, load, version, tokenizer.
+/// The serving API: generation, models, health, metrics, load, version, tokenizer, and
+/// vLLM's SageMaker pair (`/ping`, `/invocations`).
 pub fn router(state: SharedState) -> Router {
     let limit = state.options.max_request_body;
     Router::new()
@@ -36,6 +38,8 @@ pub fn router(state: SharedState) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/load", get(health::load))
         .route("/version", get(health::version))
+        .route("/ping", get(health::health).post(health::health))
+        .route("/invocations", post(invocations::handle))
         .route("/tokenize", post(tokenize::tokenize))
         .route("/detokenize", post(tokenize::detokenize))
         .fallback(not_found)
@@ -58,7 +62,7 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
         .with_state(state)
 }
 
-/// Every request: the API key on `/v1/*` (401), then the route; counted in the metrics
+/// Every request: the API key on `/v1/*` and `/invocations` (401), then the route; counted in the metrics
 /// by endpoint and status.
 pub async fn guard(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();

@@ -1,12 +1,13 @@
-//! The API key (`--api-key`, `VRS_API_KEY`): every `/v1/*` request must carry
-//! `Authorization: Bearer <key>`, compared in constant time; other routes (`/health`,
-//! `/metrics`, `/load`, …) stay open. Mirrors `authorized` in `server/routes.py`.
+//! The API key (`--api-key`, `VRS_API_KEY`): every `/v1/*` request and `/invocations`
+//! (it generates; vLLM guards it too) must carry `Authorization: Bearer <key>`, compared
+//! in constant time; other routes (`/health`, `/ping`, `/metrics`, `/load`, …) stay open.
+//! Mirrors `authorized` and `protected` in `server/routes.py`.
 
 use axum::http::{header, HeaderMap};
 
 /// Whether `path` needs the key.
 pub fn protected(path: &str) -> bool {
-    path.starts_with("/v1/")
+    path.starts_with("/v1/") || path == "/invocations"
 }
 
 /// Whether `headers` carry `Authorization: Bearer <key>`.
@@ -49,5 +50,6 @@ mod tests {
         assert!(constant_time_eq(b"", b""));
         assert!(!constant_time_eq(b"ab", b"ac"));
         assert!(protected("/v1/models") && !protected("/health") && !protected("/v1"));
+        assert!(protected("/invocations") && !protected("/ping"));
     }
 }

@@ -25,9 +25,13 @@ pub enum ApiError {
     /// The route exists, the method does not.
     #[error("Method Not Allowed: {method} {path}")]
     MethodNotAllowed { method: String, path: String },
-    /// The body is over the size limit.
-    #[error("request body is larger than the limit of {0} bytes")]
-    PayloadTooLarge(usize),
+    /// The body is over the size limit of `limit` bytes; `flag`: the option that
+    /// raises it (`--max-request-body`), when the server has one.
+    #[error("{}", too_large(*.limit, *.flag))]
+    PayloadTooLarge {
+        limit: usize,
+        flag: Option<&'static str>,
+    },
     /// The server has an API key and the request does not carry it.
     #[error("invalid or missing API key: send `Authorization: Bearer <key>`")]
     Unauthorized,
@@ -49,6 +53,32 @@ pub enum ApiError {
     /// Our own bug.
     #[error("{0}")]
     Internal(String),
+}
+
+/// The 413 message: the limit in MiB and in bytes, and the flag that raises it. Mirrors
+/// `payload_too_large` in `server/error.py`.
+fn too_large(limit: usize, flag: Option<&str>) -> String {
+    let size = mib(limit);
+    let mut message =
+        format!("request body is larger than the limit of {size} MiB ({size} MiB = {limit} bytes)");
+    if let Some(flag) = flag {
+        message.push_str(&format!("; raise {flag}"));
+    }
+    message
+}
+
+/// `bytes` in MiB, exactly (a whole number, or its finite binary fraction in decimal).
+pub fn mib(bytes: usize) -> String {
+    const MIB_BITS: u32 = 20;
+    let bytes = bytes as u128;
+    let whole = bytes >> MIB_BITS;
+    let frac = bytes & ((1 << MIB_BITS) - 1);
+    if frac == 0 {
+        return whole.to_string();
+    }
+    // frac / 2^20 = frac * 5^20 / 10^20: twenty decimal digits, exactly.
+    let digits = format!("{:020}", frac * 5u128.pow(MIB_BITS));
+    format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
 /// `{"error": {...}}`, the OpenAI error body.
@@ -88,7 +118,7 @@ impl ApiError {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::ModelNotFound(_) | Self::RouteNotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -102,7 +132,7 @@ impl ApiError {
             Self::BadRequest { .. } => "BadRequestError",
             Self::ModelNotFound(_) | Self::RouteNotFound(_) => "NotFoundError",
             Self::MethodNotAllowed { .. } => "MethodNotAllowedError",
-            Self::PayloadTooLarge(_) => "PayloadTooLargeError",
+            Self::PayloadTooLarge { .. } => "PayloadTooLargeError",
             Self::Unauthorized => "AuthenticationError",
             Self::TooManyRequests(_) => "TooManyRequestsError",
             Self::Timeout(_) => "TimeoutError",
@@ -243,7 +273,10 @@ mod tests {
                 None,
             ),
             (
-                ApiError::PayloadTooLarge(10),
+                ApiError::PayloadTooLarge {
+                    limit: 10,
+                    flag: None,
+                },
                 413,
                 "PayloadTooLargeError",
                 None,
@@ -304,6 +337,31 @@ mod tests {
             ApiError::bad("n", "`n` > 1 is not supported").to_string(),
             "`n` > 1 is not supported"
         );
+    }
+
+    #[test]
+    fn too_large_names_the_limit_in_mib_and_the_flag() {
+        let serving = ApiError::PayloadTooLarge {
+            limit: 32 * 1024 * 1024,
+            flag: Some("--max-request-body"),
+        };
+        assert_eq!(
+            serving.to_string(),
+            "request body is larger than the limit of 32 MiB (32 MiB = 33554432 bytes); \
+             raise --max-request-body"
+        );
+        let render = ApiError::PayloadTooLarge {
+            limit: 65536,
+            flag: None,
+        };
+        assert_eq!(
+            render.to_string(),
+            "request body is larger than the limit of 0.0625 MiB (0.0625 MiB = 65536 bytes)"
+        );
+        assert_eq!(mib(1), "0.00000095367431640625");
+        assert_eq!(mib(1000), "0.00095367431640625");
+        assert_eq!(mib(3 * 1024 * 1024 + 512 * 1024), "3.5");
+        assert_eq!(mib(0), "0");
     }
 
     #[tokio::test]

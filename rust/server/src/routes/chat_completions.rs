@@ -21,7 +21,7 @@ pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    generate(&state, body, "chatcmpl", prompt::chat, |job, state| {
+    generate(&state, body, prompt::chat, |job, state| {
         Ok(ChatShapes::new(job, state))
     })
     .await
@@ -36,7 +36,7 @@ pub struct ChatShapes {
 }
 
 impl ChatShapes {
-    fn new(job: &AcceptedRequest, state: &AppState) -> Self {
+    pub fn new(job: &AcceptedRequest, state: &AppState) -> Self {
         let settings = &job.prompt.settings;
         let top = settings.sampling.logprobs.map(|k| k as usize);
         let reasoning = state.options.reasoning_parser.is_some();

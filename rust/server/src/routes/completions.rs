@@ -22,14 +22,7 @@ pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    generate(
-        &state,
-        body,
-        "cmpl",
-        prompt::completion,
-        CompletionShapes::new,
-    )
-    .await
+    generate(&state, body, prompt::completion, CompletionShapes::new).await
 }
 
 /// Completions response shapes: one state per choice.
@@ -41,7 +34,7 @@ pub struct CompletionShapes {
 }
 
 impl CompletionShapes {
-    fn new(job: &AcceptedRequest, state: &AppState) -> Result<Self, ApiError> {
+    pub fn new(job: &AcceptedRequest, state: &AppState) -> Result<Self, ApiError> {
         let settings = &job.prompt.settings;
         let echo = if settings.echo {
             Some(match &job.prompt.text {

@@ -1,4 +1,5 @@
-//! `GET /health` (503 once the engine is gone), `GET /load` (generation requests in
+//! `GET /health` and vLLM's SageMaker `GET|POST /ping` (200, or 503 once the engine is
+//! gone), `GET /load` (generation requests in
 //! flight) and `GET /version`.
 
 use axum::extract::State;

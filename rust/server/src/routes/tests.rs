@@ -249,6 +249,11 @@ async fn engine_death_gives_503_and_ends_streams_with_an_error_event() {
         .contains("fatal error"));
     let (status, _, _) = call(&h, "POST", "/v1/completions", r#"{"prompt": "hello"}"#).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    for method in ["GET", "POST"] {
+        let (status, _, bytes) = call(&h, method, "/ping", "").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{method} /ping");
+        assert_eq!(json_of(&bytes)["error"]["type"], "ServiceUnavailableError");
+    }
 }
 
 #[tokio::test]
@@ -276,5 +281,92 @@ async fn oversized_bodies_get_413() {
     let (status, ct, bytes) = call(&h, "POST", "/v1/completions", &body).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(ct, "application/json");
-    assert_eq!(json_of(&bytes)["error"]["code"], 413);
+    let v = json_of(&bytes);
+    assert_eq!(v["error"]["code"], 413);
+    assert_eq!(
+        v["error"]["message"],
+        "request body is larger than the limit of 32 MiB (32 MiB = 33554432 bytes); \
+         raise --max-request-body"
+    );
+}
+
+#[tokio::test]
+async fn ping_answers_get_and_post() {
+    let h = Harness::start(vec![5], Duration::ZERO);
+    for method in ["GET", "POST"] {
+        let (status, _, bytes) = call(&h, method, "/ping", "").await;
+        assert_eq!((status, bytes.len()), (StatusCode::OK, 0), "{method} /ping");
+    }
+    let (status, _, bytes) = call(&h, "PUT", "/ping", "").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(json_of(&bytes)["error"]["code"], 405);
+}
+
+#[tokio::test]
+async fn invocations_route_by_the_body() {
+    let h = Harness::start(vec![5, 6], Duration::ZERO);
+    let chat = r#"{"messages": [{"role": "user", "content": "hello"}], "max_tokens": 2}"#;
+    let (status, ct, bytes) = call(&h, "POST", "/invocations", chat).await;
+    assert_eq!((status, ct.as_str()), (StatusCode::OK, "application/json"));
+    let v = json_of(&bytes);
+    assert_eq!(v["object"], "chat.completion");
+    assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(v["choices"][0]["message"]["content"], " foo bar");
+    let body = r#"{"prompt": [3, 4], "max_tokens": 2, "stream": true}"#;
+    let (status, ct, bytes) = call(&h, "POST", "/invocations", body).await;
+    assert_eq!((status, ct.as_str()), (StatusCode::OK, "text/event-stream"));
+    let evs = events(&bytes);
+    assert!(evs.iter().all(
+        |e| e["object"] == "text_completion" && e["id"].as_str().unwrap().starts_with("cmpl-")
+    ));
+    let text: String = evs
+        .iter()
+        .filter_map(|e| e["choices"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, " foo bar");
+    let ids: Vec<String> = h
+        .engine
+        .added()
+        .iter()
+        .map(|r| r.request_id.clone())
+        .collect();
+    assert!(
+        ids[0].starts_with("chatcmpl-") && ids[1].starts_with("cmpl-"),
+        "{ids:?}"
+    );
+    let cases = [
+        (r#"{"model": "tiny"}"#, Value::Null, invocations::NO_HANDLER),
+        (r#"{"messages": ["#, Value::Null, "invalid JSON"),
+        ("[1]", Value::Null, "must be a JSON object"),
+        (
+            r#"{"messages": []}"#,
+            json!("messages"),
+            "must not be empty",
+        ),
+        (
+            r#"{"prompt": "x", "temperature": -1}"#,
+            json!("temperature"),
+            "got -1",
+        ),
+        (
+            r#"{"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 99}"#,
+            json!("max_completion_tokens"),
+            "maximum context length is 64",
+        ),
+    ];
+    for (body, param, needle) in cases {
+        let (status, _, bytes) = call(&h, "POST", "/invocations", body).await;
+        let v = json_of(&bytes);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert_eq!(v["error"]["param"], param, "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{body}: {v}");
+    }
+    let (status, _, _) = call(&h, "GET", "/invocations", "").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        h.engine.added().len(),
+        2,
+        "bad requests never reach the engine"
+    );
 }

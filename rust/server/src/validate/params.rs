@@ -22,6 +22,9 @@ pub enum Endpoint {
 pub struct Settings {
     pub sampling: SamplingParams,
     pub max_tokens: Option<u32>,
+    /// The field `max_tokens` came from (`max_tokens`, or chat's `max_completion_tokens`),
+    /// named by its errors.
+    pub max_tokens_field: &'static str,
     pub stop: Vec<String>,
     pub skip_special_tokens: bool,
     pub stream: bool,
@@ -117,9 +120,7 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
         "echo" => value.is_null() || value == &Value::Bool(false),
         "suffix" if !chat => value.is_null() || value.as_str() == Some(""),
         "logit_bias" => value.is_null() || value.as_object().is_some_and(Map::is_empty),
-        "response_format" => {
-            value.is_null() || value.get("type").and_then(Value::as_str) == Some("text")
-        }
+        "response_format" => return Some(response_format(value)),
         "functions" if chat => value.is_null() || value.as_array().is_some_and(Vec::is_empty),
         "function_call" if chat => value.is_null() || value.as_str() == Some("none"),
         "reasoning_effort" | "modalities" | "audio" | "prediction" | "web_search_options"
@@ -146,6 +147,25 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
     } else {
         Refusal::Refused(format!("`{key}` is not supported"))
     })
+}
+
+/// The accepted `response_format`, as its refusal names it.
+pub const RESPONSE_FORMAT_ACCEPTED: &str = "the accepted value is `{\"type\": \"text\"}` (or null)";
+
+/// `response_format`: plain text (or null) is what this server produces; any other
+/// format (`json_object`, `json_schema`, …) is refused, naming what is accepted.
+fn response_format(value: &Value) -> Refusal {
+    match value.get("type").and_then(Value::as_str) {
+        _ if value.is_null() => Refusal::Accepted,
+        Some("text") => Refusal::Accepted,
+        Some(kind) => Refusal::Refused(format!(
+            "`response_format` of type `{kind}` is not supported; {RESPONSE_FORMAT_ACCEPTED}"
+        )),
+        None => Refusal::Refused(format!(
+            "`response_format` must be an object with a string `type`; \
+             {RESPONSE_FORMAT_ACCEPTED}"
+        )),
+    }
 }
 
 /// Deserializes `T` from the body's object, naming the field of any type error.
@@ -287,6 +307,7 @@ pub fn validate(
     Ok(Settings {
         sampling,
         max_tokens,
+        max_tokens_field: max_field,
         stop,
         skip_special_tokens: common.skip_special_tokens.unwrap_or(true),
         stream,
@@ -361,9 +382,11 @@ fn check<T: std::fmt::Display>(
 }
 
 /// The request's output budget: `max_tokens` checked against the context length, or by
-/// default what is left of it. `what` names the prompt ("messages" or "prompt").
+/// default what is left of it. `field` names where the request set it (`max_tokens` or
+/// `max_completion_tokens`), `what` the prompt ("messages" or "prompt").
 pub fn resolve_max_tokens(
     requested: Option<u32>,
+    field: &str,
     prompt_len: usize,
     max_model_len: u64,
     what: &str,
@@ -386,7 +409,7 @@ pub fn resolve_max_tokens(
     }
     match requested {
         Some(m) if prompt + u64::from(m) > max_model_len => Err(ApiError::bad(
-            "max_tokens",
+            field,
             format!(
                 "This model's maximum context length is {max_model_len} tokens. However, you \
                  requested {} tokens ({prompt} in the {what}, {m} in the completion). Please \

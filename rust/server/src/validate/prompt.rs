@@ -76,8 +76,13 @@ fn finish(
     what: &str,
     chat: Option<ChatOutput>,
 ) -> Result<Prompt, ApiError> {
-    settings.sampling.max_tokens =
-        params::resolve_max_tokens(settings.max_tokens, ids.len(), state.max_model_len(), what)?;
+    settings.sampling.max_tokens = params::resolve_max_tokens(
+        settings.max_tokens,
+        settings.max_tokens_field,
+        ids.len(),
+        state.max_model_len(),
+        what,
+    )?;
     Ok(Prompt {
         text,
         ids,

@@ -79,7 +79,14 @@ fn unsupported_features_are_refused_unless_neutral() {
         (
             Endpoint::Chat,
             json!({"response_format": {"type": "json_object"}}),
-            "`response_format` is not supported",
+            "`response_format` of type `json_object` is not supported; the accepted value is \
+             `{\"type\": \"text\"}` (or null)",
+        ),
+        (
+            Endpoint::Chat,
+            json!({"response_format": "json"}),
+            "`response_format` must be an object with a string `type`; the accepted value is \
+             `{\"type\": \"text\"}` (or null)",
         ),
         (
             Endpoint::Chat,
@@ -275,6 +282,12 @@ fn max_completion_tokens_overrides() {
     let c: CommonFields = fields(&json!({"max_tokens": 9})).unwrap();
     let g = validate(c, Some(("max_completion_tokens", 3)), 10).unwrap();
     assert_eq!(g.max_tokens, Some(3));
+    assert_eq!(g.max_tokens_field, "max_completion_tokens");
+    let c: CommonFields = fields(&json!({"max_tokens": 9})).unwrap();
+    assert_eq!(
+        validate(c, None, 10).unwrap().max_tokens_field,
+        "max_tokens"
+    );
     let c: CommonFields = fields(&json!({})).unwrap();
     let e = validate(c, Some(("max_completion_tokens", 0)), 10).unwrap_err();
     assert_eq!(param_of(e).as_deref(), Some("max_completion_tokens"));
@@ -282,9 +295,15 @@ fn max_completion_tokens_overrides() {
 
 #[test]
 fn max_tokens_against_the_context() {
-    assert_eq!(resolve_max_tokens(None, 10, 100, "prompt").unwrap(), 90);
-    assert_eq!(resolve_max_tokens(Some(90), 10, 100, "prompt").unwrap(), 90);
-    let e = resolve_max_tokens(Some(91), 10, 100, "messages").unwrap_err();
+    assert_eq!(
+        resolve_max_tokens(None, "max_tokens", 10, 100, "prompt").unwrap(),
+        90
+    );
+    assert_eq!(
+        resolve_max_tokens(Some(90), "max_tokens", 10, 100, "prompt").unwrap(),
+        90
+    );
+    let e = resolve_max_tokens(Some(91), "max_tokens", 10, 100, "messages").unwrap_err();
     let text = e.to_string();
     assert!(
         text.contains("maximum context length is 100") && text.contains("101"),
@@ -295,8 +314,16 @@ fn max_tokens_against_the_context() {
         "{text}"
     );
     assert_eq!(param_of(e).as_deref(), Some("max_tokens"));
-    let e = resolve_max_tokens(None, 100, 100, "prompt").unwrap_err();
+    let e = resolve_max_tokens(None, "max_tokens", 100, 100, "prompt").unwrap_err();
     assert!(e.to_string().contains("100 input tokens"), "{e}");
     assert_eq!(param_of(e).as_deref(), Some("prompt"));
-    assert!(resolve_max_tokens(None, 0, 100, "prompt").is_err());
+    assert!(resolve_max_tokens(None, "max_tokens", 0, 100, "prompt").is_err());
+    // Over the context via max_completion_tokens: the error names that field.
+    let e = resolve_max_tokens(Some(91), "max_completion_tokens", 10, 100, "messages");
+    let e = e.unwrap_err();
+    assert!(
+        e.to_string().contains("maximum context length is 100"),
+        "{e}"
+    );
+    assert_eq!(param_of(e).as_deref(), Some("max_completion_tokens"));
 }

@@ -1,0 +1,166 @@
+//! `POST /invocations`, vLLM's SageMaker entry point: the body decides the endpoint. A
+//! body with `messages` is a chat completion request (`/v1/chat/completions`), one with
+//! `prompt` a completion request (`/v1/completions`), tried in that order as vLLM does;
+//! anything else is a 400 naming both. The chosen endpoint then runs exactly as on its
+//! own path (admission, checks, streaming, error bodies). `GET|POST /ping` is
+//! [`crate::routes::health::health`]. Mirrors `server/invocations.py`.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::Response;
+use serde::de::IgnoredAny;
+
+use crate::dispatch::{generate, AcceptedRequest};
+use crate::edge::error::ApiError;
+use crate::openai::Usage;
+use crate::output::generation::Piece;
+use crate::output::response::Shapes;
+use crate::routes::chat_completions::ChatShapes;
+use crate::routes::completions::CompletionShapes;
+use crate::state::{AppState, SharedState};
+use crate::validate::params;
+use crate::validate::prompt::{self, Prompt};
+
+/// The 400 of a body that is neither request kind (vLLM's words, then what is accepted).
+pub const NO_HANDLER: &str = "Cannot find suitable handler for request. Expected one of: \
+     a chat completion request (with `messages`), a completion request (with `prompt`)";
+
+/// Which endpoint an `/invocations` body is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Chat,
+    Completion,
+}
+
+/// The endpoint of `body`: `messages` (not null) → chat, else `prompt` (not null) →
+/// completion, else a 400. A body that is not a JSON object gets the endpoints' own 400.
+pub fn kind(body: &[u8]) -> Result<Kind, ApiError> {
+    // Only the top-level keys are read; values are skipped, not built.
+    let keys = match serde_json::from_slice::<HashMap<String, Option<IgnoredAny>>>(body) {
+        Ok(keys) => keys,
+        Err(_) => {
+            return Err(params::parse_object(body).err().unwrap_or_else(|| {
+                ApiError::bad_request("the request body must be a JSON object")
+            }))
+        }
+    };
+    let given = |key: &str| keys.get(key).is_some_and(Option::is_some);
+    if given("messages") {
+        Ok(Kind::Chat)
+    } else if given("prompt") {
+        Ok(Kind::Completion)
+    } else {
+        Err(ApiError::bad_request(NO_HANDLER))
+    }
+}
+
+pub async fn handle(
+    State(state): State<SharedState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    generate(&state, body, build, InvocationShapes::new).await
+}
+
+async fn build(state: &SharedState, body: Bytes) -> Result<Prompt, ApiError> {
+    match kind(&body)? {
+        Kind::Chat => prompt::chat(state, body).await,
+        Kind::Completion => prompt::completion(state, body).await,
+    }
+}
+
+/// The response shapes of the endpoint the body chose.
+pub enum InvocationShapes {
+    Chat(ChatShapes),
+    Completion(CompletionShapes),
+}
+
+impl InvocationShapes {
+    fn new(job: &AcceptedRequest, state: &AppState) -> Result<Self, ApiError> {
+        match job.prompt.chat {
+            Some(_) => Ok(Self::Chat(ChatShapes::new(job, state))),
+            None => CompletionShapes::new(job, state).map(Self::Completion),
+        }
+    }
+}
+
+impl Shapes for InvocationShapes {
+    fn start(&self, buf: &mut Vec<u8>) {
+        match self {
+            Self::Chat(s) => s.start(buf),
+            Self::Completion(s) => s.start(buf),
+        }
+    }
+
+    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>) {
+        match self {
+            Self::Chat(s) => s.step(index, piece, buf),
+            Self::Completion(s) => s.step(index, piece, buf),
+        }
+    }
+
+    fn absorb(&mut self, index: usize, piece: Piece) {
+        match self {
+            Self::Chat(s) => s.absorb(index, piece),
+            Self::Completion(s) => s.absorb(index, piece),
+        }
+    }
+
+    fn usage(&self, buf: &mut Vec<u8>, usage: Usage) {
+        match self {
+            Self::Chat(s) => s.usage(buf, usage),
+            Self::Completion(s) => s.usage(buf, usage),
+        }
+    }
+
+    fn body(self, usage: Usage) -> Vec<u8> {
+        match self {
+            Self::Chat(s) => s.body(usage),
+            Self::Completion(s) => s.body(usage),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(body: &str) -> String {
+        kind(body.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_body_picks_the_endpoint() {
+        assert_eq!(kind(br#"{"messages": []}"#).unwrap(), Kind::Chat);
+        assert_eq!(
+            kind(br#"{"prompt": "x", "n": 2}"#).unwrap(),
+            Kind::Completion
+        );
+        // Chat first, as vLLM tries ChatCompletionRequest before CompletionRequest.
+        let both = br#"{"prompt": "x", "messages": [{"role": "user"}]}"#;
+        assert_eq!(kind(both).unwrap(), Kind::Chat);
+        // A null field is an absent one.
+        assert_eq!(
+            kind(br#"{"messages": null, "prompt": [1, 2]}"#).unwrap(),
+            Kind::Completion
+        );
+        // Nested keys do not count.
+        assert_eq!(error_of(r#"{"x": {"messages": []}}"#), NO_HANDLER);
+        assert_eq!(error_of(r#"{"model": "m", "messages": null}"#), NO_HANDLER);
+        // Values are skipped unchecked (as in server/invocations.py): the endpoint reports them.
+        assert_eq!(error_of(r#"{"a": 1e400}"#), NO_HANDLER);
+    }
+
+    #[test]
+    fn a_body_that_is_no_object_gets_the_endpoints_errors() {
+        assert!(error_of("  ").contains("empty"));
+        assert!(error_of(r#"{"messages": ["#).contains("invalid JSON"));
+        assert_eq!(error_of("[1, 2]"), "the request body must be a JSON object");
+        assert_eq!(error_of("null"), "the request body must be a JSON object");
+        let err = kind(b"{}").unwrap_err();
+        assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST);
+        assert!(err.to_string().contains("`messages`") && err.to_string().contains("`prompt`"));
+    }
+}
