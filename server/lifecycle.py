@@ -313,8 +313,12 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
             logger.error("startup failed: %s", exc)
             return EXIT_FAILURE
         ready = next(iter(client.readies.values()))
-        logger.info("engine ready: %s (max_model_len %d%s); serving %s on http://%s:%d",
-                    ready.model_name, client.max_model_len, ", mock" if ready.is_mock else "",
+        logger.info("engine ready: %s (max_model_len %d%s)", ready.model_name,
+                    client.max_model_len, ", mock" if ready.is_mock else "")
+        # As vrs-rs announces it (rust/server/src/lifecycle.rs): the listening socket
+        # is bound, so the address accepts connections from now on.
+        logger.info("serving \"%s\" on http://%s:%d (POST /v1/completions, /v1/chat/completions; "
+                    "GET /v1/models, /health, /metrics); Ctrl-C to stop (twice to stop now)",
                     config.served_model_name, config.host, sock.getsockname()[1])
         options = msgspec.structs.replace(
             config.options,

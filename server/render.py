@@ -1,7 +1,8 @@
 """``serve_render(args)``: the engine-less render service (``vrs render --frontend python``).
 
 Template + tokenization only, from the model's tokenizer and config files (the tokenizer
-from the args' ``tokenizer`` directory when given; no weights, no engine). Routes (same shapes and errors as ``rust/server/src/routes/render.rs``):
+from the args' ``tokenizer`` directory when given; no weights, no engine). Routes (same
+shapes and errors as ``rust/server/src/routes/render.rs``):
 
 * ``POST /v1/chat/completions/render``, ``POST /v1/completions/render``: the request
   goes through the serving path's own prompt builder (:mod:`server.prompt`) and

@@ -35,6 +35,8 @@ const KNOWN_ENDPOINTS: &[&str] = &[
     "/version",
     "/tokenize",
     "/detokenize",
+    "/ping",
+    "/invocations",
 ];
 
 /// A cumulative histogram with fixed bounds; observing is lock-free.
