@@ -11,8 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::signal::unix::{signal, SignalKind};
-
+use super::Signals;
 use crate::args::RenderArgs;
 use crate::edge::listener;
 use crate::state::{unix_now, RenderState};
@@ -90,8 +89,7 @@ pub async fn run(args: RenderArgs) -> u8 {
 }
 
 async fn serve(args: RenderArgs) -> anyhow::Result<()> {
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut signals = Signals::new()?;
     let loading = args.clone();
     let state = tokio::task::spawn_blocking(move || load(&loading))
         .await?
@@ -113,8 +111,7 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
     let (stop_tx, mut server) =
         listener::spawn_http(listener, crate::routes::render_router(Arc::new(state)));
     let name = tokio::select! {
-        _ = sigint.recv() => "SIGINT",
-        _ = sigterm.recv() => "SIGTERM",
+        name = signals.recv() => name,
         joined = &mut server => {
             joined??;
             anyhow::bail!("the HTTP server stopped");
