@@ -113,6 +113,15 @@ class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logprobs: int | None = None  # None = off; k >= 0: sampled token + top-k
+    # None = off; k >= 0: each prompt token's logprob (from the 2nd on) + the top k.
+    prompt_logprobs: int | None = None
+    # (token id, bias) pairs added to the logits before sampling (OpenAI logit_bias).
+    logit_bias: list[tuple[int, float]] = []
+    # None = any token; else sampling is restricted to these ids (vLLM allowed_token_ids).
+    allowed_token_ids: list[int] | None = None
+    # Token-id sequences never to generate (vLLM bad_words, tokenized by the frontend):
+    # the last id of a sequence is banned where the output ends with the rest of it.
+    bad_words_token_ids: list[list[int]] = []
 
 
 class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -159,6 +168,13 @@ class EngineCoreOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=Tr
     new_logprobs: list[TokenLogprobs] | None = None
     num_cached_tokens: int = 0
     error_message: str | None = None  # with finish_reason "error"
+    # With the request's first output when prompt_logprobs was asked for: one entry per
+    # prompt token from the second on (entry i is prompt token i + 1 given tokens 0..i).
+    prompt_logprobs: list[TokenLogprobs] | None = None
+    # With the request's first output: seconds from the engine receiving the request to
+    # its first scheduling (queue), and from then to its first token (prefill).
+    queue_time: float | None = None
+    prefill_time: float | None = None
 
 
 class UtilityOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=True):

@@ -59,6 +59,10 @@ def _full_sampling() -> p.SamplingParams:
         frequency_penalty=1.25,
         repetition_penalty=1.1,
         logprobs=5,
+        prompt_logprobs=0,
+        logit_bias=[(0, -100.0), (128_000, 2.5), (65_536, 100.0)],
+        allowed_token_ids=[0, 7, 128_815],
+        bad_words_token_ids=[[42], [1, 2, 65_536], []],
     )
 
 
@@ -71,6 +75,9 @@ def _full_output() -> p.EngineCoreOutput:
         new_logprobs=_logprobs(),
         num_cached_tokens=2**40,
         error_message="überlauf ✓",
+        prompt_logprobs=_logprobs(),
+        queue_time=0.015625,
+        prefill_time=1.5e-4,
     )
 
 

@@ -210,6 +210,9 @@ fn output_of(
         new_logprobs: None,
         num_cached_tokens: 0,
         error_message: None,
+        prompt_logprobs: None,
+        queue_time: None,
+        prefill_time: None,
     }
 }
 

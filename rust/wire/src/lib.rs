@@ -305,6 +305,19 @@ pub struct SamplingParams {
     /// `None` = no logprobs; `k`: the sampled token's logprob plus the top `k`.
     #[serde(default)]
     pub logprobs: Option<u32>,
+    /// `None` = off; `k`: each prompt token's logprob (from the second on) plus the top `k`.
+    #[serde(default)]
+    pub prompt_logprobs: Option<u32>,
+    /// (token id, bias) pairs added to the logits before sampling (OpenAI `logit_bias`).
+    #[serde(default)]
+    pub logit_bias: Vec<(u32, f64)>,
+    /// `None` = any token; otherwise sampling is restricted to these ids.
+    #[serde(default)]
+    pub allowed_token_ids: Option<Vec<u32>>,
+    /// Token-id sequences never to generate (vLLM `bad_words`, tokenized by the
+    /// frontend): the last id is banned where the output ends with the rest.
+    #[serde(default)]
+    pub bad_words_token_ids: Vec<Vec<u32>>,
 }
 
 impl SamplingParams {
@@ -324,6 +337,10 @@ impl SamplingParams {
             frequency_penalty: 0.0,
             repetition_penalty: 1.0,
             logprobs: None,
+            prompt_logprobs: None,
+            logit_bias: Vec::new(),
+            allowed_token_ids: None,
+            bad_words_token_ids: Vec::new(),
         }
     }
 }
@@ -399,6 +416,18 @@ pub struct EngineCoreOutput {
     /// With finish_reason "error": what went wrong.
     #[serde(default)]
     pub error_message: Option<String>,
+    /// With the request's first output when prompt logprobs were asked for: one entry
+    /// per prompt token from the second on (entry `i` is prompt token `i + 1`).
+    #[serde(default)]
+    pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
+    /// With the request's first output: seconds from the engine receiving the request
+    /// to its first scheduling.
+    #[serde(default)]
+    pub queue_time: Option<f64>,
+    /// With the request's first output: seconds from its first scheduling to its first
+    /// token.
+    #[serde(default)]
+    pub prefill_time: Option<f64>,
 }
 
 impl EngineCoreOutput {
@@ -565,11 +594,14 @@ mod tests {
             new_logprobs: None,
             num_cached_tokens: 0,
             error_message: None,
+            prompt_logprobs: None,
+            queue_time: None,
+            prefill_time: None,
         };
-        // msgspec: [ "a", [], nil, nil, nil, 0, nil ]
+        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil ]
         assert_eq!(
             encode(&out).unwrap(),
-            vec![0x97, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0]
+            vec![0x9a, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0]
         );
         let bytes = encode(&SchedulerStats {
             kv_cache_usage: 0.0,

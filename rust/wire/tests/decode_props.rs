@@ -50,6 +50,9 @@ fn output() -> impl Strategy<Value = EngineCoreOutput> {
                 new_logprobs: lps,
                 num_cached_tokens: cached,
                 error_message: error,
+                prompt_logprobs: None,
+                queue_time: None,
+                prefill_time: None,
             },
         )
 }

@@ -106,6 +106,10 @@ fn full_sampling() -> SamplingParams {
         frequency_penalty: 1.25,
         repetition_penalty: 1.1,
         logprobs: Some(5),
+        prompt_logprobs: Some(0),
+        logit_bias: vec![(0, -100.0), (128_000, 2.5), (65_536, 100.0)],
+        allowed_token_ids: Some(vec![0, 7, 128_815]),
+        bad_words_token_ids: vec![vec![42], vec![1, 2, 65_536], vec![]],
     }
 }
 
@@ -118,6 +122,9 @@ fn full_output() -> EngineCoreOutput {
         new_logprobs: Some(logprobs()),
         num_cached_tokens: 1 << 40,
         error_message: Some("überlauf ✓".into()),
+        prompt_logprobs: Some(logprobs()),
+        queue_time: Some(0.015625),
+        prefill_time: Some(1.5e-4),
     }
 }
 
@@ -165,6 +172,9 @@ fn output(id: &str, ids: Vec<u32>, finish: Option<FinishReason>) -> EngineCoreOu
         new_logprobs: None,
         num_cached_tokens: 0,
         error_message: None,
+        prompt_logprobs: None,
+        queue_time: None,
+        prefill_time: None,
     }
 }
 

@@ -139,6 +139,9 @@ fn stop_token_hidden_only_when_last() {
         new_logprobs: None,
         num_cached_tokens: 0,
         error_message: None,
+        prompt_logprobs: None,
+        queue_time: None,
+        prefill_time: None,
     };
     assert_eq!(visible_ids(&out), &[5]);
     out.stop_token_id = None;
