@@ -25,7 +25,24 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
                                        "ignore_eos": True}),
     ("special-tokens-kept", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 10,
                                                 "seed": 6, "skip_special_tokens": False}),
+    ("batched-n", "/v1/completions", {"prompt": ["a b", [1000, 2000], "日本"], "n": 2,
+                                      "max_tokens": 6, "seed": 7}),
+    ("echo-logprobs", "/v1/completions", {"prompt": "Hello there, 世界", "max_tokens": 5,
+                                          "echo": True, "logprobs": 2, "seed": 8}),
+    ("echo-only", "/v1/completions", {"prompt": [1000, 2000, 3000], "max_tokens": 0,
+                                      "echo": True, "logprobs": 1}),
+    ("prompt-logprobs", "/v1/completions", {"prompt": "abc def", "max_tokens": 3,
+                                            "prompt_logprobs": 2, "seed": 9}),
+    ("chat-echo-prompt-logprobs", "/v1/chat/completions", {
+        "messages": [*CHAT, {"role": "assistant", "content": "The answer is"}],
+        "add_generation_prompt": False, "continue_final_message": True, "echo": True,
+        "prompt_logprobs": 1, "max_tokens": 4, "seed": 10}),
+    ("sampling-fields", "/v1/chat/completions", {
+        "messages": CHAT, "logit_bias": {"5": 10, "70": -100}, "allowed_token_ids": [5, 6, 7],
+        "bad_words": ["x", "hello world"], "max_tokens": 4, "seed": 11}),
 ]
+STREAMED = [r for r in REQUESTS if r[0] in ("ids-prompt", "text-prompt", "chat", "batched-n",
+                                            "echo-logprobs", "chat-echo-prompt-logprobs")]
 
 
 def normalised(body: Any) -> Any:
@@ -63,21 +80,52 @@ def stream(pool: Pool, mode: str, path: str, body: dict[str, Any]) -> list[Any]:
         return [normalised(event) for event in sse_events(resp.iter_lines())]
 
 
-@pytest.mark.parametrize(("path", "body"), [r[1:] for r in REQUESTS[:3]],
-                         ids=[r[0] for r in REQUESTS[:3]])
+@pytest.mark.parametrize(("path", "body"), [r[1:] for r in STREAMED],
+                         ids=[r[0] for r in STREAMED])
 def test_same_request_same_stream(pool: Pool, path: str, body: dict[str, Any]) -> None:
-    """Text, finish and usage agree (how text splits into chunks may differ)."""
-    def summary(events: list[Any]) -> tuple[str, Any, Any]:
-        pieces = [c["choices"][0] for c in events if c["choices"]]
-        text = "".join(p.get("text") or p.get("delta", {}).get("content") or "" for p in pieces)
-        return text, pieces[-1]["finish_reason"], events[-1]["usage"]
+    """Each choice's text and finish, and the usage, agree with the whole answer (how text
+    splits into chunks may differ)."""
+    def summary(events: list[Any]) -> tuple[dict[int, tuple[str, Any]], Any]:
+        texts: dict[int, str] = {}
+        finishes: dict[int, Any] = {}
+        for event in events:
+            for piece in event["choices"]:
+                index = piece["index"]
+                texts[index] = texts.get(index, "") + (
+                    piece.get("text") or (piece.get("delta") or {}).get("content") or "")
+                finishes[index] = piece["finish_reason"] or finishes.get(index)
+        return {i: (texts[i], finishes[i]) for i in texts}, events[-1]["usage"]
 
     results = {mode: summary(stream(pool, mode, path, body)) for mode in MODES}
     whole = ask(pool, path, body)[MODES[0]][1]
-    choice = whole["choices"][0]
-    expected = (choice.get("text", (choice.get("message") or {}).get("content")),
-                choice["finish_reason"], whole["usage"])
+    expected = ({c["index"]: (c.get("text", (c.get("message") or {}).get("content")),
+                              c["finish_reason"]) for c in whole["choices"]}, whole["usage"])
     assert results == dict.fromkeys(MODES, expected)
+
+
+def test_continuous_usage_on_every_chunk(pool: Pool) -> None:
+    body = {"model": MODEL, "prompt": ["one", "two words"], "n": 2, "max_tokens": 5,
+            "seed": 12, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    streams = {}
+    for mode in MODES:
+        with httpx.stream("POST", f"{pool.get(mode).url}/v1/completions", json=body,
+                          timeout=60) as resp:
+            assert resp.status_code == 200
+            streams[mode] = [normalised(e) for e in sse_events(resp.iter_lines())]
+    for mode, events in streams.items():
+        assert all(event.get("usage") for event in events), mode
+        generated: dict[int, int] = {}
+        for event in events[:-1]:
+            (piece,) = event["choices"]
+            usage = event["usage"]
+            assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+            assert usage["completion_tokens"] >= generated.get(piece["index"], 0), mode
+            generated[piece["index"]] = usage["completion_tokens"]
+        assert events[-1]["choices"] == []
+        assert events[-1]["usage"]["completion_tokens"] == sum(generated.values()) == 20, mode
+    finals = {mode: events[-1]["usage"] for mode, events in streams.items()}
+    assert len({repr(u) for u in finals.values()}) == 1, finals
 
 
 def test_same_stop_string_cut(pool: Pool) -> None:
