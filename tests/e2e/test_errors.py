@@ -41,6 +41,7 @@ BAD_REQUESTS = [
     ("missing-prompt", "completions", {"model": MODEL}, 400, "prompt", "required"),
     ("batch-over-the-limit", "completions", {"prompt": ["a"] * 257}, 400, "prompt",
      "--max-batch-prompts"),
+    ("batch-mixed", "completions", {"prompt": ["a", [1, 2]]}, 400, "prompt", "prompt"),
     ("batch-empty", "completions", {"prompt": []}, 400, "prompt", "prompt"),
     ("batch-empty-string", "completions", {"prompt": ["a", ""]}, 400, "prompt", "prompt"),
     ("batch-token-outside-vocab", "completions", {"prompt": [[1], [10**9]]}, 400, "prompt",
