@@ -1,9 +1,10 @@
 """Batched prompts: a completions request's ``prompt`` as a list of prompts, fanned out
 into prompts x ``n`` engine requests, whose choices and usage merge into one response.
 
-Mirrors ``rust/server/src/output/batch.rs``. ``prompt`` is a string, a list of strings, a
-list of token ids (one prompt) or a list of lists of token ids; an empty list, or an empty
-prompt inside a list, is a 400, and so are more than ``--max-batch-prompts`` prompts.
+Mirrors ``rust/server/src/output/batch.rs``. ``prompt`` is a string, a list of token ids
+(one prompt) or a list of prompts, each a string or a list of token ids; an empty list, or
+an empty prompt inside a list, is a 400, and so are more than ``--max-batch-prompts``
+prompts.
 Choice ``j`` of prompt ``i`` has index ``i * n + j``; an engine request's id is the
 response id, with ``-<index>`` when the response has more than one choice; a child's
 seed is the request's seed + ``j``. ``usage.prompt_tokens`` counts each prompt once (not
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
-_SHAPES = ("invalid value for `prompt`: expected a string, a list of strings, a list of "
-           "token ids, or a list of lists of token ids")
+_SHAPES = ("invalid value for `prompt`: expected a string, a list of token ids, or a list "
+           "of prompts (strings or lists of token ids)")
 
 
 def _token_list(value: Any) -> bool:
@@ -51,10 +52,8 @@ def completion_prompts(request: s.CompletionRequest, vocab_size: int,
     prompts: list[str | list[int]]
     if all(type(t) is int for t in prompt) and _token_list(prompt):
         prompts = [list(prompt)]
-    elif all(type(t) is str for t in prompt):
-        prompts = list(prompt)
-    elif all(_token_list(t) for t in prompt):
-        prompts = [list(t) for t in prompt]
+    elif all(type(t) is str or _token_list(t) for t in prompt):
+        prompts = [t if type(t) is str else list(t) for t in prompt]
     else:
         raise bad_request(_SHAPES, "prompt")
     if len(prompts) > limit:
