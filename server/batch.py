@@ -30,16 +30,19 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
-_SHAPES = ("invalid value for `prompt`: expected a string, a list of token ids, or a list "
-           "of prompts (strings or lists of token ids)")
+_SHAPES = (
+    "invalid value for `prompt`: expected a string, a list of token ids, or a list "
+    "of prompts (strings or lists of token ids)"
+)
 
 
 def _token_list(value: Any) -> bool:
     return type(value) is list and all(type(t) is int and 0 <= t < U32_END for t in value)
 
 
-def completion_prompts(request: s.CompletionRequest, vocab_size: int,
-                       limit: int) -> list[str | list[int]]:
+def completion_prompts(
+    request: s.CompletionRequest, vocab_size: int, limit: int
+) -> list[str | list[int]]:
     """The prompts of a completions request: texts to encode, or token ids (checked
     against the vocabulary)."""
     prompt = request.prompt
@@ -57,22 +60,35 @@ def completion_prompts(request: s.CompletionRequest, vocab_size: int,
     else:
         raise bad_request(_SHAPES, "prompt")
     if len(prompts) > limit:
-        raise bad_request(f"`prompt` has {len(prompts)} prompts; this server takes at most "
-                          f"{limit} in one request (--max-batch-prompts)", "prompt")
+        raise bad_request(
+            f"`prompt` has {len(prompts)} prompts; this server takes at most "
+            f"{limit} in one request (--max-batch-prompts)",
+            "prompt",
+        )
     for index, item in enumerate(prompts):
         if len(item) == 0:
-            raise bad_request(f"`prompt` must not contain an empty prompt (prompt {index} "
-                              "is empty)", "prompt")
+            raise bad_request(
+                f"`prompt` must not contain an empty prompt (prompt {index} is empty)", "prompt"
+            )
         if isinstance(item, list):
             for token in item:
                 if token >= vocab_size:
-                    raise bad_request(f"token id {token} in `prompt` is out of the vocabulary "
-                                      f"(size {vocab_size})", "prompt")
+                    raise bad_request(
+                        f"token id {token} in `prompt` is out of the vocabulary "
+                        f"(size {vocab_size})",
+                        "prompt",
+                    )
     return prompts
 
 
-def fan_out(client: EngineClient, text: ModelText, metrics: Metrics, rid: str,
-            prompts: list[Prompt], arrival: float) -> list[Generation]:
+def fan_out(
+    client: EngineClient,
+    text: ModelText,
+    metrics: Metrics,
+    rid: str,
+    prompts: list[Prompt],
+    arrival: float,
+) -> list[Generation]:
     """One engine request per (prompt, choice), in choice-index order; on an error
     the ones already sent are aborted."""
     total = sum(prompt.settings.n for prompt in prompts)
@@ -92,9 +108,20 @@ def fan_out(client: EngineClient, text: ModelText, metrics: Metrics, rid: str,
                     if sampling.seed is not None:
                         sampling.seed = _wrap_i64(sampling.seed + j)
                 detok = text.detokenizer(prompt.ids, settings.skip_special_tokens)
-                generations.append(Generation(client, request_id, prompt.ids, sampling, detok,
-                                              settings.stop, metrics, arrival, siblings,
-                                              echo_only=settings.echo_only))
+                generations.append(
+                    Generation(
+                        client,
+                        request_id,
+                        prompt.ids,
+                        sampling,
+                        detok,
+                        settings.stop,
+                        metrics,
+                        arrival,
+                        siblings,
+                        echo_only=settings.echo_only,
+                    )
+                )
     except APIError:
         for generation in generations:
             generation.close()

@@ -43,23 +43,30 @@ def logit_bias(value: Any, vocab_size: int) -> list[tuple[int, float]]:
     if value is None:
         return []
     if not isinstance(value, dict):
-        raise bad_request("`logit_bias` must be an object mapping token ids (as strings) to "
-                          "biases", "logit_bias")
+        raise bad_request(
+            "`logit_bias` must be an object mapping token ids (as strings) to biases", "logit_bias"
+        )
     pairs = []
     for key, bias in value.items():
         if _INTEGER.fullmatch(key) is None:
-            raise bad_request(f'`logit_bias` key "{key}" is not a token id (an integer)',
-                              "logit_bias")
+            raise bad_request(
+                f'`logit_bias` key "{key}" is not a token id (an integer)', "logit_bias"
+            )
         token = int(key)
         if not 0 <= token < vocab_size:
-            raise bad_request(f'`logit_bias` key "{key}" is out of the vocabulary (size '
-                              f"{vocab_size})", "logit_bias")
+            raise bad_request(
+                f'`logit_bias` key "{key}" is out of the vocabulary (size {vocab_size})',
+                "logit_bias",
+            )
         if not _is_number(bias):
-            raise bad_request(f'`logit_bias` value for token "{key}" must be a number',
-                              "logit_bias")
+            raise bad_request(
+                f'`logit_bias` value for token "{key}" must be a number', "logit_bias"
+            )
         if not -MAX_BIAS <= bias <= MAX_BIAS:
-            raise bad_request(f'`logit_bias` value for token "{key}" must be in [-100, 100], '
-                              f"got {_show(bias)}", "logit_bias")
+            raise bad_request(
+                f'`logit_bias` value for token "{key}" must be in [-100, 100], got {_show(bias)}',
+                "logit_bias",
+            )
         pairs.append((token, float(bias)))
     pairs.sort(key=lambda pair: pair[0])
     return pairs
@@ -70,12 +77,16 @@ def allowed_token_ids(value: Any, vocab_size: int) -> list[int] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not value or not all(type(t) is int for t in value):
-        raise bad_request("`allowed_token_ids` must be a non-empty list of token ids",
-                          "allowed_token_ids")
+        raise bad_request(
+            "`allowed_token_ids` must be a non-empty list of token ids", "allowed_token_ids"
+        )
     for token in value:
         if not 0 <= token < vocab_size:
-            raise bad_request(f"token id {token} in `allowed_token_ids` is out of the "
-                              f"vocabulary (size {vocab_size})", "allowed_token_ids")
+            raise bad_request(
+                f"token id {token} in `allowed_token_ids` is out of the "
+                f"vocabulary (size {vocab_size})",
+                "allowed_token_ids",
+            )
     return list(value)
 
 
@@ -103,8 +114,9 @@ def bad_words_ids(words: list[str], encode: Callable[[str], list[int]]) -> list[
 
 def prompt_logprobs(value: int | None) -> int | None:
     if value is not None and not 0 <= value <= MAX_LOGPROBS:
-        raise bad_request(f"`prompt_logprobs` must be in [0, {MAX_LOGPROBS}], got {value}",
-                          "prompt_logprobs")
+        raise bad_request(
+            f"`prompt_logprobs` must be in [0, {MAX_LOGPROBS}], got {value}", "prompt_logprobs"
+        )
     return value
 
 

@@ -35,18 +35,37 @@ class PythonServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        engine = {"model": str(model_dir), "served_model_name": MODEL, "mock": True,
-                  "max_model_len": MAX_MODEL_LEN, "mock_step_delay_ms": 1.0,
-                  **args.pop("engine", {})}
-        document = {"model": str(model_dir), "served_model_name": MODEL, "host": "127.0.0.1",
-                    "port": self.port, "log_level": "info", "shutdown_timeout": 5.0,
-                    "python_executable": sys.executable, "engine_config": engine, **args}
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        engine = {
+            "model": str(model_dir),
+            "served_model_name": MODEL,
+            "mock": True,
+            "max_model_len": MAX_MODEL_LEN,
+            "mock_step_delay_ms": 1.0,
+            **args.pop("engine", {}),
+        }
+        document = {
+            "model": str(model_dir),
+            "served_model_name": MODEL,
+            "host": "127.0.0.1",
+            "port": self.port,
+            "log_level": "info",
+            "shutdown_timeout": 5.0,
+            "python_executable": sys.executable,
+            "engine_config": engine,
+            **args,
+        }
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "--args-json", json.dumps(document)], cwd=ROOT,
-            env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            [sys.executable, "-m", "server", "--args-json", json.dumps(document)],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"the server exited:\n{self.log()}"
@@ -84,12 +103,16 @@ def demo_model() -> Path:
 
 
 @pytest.fixture(scope="session")
-def python_server(demo_model: Path,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[PythonServer]:
+def python_server(
+    demo_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PythonServer]:
     """The shared server: ``--max-batch-prompts 4``, and a scripted reply for prompts that
     say "echo me"."""
-    server = PythonServer(demo_model, tmp_path_factory.mktemp("python-server") / "server.log",
-                          max_batch_prompts=4,
-                          engine={"mock_replies": [{"when": "echo me", "reply": "sure"}]})
+    server = PythonServer(
+        demo_model,
+        tmp_path_factory.mktemp("python-server") / "server.log",
+        max_batch_prompts=4,
+        engine={"mock_replies": [{"when": "echo me", "reply": "sure"}]},
+    )
     yield server
     assert server.stop() == 0, server.log()

@@ -17,8 +17,9 @@ PROMPTS: list[Any] = ["please echo me", [1000, 2000, 3000], "日本"]
 
 def sse(server: PythonServer, path: str, body: dict[str, Any]) -> list[Any]:
     """The events of a streamed answer (``[DONE]`` last, checked and dropped)."""
-    with httpx.stream("POST", f"{server.url}{path}", json={"model": MODEL, **body},
-                      timeout=60) as response:
+    with httpx.stream(
+        "POST", f"{server.url}{path}", json={"model": MODEL, **body}, timeout=60
+    ) as response:
         assert response.status_code == 200, response.read()
         lines = [line for line in response.iter_lines() if line]
     assert lines[-1] == "data: [DONE]"
@@ -48,20 +49,30 @@ def test_batched_prompts_with_n_two(python_server: PythonServer) -> None:
     for i, prompt in enumerate(PROMPTS):
         alone = python_server.post("/v1/completions", {**body, "prompt": prompt}).json()
         assert [(c["text"], c["finish_reason"]) for c in alone["choices"]] == [
-            (choices[i * 2 + j]["text"], choices[i * 2 + j]["finish_reason"])
-            for j in range(2)]
+            (choices[i * 2 + j]["text"], choices[i * 2 + j]["finish_reason"]) for j in range(2)
+        ]
         completion += alone["usage"]["completion_tokens"]
     prompt = sum(prompt_lengths(python_server))  # each prompt once, not once per choice
-    assert answer["usage"] == {"prompt_tokens": prompt, "completion_tokens": completion,
-                               "total_tokens": prompt + completion}
+    assert answer["usage"] == {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def test_batched_prompts_streamed(python_server: PythonServer) -> None:
-    body = {"prompt": PROMPTS, "n": 2, "max_tokens": 4, "seed": 3, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "prompt": PROMPTS,
+        "n": 2,
+        "max_tokens": 4,
+        "seed": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     events = sse(python_server, "/v1/completions", body)
-    whole = python_server.post("/v1/completions", {**body, "stream": False,
-                                                   "stream_options": None}).json()
+    whole = python_server.post(
+        "/v1/completions", {**body, "stream": False, "stream_options": None}
+    ).json()
     assert len({event["id"] for event in events}) == 1
     texts: dict[int, str] = {}
     finishes: dict[int, str] = {}
@@ -77,16 +88,20 @@ def test_batched_prompts_streamed(python_server: PythonServer) -> None:
     assert events[-1]["choices"] == [] and events[-1]["usage"] == whole["usage"]
 
 
-@pytest.mark.parametrize("prompt, words", [
-    ([], "must not be an empty list"),
-    (["a", ""], "prompt 1 is empty"),
-    ([[5], []], "prompt 1 is empty"),
-    (["a"] * 5, "at most 4 in one request (--max-batch-prompts)"),
-    ([[1], [10**9]], "out of the vocabulary"),
-    (["a", 1], "a list of prompts"),
-])
-def test_bad_batches_are_400_naming_prompt(python_server: PythonServer, prompt: Any,
-                                           words: str) -> None:
+@pytest.mark.parametrize(
+    "prompt, words",
+    [
+        ([], "must not be an empty list"),
+        (["a", ""], "prompt 1 is empty"),
+        ([[5], []], "prompt 1 is empty"),
+        (["a"] * 5, "at most 4 in one request (--max-batch-prompts)"),
+        ([[1], [10**9]], "out of the vocabulary"),
+        (["a", 1], "a list of prompts"),
+    ],
+)
+def test_bad_batches_are_400_naming_prompt(
+    python_server: PythonServer, prompt: Any, words: str
+) -> None:
     response = python_server.post("/v1/completions", {"prompt": prompt, "max_tokens": 2})
     assert response.status_code == 400, response.text
     error = response.json()["error"]
@@ -94,8 +109,7 @@ def test_bad_batches_are_400_naming_prompt(python_server: PythonServer, prompt: 
 
 
 def test_one_prompt_over_the_context_fails_the_whole_batch(python_server: PythonServer) -> None:
-    response = python_server.post("/v1/completions", {
-        "prompt": [[5], [5] * 2047], "max_tokens": 2})
+    response = python_server.post("/v1/completions", {"prompt": [[5], [5] * 2047], "max_tokens": 2})
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["param"] == "max_tokens" and "2049 tokens" in error["message"], error
