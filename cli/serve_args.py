@@ -46,6 +46,7 @@ class ServeOptions:
     api_key: str | None = None
     max_request_body: int = 32 * 1024 * 1024
     max_concurrent_requests: int | None = None
+    max_batch_prompts: int = 256
     request_timeout: float | None = None
     tool_call_parser: str = "auto"
     reasoning_parser: str | None = None
@@ -177,6 +178,8 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "seed": options.seed,
         "mock_step_delay_ms": options.mock_step_delay_ms,
         "mock_replies": _mock_replies(options.mock_replies),
+        # The mock encodes its scripted replies with the frontend's tokenizer.
+        "mock_tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "log_level": options.log_level,
     }
     from engine.config import ConfigError, config_from_map
@@ -203,6 +206,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "api_key": None,  # travels as $VRS_API_KEY (see pass_api_key), not on a command line
         "max_request_body": options.max_request_body,
         "max_concurrent_requests": options.max_concurrent_requests,
+        "max_batch_prompts": options.max_batch_prompts,
         "request_timeout": options.request_timeout,
         "tool_call_parser": options.tool_call_parser,
         "reasoning_parser": options.reasoning_parser,

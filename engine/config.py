@@ -45,6 +45,9 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Scripted answers: a request whose prompt text contains ``when`` gets the tokens of
     # ``reply`` (then EOS) instead of random ones (see engine/mock/replies.py).
     mock_replies: list[MockReply] = []
+    # The directory of the tokenizer.json the replies are encoded with (the frontend's
+    # --tokenizer); None: the model directory's.
+    mock_tokenizer: str | None = None
     log_level: str = "info"
 
     def validate(self) -> EngineConfig:

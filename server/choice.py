@@ -4,15 +4,23 @@ deltas (streamed) and accumulated into its final form (not streamed).
 Mirrors ``rust/server/src/output/choice.rs``. Chat: text -> reasoning parser (when the server has
 one and the prompt does not force a tool call) -> tool-call parser (when the request's
 tool_choice is not ``none``) -> content / reasoning_content / tool_calls; a request that
-made tool calls and stopped finishes with ``tool_calls``. Completions: the echoed prompt
-goes before the first text.
+made tool calls and stopped finishes with ``tool_calls``; with ``echo``, the last
+(assistant) message's content goes before the content. Completions: the echoed prompt
+goes before the first text (with echo and logprobs, the prompt's logprobs before the
+first logprobs), and ``prompt_logprobs`` come with the first piece.
 """
 
 from __future__ import annotations
 
 from server import openai as s
 from server.generation import Piece
-from server.logprobs import CompletionLogprobs, TokenLogprob, TokenTexts, extend
+from server.logprobs import (
+    CompletionLogprobs,
+    PromptLogprobs,
+    TokenLogprob,
+    TokenTexts,
+    extend,
+)
 from server.prompt import ChatOutput
 from server.reasoning import ReasoningParser
 from server.tools import ToolCall, ToolCallParser
@@ -55,7 +63,7 @@ class ChatChoice:
     """A chat choice's parsers and, for a whole response, what it said so far."""
 
     __slots__ = ("index", "_reasoning", "_tools", "_top", "_texts", "_with_reasoning",
-                 "content", "reasoning", "calls", "logprobs", "finish")
+                 "echo", "content", "reasoning", "calls", "logprobs", "finish")
 
     def __init__(self, index: int, chat: ChatOutput, reasoning_parser: bool,
                  top_logprobs: int | None, texts: TokenTexts) -> None:
@@ -67,6 +75,7 @@ class ChatChoice:
         self._top = top_logprobs
         self._texts = texts
         self._with_reasoning = reasoning_parser
+        self.echo = chat.echo
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.calls: list[ToolCall] = []
@@ -108,6 +117,8 @@ class ChatChoice:
         message = s.AssistantMessage("assistant", content)
         if not content and (self.calls or reasoning):
             message.content = None
+        if self.echo:
+            message.content = self.echo + (message.content or "")
         if self._with_reasoning:
             message.reasoning_content = reasoning or None
         if self.calls:
@@ -118,35 +129,60 @@ class ChatChoice:
 
 
 class CompletionChoice:
-    """A completions choice: the echo before the first text, offsets for logprobs."""
+    """A completions choice: the echo before the first text, offsets for logprobs, the
+    prompt logprobs (``prompt_logprobs``: how many of each position's top are shown)."""
 
-    __slots__ = ("index", "_echo", "_top", "_texts", "_offset", "text", "logprobs", "finish")
+    __slots__ = ("index", "_echo", "_top", "_texts", "_offset", "_ids", "_echo_logprobs",
+                 "_prompt_top", "_first", "text", "logprobs", "prompt_logprobs", "finish")
 
-    def __init__(self, index: int, echo: str | None, top: int | None,
-                 texts: TokenTexts) -> None:
+    def __init__(self, index: int, echo: str | None, top: int | None, texts: TokenTexts,
+                 *, prompt_ids: list[int] | None = None, echo_logprobs: bool = False,
+                 prompt_logprobs: int | None = None) -> None:
         self.index = index
         self._echo = echo
         self._top = top
         self._texts = texts
         self._offset = len(echo or "")
+        self._ids = prompt_ids or []
+        self._echo_logprobs = echo_logprobs and top is not None and bool(prompt_ids)
+        self._prompt_top = prompt_logprobs
+        self._first = True
         self.text: list[str] = []
         self.logprobs = CompletionLogprobs([], [], [], [])
+        self.prompt_logprobs: PromptLogprobs | None = None
         self.finish: str | None = None
 
-    def step(self, piece: Piece) -> tuple[str, CompletionLogprobs | None, str | None]:
+    def step(self, piece: Piece) -> s.CompletionChoice:
+        """The piece as this choice's streamed chunk (and into the whole choice)."""
+        first, self._first = self._first, False
         text = piece.text
         if self._echo is not None:
             text, self._echo = self._echo + text, None
         logprobs = None
         if self._top is not None:
-            logprobs, self._offset = self._texts.completion(piece.logprobs, self._top,
-                                                            self._offset)
+            if first and self._echo_logprobs:
+                logprobs, self._offset = self._texts.echo(self._ids, piece.prompt_logprobs or [],
+                                                          self._top)
+                generated, self._offset = self._texts.completion(piece.logprobs, self._top,
+                                                                 self._offset)
+                extend(logprobs, generated)
+            else:
+                logprobs, self._offset = self._texts.completion(piece.logprobs, self._top,
+                                                                self._offset)
             extend(self.logprobs, logprobs)
         self.text.append(text)
         self.finish = piece.finish
-        return text, logprobs, piece.finish
+        chunk = s.CompletionChoice(self.index, text, logprobs, piece.finish)
+        if first and self._prompt_top is not None:
+            self.prompt_logprobs = self._texts.prompt(piece.prompt_logprobs or [],
+                                                      self._prompt_top)
+            chunk.prompt_logprobs = self.prompt_logprobs
+        return chunk
 
     def choice(self) -> s.CompletionChoice:
         logprobs = None if self._top is None else self.logprobs
-        return s.CompletionChoice(self.index, "".join(self.text), logprobs,
-                                  self.finish or "stop")
+        choice = s.CompletionChoice(self.index, "".join(self.text), logprobs,
+                                    self.finish or "stop")
+        if self._prompt_top is not None:
+            choice.prompt_logprobs = self.prompt_logprobs or [None]
+        return choice

@@ -5,6 +5,10 @@ Mirrors ``rust/server/src/output/generation.rs``: outputs already queued are mer
 (a slow client gets fewer, larger events), a stop token is counted but not shown, a stop
 string aborts the engine request and finishes with ``stop``, and an engine failure
 raises :class:`APIError` (503 when the engine died, 500 when it failed this request).
+The prompt logprobs (sent with the first output) ride on the first piece; an
+``echo_only`` request (completions ``max_tokens`` 0 with ``echo``) drops the one token the
+engine generated and finishes with ``length``. The engine's queue and prefill times go
+to the vllm:* histograms when the request finishes.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from server.text import IncrementalDetokenizer, StopMatcher
 from server.vllm_metrics import Siblings
 
 _ERROR = p.FinishReason.ERROR.value
+_LENGTH = p.FinishReason.LENGTH.value
 
 
 class Piece(msgspec.Struct):
@@ -30,6 +35,7 @@ class Piece(msgspec.Struct):
     text: str
     finish: str | None
     logprobs: list[p.TokenLogprobs]
+    prompt_logprobs: list[p.TokenLogprobs] | None = None
 
 
 class Generation:
@@ -37,7 +43,8 @@ class Generation:
 
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
                  "finish_reason", "_detok", "_stop", "_stream", "_metrics", "_arrival",
-                 "_first", "_last", "_ended", "_failed", "_engine", "_siblings")
+                 "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
+                 "_echo_only", "_queue", "_prefill")
 
     def __init__(
         self,
@@ -50,6 +57,8 @@ class Generation:
         metrics: Metrics,
         arrival: float,
         siblings: Siblings,
+        *,
+        echo_only: bool = False,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -65,6 +74,9 @@ class Generation:
         self._ended: float | None = None  # when it finished (its end-to-end latency)
         self._failed = False  # the engine failed it or died: no vllm:request_success
         self._siblings: Siblings | None = siblings  # the request's n choices
+        self._echo_only = echo_only
+        self._queue: float | None = None  # the engine's queue and prefill times
+        self._prefill: float | None = None
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
         self._stream: RequestStream = client.add(request)
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
@@ -97,7 +109,8 @@ class Generation:
             decode = (None if self._first is None or self._last is None
                       else self._last - self._first)
             vllm.finished(self._engine, reason, ended - self._arrival, decode,
-                          self.prompt_tokens, self.completion_tokens)
+                          self.prompt_tokens, self.completion_tokens, self._queue,
+                          self._prefill)
         most = siblings.done(self.completion_tokens) if siblings is not None else None
         if most is not None:
             vllm.max_generation(self._engine, most)
@@ -109,6 +122,7 @@ class Generation:
             return None
         parts: list[str] = []
         logprobs: list[p.TokenLogprobs] = []
+        prompt_logprobs: list[p.TokenLogprobs] | None = None
         while True:
             try:
                 outputs = await self._stream.get()
@@ -116,17 +130,23 @@ class Generation:
                 self._failed = True
                 raise
             for output in outputs:
+                if output.prompt_logprobs is not None:
+                    prompt_logprobs = output.prompt_logprobs
+                if output.queue_time is not None:
+                    self._queue, self._prefill = output.queue_time, output.prefill_time
                 reason = self._absorb(output, parts, logprobs)
                 if reason is not None:
                     self.finish_reason = reason
-                    return Piece("".join(parts), reason, logprobs)
+                    return Piece("".join(parts), reason, logprobs, prompt_logprobs)
             text = "".join(parts)
             if text or logprobs:
-                return Piece(text, None, logprobs)
+                return Piece(text, None, logprobs, prompt_logprobs)
 
     def _absorb(self, output: p.EngineCoreOutput, parts: list[str],
                 logprobs: list[p.TokenLogprobs]) -> str | None:
         """Adds one output's text to ``parts``; returns the finish reason when it ended."""
+        if self._echo_only:
+            return self._absorb_dropped(output)
         ids = output.new_token_ids
         stop_id = output.stop_token_id
         visible = ids[:-1] if stop_id is not None and ids and ids[-1] == stop_id else ids
@@ -158,11 +178,29 @@ class Generation:
                            output.error_message or "the engine failed this request")
         return finish
 
+    def _absorb_dropped(self, output: p.EngineCoreOutput) -> str | None:
+        """An echo-only request's output: its token is not shown nor counted."""
+        self._count(len(output.new_token_ids), shown=False)
+        if output.finish_reason == _ERROR:
+            self._end()
+            self.finish_reason = _ERROR
+            raise APIError(ErrorKind.INTERNAL,
+                           output.error_message or "the engine failed this request")
+        reason = output.finish_reason
+        if reason is None and not output.new_token_ids:
+            return None
+        # The engine generated its one token: the prompt is all there is.
+        self._end()
+        if reason is None:
+            self.client.abort(self._stream)
+        return _LENGTH if reason in (None, _LENGTH, p.FinishReason.STOP.value) else reason
+
     def _end(self) -> None:
         self._ended = time.perf_counter()
         self._metrics.e2e.observe(self._ended - self._arrival)
 
-    def _count(self, tokens: int) -> None:
+    def _count(self, tokens: int, shown: bool = True) -> None:
+        """``tokens`` generated (``shown``: counted in usage and the token metrics)."""
         if not tokens:
             return
         now = time.perf_counter()
@@ -176,6 +214,8 @@ class Generation:
             since_last = now - self._last
             metrics.itl.observe(since_last)
         self._last = now
+        if not shown:
+            return
         self.completion_tokens += tokens
         metrics.tokens(generation=tokens)
         metrics.vllm.generated(self._engine, tokens, since_last)

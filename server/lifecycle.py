@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import msgspec
 import uvicorn
 
+from server.batch import DEFAULT_MAX_BATCH_PROMPTS
 from server.engine_client import EngineClient, EngineConnectError
 from server.reasoning import check_parser
 from server.routes import App, Handler, Options
@@ -87,6 +88,7 @@ class ServeArgs(CommonArgs, forbid_unknown_fields=True):
     request_timeout: float | None = None
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    max_batch_prompts: int | None = None
     data_parallel_size: int | None = None
     data_parallel_size_local: int | None = None  # engines elsewhere: Rust frontend only
     data_parallel_address: str | None = None
@@ -191,10 +193,13 @@ def _options(raw: ServeArgs) -> Options:
         raise ValueError(f"tool_call_parser must be one of {', '.join(PARSER_CHOICES)}; "
                          f"got {raw.tool_call_parser!r}")
     reasoning = check_parser(raw.reasoning_parser)
+    batch = DEFAULT_MAX_BATCH_PROMPTS if raw.max_batch_prompts is None else raw.max_batch_prompts
+    if batch < 1:
+        raise ValueError(f"max_batch_prompts must be >= 1, got {batch}")
     key = raw.api_key if raw.api_key is not None else os.environ.get(API_KEY_ENV)
     return Options(api_key=key or None, max_request_body=body, max_concurrent_requests=limit,
                    request_timeout=timeout, tool_call_parser=raw.tool_call_parser,
-                   reasoning_parser=reasoning)
+                   reasoning_parser=reasoning, max_batch_prompts=batch)
 
 
 def checked_args(command: str, parse: Callable[[dict[str, Any]], Parsed],

@@ -10,7 +10,17 @@ as vLLM does, so the JSON stays valid.
 * completions: ``{"tokens", "token_logprobs", "top_logprobs", "text_offset"}`` where
   ``top_logprobs`` maps each of the top ``logprobs`` token texts to its logprob (a text
   seen twice keeps its first, larger value) and ``text_offset`` counts characters from
-  the start of the choice's text (after the echoed prompt, when echoing).
+  the start of the choice's text (after the echoed prompt, when echoing without
+  logprobs);
+* echo with logprobs: the prompt's tokens come first, from the engine's prompt logprobs:
+  the first prompt token has ``null`` logprob and top logprobs; each other's top
+  logprobs are the top ``logprobs`` of its position plus the token itself; offsets start
+  at 0 at the start of the prompt and run on through the completion;
+* ``prompt_logprobs`` (vLLM): ``[null, {"<id>": {"logprob", "rank", "decoded_token"},
+  ...}, ...]``, one entry per prompt token: the actual token first, then the top
+  ``prompt_logprobs`` of its position (without the actual token).
+
+Prompt logprobs come from the model's raw logits (no temperature, penalties or masks).
 """
 
 from __future__ import annotations
@@ -51,9 +61,20 @@ class ChatLogprobs(msgspec.Struct):
 
 class CompletionLogprobs(msgspec.Struct):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
+    token_logprobs: list[float | None]  # None: the first token of an echoed prompt
+    top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
+
+
+class PromptLogprob(msgspec.Struct):
+    logprob: float
+    rank: int
+    decoded_token: str
+
+
+# vLLM's prompt_logprobs: None for the first prompt token, then token id (a string) ->
+# its logprob, rank and text.
+PromptLogprobs = list[dict[str, PromptLogprob] | None]
 
 
 class TokenTexts:
@@ -78,9 +99,9 @@ class TokenTexts:
         return out
 
     def completion(self, entries: Sequence[p.TokenLogprobs], top: int,
-                   offset: int) -> tuple[CompletionLogprobs, int]:
+                   offset: int, with_token: bool = False) -> tuple[CompletionLogprobs, int]:
         """The logprobs of ``entries`` whose text starts at ``offset``; and the offset
-        after them."""
+        after them. ``with_token``: each entry's own token joins its top logprobs."""
         text = self.text
         result = CompletionLogprobs([], [], [], [])
         for entry in entries:
@@ -91,10 +112,37 @@ class TokenTexts:
             for tid, lp in zip(entry.top_token_ids[:top], entry.top_logprobs[:top],
                                strict=False):
                 tops.setdefault(text(tid), clamp(lp))
+            if with_token:
+                tops.setdefault(token, clamp(entry.logprob))
             result.top_logprobs.append(tops)
             result.text_offset.append(offset)
             offset += len(token)
         return result, offset
+
+    def echo(self, prompt_ids: Sequence[int], entries: Sequence[p.TokenLogprobs],
+             top: int) -> tuple[CompletionLogprobs, int]:
+        """The echoed prompt's part of a completion's logprobs (offsets from 0); and the
+        offset after it."""
+        first = self.text(prompt_ids[0])
+        rest, offset = self.completion(entries, top, len(first), with_token=True)
+        head = CompletionLogprobs([first], [None], [None], [0])
+        extend(head, rest)
+        return head, offset
+
+    def prompt(self, entries: Sequence[p.TokenLogprobs], top: int) -> PromptLogprobs:
+        """vLLM's ``prompt_logprobs`` of a prompt from its engine entries."""
+        text = self.text
+        out: PromptLogprobs = [None]
+        for entry in entries:
+            actual = str(entry.token_id)
+            position = {actual: PromptLogprob(clamp(entry.logprob), entry.rank,
+                                              text(entry.token_id))}
+            for rank, (tid, lp) in enumerate(zip(entry.top_token_ids[:top],
+                                                 entry.top_logprobs[:top], strict=False),
+                                             start=1):
+                position.setdefault(str(tid), PromptLogprob(clamp(lp), rank, text(tid)))
+            out.append(position)
+        return out
 
 
 def extend(whole: CompletionLogprobs, part: CompletionLogprobs) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from server.logprobs import ChatLogprobs, CompletionLogprobs
+from server.logprobs import ChatLogprobs, CompletionLogprobs, PromptLogprobs
 
 UnsetType = msgspec.UnsetType
 UNSET = msgspec.UNSET
@@ -62,10 +62,13 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     stream_options: StreamOptions | None = None
     user: str | None = None
     n: int | None = None
+    prompt_logprobs: int | None = None
+    # Checked by server.sampling (raw JSON: the errors name the field, as Rust's).
+    logit_bias: Any = None
+    allowed_token_ids: Any = None
+    bad_words: Any = None
     # Known, not implemented: accepted only with a value that asks for nothing.
     best_of: Any = None
-    prompt_logprobs: Any = None
-    logit_bias: Any = None
     response_format: Any = None
     guided_json: Any = None
     guided_regex: Any = None
@@ -92,8 +95,8 @@ class ChatCompletionRequest(_Request, kw_only=True):
     tools: Any = None
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
+    echo: bool | None = None
     # Known, not implemented (chat only).
-    echo: Any = None
     functions: Any = None
     function_call: Any = None
     reasoning_effort: Any = None
@@ -114,13 +117,14 @@ class CompletionRequest(_Request, kw_only=True):
 
 COMMON_FIELDS = frozenset(
     f for f in _Request.__struct_fields__ if f not in
-    {"best_of", "prompt_logprobs", "logit_bias", "response_format",
+    {"best_of", "response_format",
      "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
      "service_tier", "store", "metadata", "mm_processor_kwargs", "priority",
      "truncate_prompt_tokens"})
 CHAT_FIELDS = frozenset({"messages", "max_completion_tokens", "chat_template_kwargs",
                          "add_generation_prompt", "continue_final_message", "logprobs",
-                         "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"})
+                         "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                         "echo"})
 COMPLETION_FIELDS = frozenset({"prompt", "logprobs", "echo"})
 
 # --------------------------------------------------------------------------- responses
@@ -178,6 +182,7 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
     model: str
     choices: list[ChatChoice]
     usage: Usage
+    prompt_logprobs: PromptLogprobs | UnsetType = UNSET
 
 
 class Delta(msgspec.Struct):
@@ -201,6 +206,7 @@ class ChatCompletionChunk(msgspec.Struct, kw_only=True):
     model: str
     choices: list[ChatChunkChoice]
     usage: Usage | UnsetType = UNSET
+    prompt_logprobs: PromptLogprobs | UnsetType = UNSET
 
 
 class CompletionChoice(msgspec.Struct):
@@ -208,6 +214,7 @@ class CompletionChoice(msgspec.Struct):
     text: str
     logprobs: CompletionLogprobs | None
     finish_reason: str | None
+    prompt_logprobs: PromptLogprobs | UnsetType = UNSET
 
 
 class Completion(msgspec.Struct, kw_only=True):

@@ -19,6 +19,7 @@ import msgspec
 
 from engine import protocol as p
 from server import openai as s
+from server import sampling as sampling_fields
 from server.error import APIError, bad_request
 from server.text import NO_CHAT_TEMPLATE
 
@@ -33,11 +34,11 @@ _POLICY_FIELDS = {
     for chat, cls in ((True, s.ChatCompletionRequest), (False, s.CompletionRequest))
 }
 _INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens", "n",
-               "logprobs", "top_logprobs")
+               "logprobs", "top_logprobs", "prompt_logprobs")
 MAX_N = 128
 # what a response_format refusal accepts (plain text is all this server produces)
 RESPONSE_FORMAT_ACCEPTED = 'the accepted value is `{"type": "text"}` (or null)'
-MAX_LOGPROBS = 20  # the engine's limit (engine/runtime/sampler.py)
+MAX_LOGPROBS = sampling_fields.MAX_LOGPROBS
 
 
 class Settings(msgspec.Struct):
@@ -55,6 +56,11 @@ class Settings(msgspec.Struct):
     echo: bool = False
     # where max_tokens came from (chat's max_completion_tokens, or max_tokens), for errors
     max_tokens_field: str = "max_tokens"
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats (with usage)
+    bad_words: list[str] = []  # tokenized into sampling.bad_words_token_ids by the caller
+    prompt_logprobs: int | None = None  # the request's prompt_logprobs (what is shown)
+    echo_logprobs: int | None = None  # completions: echo with logprobs k
+    echo_only: bool = False  # completions: max_tokens 0 with echo (the prompt only)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -155,12 +161,8 @@ def refusal(chat: bool, key: str, value: Any) -> bool:
     """True when ``value`` of the unimplemented field ``key`` asks for nothing."""
     if key == "best_of":
         return type(value) is int and value == 1
-    if key == "echo":
-        return value is False
     if key == "suffix":
         return value == "" and type(value) is str
-    if key == "logit_bias":
-        return value == {} and type(value) is dict
     if key == "response_format":
         return isinstance(value, dict) and value.get("type") == "text"
     if key == "functions":
@@ -186,9 +188,12 @@ def _check(field: str, ok: bool, rule: str, value: float | int) -> None:
 
 
 def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int) -> Settings:
-    """The shared value checks. ``max_override`` is chat's ``max_completion_tokens``."""
+    """The shared value checks. ``max_override`` is chat's ``max_completion_tokens``;
+    completions take ``max_tokens`` 0 with ``echo`` (the prompt's logprobs only)."""
     max_field, max_value = max_override or ("max_tokens", request.max_tokens)
-    if max_value is not None and max_value < 1:
+    echo_only = (max_value == 0 and isinstance(request, s.CompletionRequest)
+                 and bool(request.echo))
+    if max_value is not None and max_value < 1 and not echo_only:
         raise bad_request(f"`{max_field}` must be at least 1, got {max_value}", max_field)
     max_tokens = max_value
     sampling = p.SamplingParams(max_tokens=0)
@@ -233,23 +238,24 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
     if any(not item for item in stop):
         raise bad_request("stop strings must not be empty", "stop")
     stream = bool(request.stream)
-    include_usage = False
+    include_usage = continuous = False
     options = request.stream_options
     if options is not None:
         if not stream:
             raise bad_request("`stream_options` can only be set when `stream` is true",
                               "stream_options")
-        if options.continuous_usage_stats:
-            raise bad_request("`stream_options.continuous_usage_stats` is not supported",
-                              "stream_options")
         include_usage = bool(options.include_usage)
+        continuous = include_usage and bool(options.continuous_usage_stats)
     n = 1 if request.n is None else request.n
     _check("n", 1 <= n <= MAX_N, f"must be in [1, {MAX_N}]", n)
+    bad_words = sampling_fields.apply(request, sampling, vocab_size)
     skip = request.skip_special_tokens
     return Settings(sampling=sampling, max_tokens=max_tokens, stop=stop,
                     skip_special_tokens=True if skip is None else skip, stream=stream,
                     include_usage=include_usage, model=request.model, n=n,
-                    max_tokens_field=max_field)
+                    max_tokens_field=max_field, continuous_usage=continuous,
+                    bad_words=bad_words, prompt_logprobs=sampling.prompt_logprobs,
+                    echo_only=echo_only)
 
 
 def chat_logprobs(request: s.ChatCompletionRequest, settings: Settings) -> None:
@@ -264,15 +270,18 @@ def chat_logprobs(request: s.ChatCompletionRequest, settings: Settings) -> None:
 
 
 def completion_output(request: s.CompletionRequest, settings: Settings) -> None:
-    """``logprobs`` and ``echo`` of a completions request into ``settings``."""
+    """``logprobs`` and ``echo`` of a completions request into ``settings``: echo with
+    logprobs ``k`` asks the engine for the prompt's logprobs too (the larger of ``k`` and
+    ``prompt_logprobs``)."""
     k = request.logprobs
+    sampling = settings.sampling
     if k is not None:
         _check("logprobs", 0 <= k <= MAX_LOGPROBS, f"must be in [0, {MAX_LOGPROBS}]", k)
-        settings.sampling.logprobs = k
+        sampling.logprobs = k
     settings.echo = bool(request.echo)
     if settings.echo and k is not None:
-        raise bad_request("`echo` with `logprobs` is not supported: the engine does not "
-                          "compute prompt logprobs", "echo")
+        settings.echo_logprobs = k
+        sampling.prompt_logprobs = max(k, sampling.prompt_logprobs or 0)
 
 
 def resolve_max_tokens(requested: int | None, field: str, prompt_len: int,
@@ -332,37 +341,3 @@ def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[
                 item[field] = value
         out.append(item)
     return out
-
-
-def completion_prompt(request: s.CompletionRequest, vocab_size: int) -> str | list[int]:
-    """Text to encode, or token ids (checked against the vocabulary)."""
-    prompt = request.prompt
-    if prompt is None:
-        raise bad_request("`prompt` is required", "prompt")
-    if isinstance(prompt, str):
-        return prompt
-    ids: list[int] | None = None
-    if all(type(t) is int and 0 <= t < U32_END for t in prompt):
-        ids = prompt
-    elif all(type(t) is str for t in prompt):
-        if len(prompt) == 1:
-            return prompt[0]
-        raise _batched(len(prompt))
-    elif all(type(t) is list and all(type(x) is int and 0 <= x < U32_END for x in t)
-             for t in prompt):
-        if len(prompt) != 1:
-            raise _batched(len(prompt))
-        ids = prompt[0]
-    if ids is None:
-        raise bad_request("invalid value for `prompt`: expected a string, a list of token ids, "
-                          "or a list with one string", "prompt")
-    for token in ids:
-        if token >= vocab_size:
-            raise bad_request(f"token id {token} in `prompt` is out of the vocabulary "
-                              f"(size {vocab_size})", "prompt")
-    return list(ids)
-
-
-def _batched(n: int) -> APIError:
-    return bad_request(f"batched prompts (a list of {n}) are not supported; send one prompt "
-                       "per request", "prompt")

@@ -5,7 +5,9 @@ service (``render``); mirrors ``rust/server/src/validate/prompt.rs``.
 Check order (the same in both frontends): JSON, keys, types, values (400) -> model (404)
 -> messages / prompt (400) -> tools -> template + tokenization, off the
 event loop (400 on a template error) -> context length (400), which also fills in
-``max_tokens`` (default: what the context leaves after the prompt).
+``max_tokens`` (default: what the context leaves after the prompt). A completions
+request may carry a batch of prompts (:mod:`server.batch`): each is checked on its own,
+and one bad prompt fails the request before anything reaches the engine.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from server import params
+from server import params, sampling
+from server.batch import DEFAULT_MAX_BATCH_PROMPTS, completion_prompts
 from server.error import bad_request, model_not_found
 from server.metrics import Histogram
 from server.reasoning import starts_inside
@@ -50,6 +53,7 @@ class ChatOutput(msgspec.Struct):
     tool_format: ToolFormat | None  # None: tool calls are not parsed
     prefilled: bool  # the prompt forces a tool call (tool_choice required / named)
     reasoning_inside: bool  # the prompt leaves a <think> open
+    echo: str = ""  # echo: the last (assistant) message's content, put before the answer
 
 
 class Prompt(msgspec.Struct):
@@ -66,12 +70,14 @@ class PromptBuilder:
 
     def __init__(self, text: ModelText, model_name: str, limits: ModelLimits,
                  executor: Executor, *, tool_parser: str | None = None,
-                 tokenize_latency: Histogram | None = None) -> None:
+                 tokenize_latency: Histogram | None = None,
+                 max_batch_prompts: int = DEFAULT_MAX_BATCH_PROMPTS) -> None:
         self.text = text
         self.model_name = model_name
         self.limits = limits
         self.executor = executor
         self.tool_parser = tool_parser
+        self.max_batch_prompts = max_batch_prompts
         self._latency = tokenize_latency
 
     def _check_model(self, model: str | None) -> None:
@@ -90,10 +96,19 @@ class PromptBuilder:
 
     def _finish(self, text: str | None, ids: list[int], settings: params.Settings,
                 what: str, chat: ChatOutput | None = None) -> Prompt:
-        settings.sampling.max_tokens = params.resolve_max_tokens(
+        max_tokens = params.resolve_max_tokens(
             settings.max_tokens, settings.max_tokens_field, len(ids),
             self.limits.max_model_len, what)
+        # max_tokens 0 with echo: the engine prefills the prompt and samples one token,
+        # which is dropped (its logprobs are what is asked for).
+        settings.sampling.max_tokens = max(max_tokens, 1)
         return Prompt(text, ids, settings, chat)
+
+    async def _bad_words(self, settings: params.Settings) -> None:
+        if settings.bad_words:
+            settings.sampling.bad_words_token_ids = await self.off_loop(
+                sampling.bad_words_ids, settings.bad_words,
+                lambda word: self.text.encode(word, False))
 
     async def chat(self, body: bytes) -> Prompt:
         request = params.decode(body, chat=True)
@@ -119,20 +134,39 @@ class PromptBuilder:
             else add_generation,
             continue_final_message=continue_final,
             template_kwargs=request.chat_template_kwargs or {}, prefill=forced or "")
+        last = messages[-1]
+        echo = ""
+        if request.echo and last.get("role") == "assistant":
+            echo = last.get("content") or ""
         chat = ChatOutput(tools=tools, tool_format=fmt, prefilled=forced is not None,
-                          reasoning_inside=starts_inside(text[:len(text) - len(forced or "")]))
+                          reasoning_inside=starts_inside(text[:len(text) - len(forced or "")]),
+                          echo=echo)
+        await self._bad_words(settings)
         return self._finish(text, ids, settings, "messages", chat)
 
-    async def completion(self, body: bytes) -> Prompt:
+    async def completion(self, body: bytes) -> list[Prompt]:
+        """The request's prompts (one per batched prompt), each with its own settings."""
         request = params.decode(body, chat=False)
         settings = params.validate(request, None, self.limits.vocab_size)
         params.completion_output(request, settings)
         self._check_model(settings.model)
-        prompt = params.completion_prompt(request, self.limits.vocab_size)
-        if isinstance(prompt, str):
-            ids = await self.off_loop(self.text.encode, prompt, True)
-            return self._finish(prompt, ids, settings, "prompt")
-        return self._finish(None, prompt, settings, "prompt")
+        items = completion_prompts(request, self.limits.vocab_size, self.max_batch_prompts)
+        await self._bad_words(settings)
+        texts = [item for item in items if isinstance(item, str)]
+        encoded: list[list[int]] = []
+        if texts:
+            encoded = await self.off_loop(
+                lambda: [self.text.encode(item, True) for item in texts])
+        out = []
+        encodings = iter(encoded)
+        for item in items:
+            own = msgspec.structs.replace(settings, sampling=msgspec.structs.replace(
+                settings.sampling))
+            if isinstance(item, str):
+                out.append(self._finish(item, next(encodings), own, "prompt"))
+            else:
+                out.append(self._finish(None, item, own, "prompt"))
+        return out
 
 
 def _timed(histogram: Histogram, work: Callable[[], Any]) -> Any:

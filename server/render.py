@@ -11,6 +11,8 @@ shapes and errors as ``rust/server/src/routes/render.rs``):
   resolved against the context length). Chat requests may carry ``tools`` (rendered by
   the template) and any ``tool_choice`` (``required`` and a named function show their
   prefill at the end of the prompt); the tool-call parser is picked from the template.
+  A completions request with a batch of prompts is answered with a JSON list, one answer
+  per prompt (in order).
 * ``GET /v1/models``, ``GET /health``.
 
 The engine's limits come from ``config.json`` as the mock engine reads them:
@@ -131,8 +133,12 @@ class RenderApp:
         await send_json(send, 200, rendered("chatcmpl", self.model_name, prompt))
 
     async def completion(self, scope: Scope, receive: Receive, send: Send) -> None:
-        prompt = await self.prompts.completion(await read_body(receive))
-        await send_json(send, 200, rendered("cmpl", self.model_name, prompt))
+        prompts = await self.prompts.completion(await read_body(receive))
+        if len(prompts) == 1:
+            await send_json(send, 200, rendered("cmpl", self.model_name, prompts[0]))
+            return
+        answers = b",".join(rendered("cmpl", self.model_name, prompt) for prompt in prompts)
+        await send_json(send, 200, b"[" + answers + b"]")
 
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_json(send, 200, model_list(self.model_name, self.created, self.model_root,

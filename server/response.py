@@ -6,7 +6,11 @@ Mirrors ``rust/server/src/output/response.rs``. SSE: ``data: {json}\\n\\n`` even
 its ``index``; a piece that adds nothing visible (text held back by a parser) sends no
 chunk unless it carries logprobs or the finish reason; with
 ``stream_options.include_usage`` a chunk with no choices and the usage (all choices
-together) comes before ``[DONE]``. A failure after the stream started, or the deadline
+together) comes before ``[DONE]``; with ``continuous_usage_stats`` too, every chunk
+carries its choice's usage so far (its prompt's length, the tokens generated for it). Chat
+with ``echo`` sends each choice's echoed text as its first content chunk, after the role
+chunks; chat's ``prompt_logprobs`` ride on the first chunk after those (and on the whole
+body, top level). A failure after the stream started, or the deadline
 (``--request-timeout``), is an error event, then ``[DONE]``; not streamed, they are the
 error's status (504 for the deadline).
 """
@@ -25,6 +29,7 @@ from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.error import APIError, ErrorKind
 from server.generation import Generation, Piece
+from server.logprobs import PromptLogprobs, TokenTexts
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -38,19 +43,44 @@ def event(value: msgspec.Struct) -> bytes:
     return b"data: " + _encode(value) + b"\n\n"
 
 
-def usage_of(generations: list[Generation]) -> s.Usage:
-    """The usage of a response: the prompt once, the completions of every choice."""
-    prompt = generations[0].prompt_tokens
-    completion = sum(g.completion_tokens for g in generations)
-    return s.Usage(prompt, completion, prompt + completion)
+class _Shapes:
+    """What chat and completions shapes share: the id line, each choice's prompt length
+    (``prompt_tokens[i]``), the prompts' total, continuous usage."""
 
-
-class ChatShapes:
-    """Chat chunks and bodies for one response."""
-
-    def __init__(self, rid: str, created: int, model: str, choices: list[ChatChoice]) -> None:
+    def __init__(self, rid: str, created: int, model: str, prompt_tokens: list[int],
+                 prompt_total: int, continuous: bool) -> None:
         self.rid, self.created, self.model = rid, created, model
+        self.prompt_tokens = prompt_tokens
+        self.prompt_total = prompt_total
+        self.continuous = continuous
+
+    def running(self, index: int, completion_tokens: int) -> s.Usage | None:
+        """A chunk's usage (continuous usage stats), else None."""
+        if not self.continuous:
+            return None
+        prompt = self.prompt_tokens[index]
+        return s.Usage(prompt, completion_tokens, prompt + completion_tokens)
+
+    def usage_of(self, generations: list[Generation]) -> s.Usage:
+        """The usage of a response: each prompt once, the completions of every choice."""
+        completion = sum(g.completion_tokens for g in generations)
+        return s.Usage(self.prompt_total, completion, self.prompt_total + completion)
+
+
+class ChatShapes(_Shapes):
+    """Chat chunks and bodies for one response (``prompt_top``: the request's
+    ``prompt_logprobs``)."""
+
+    def __init__(self, rid: str, created: int, model: str, choices: list[ChatChoice],
+                 prompt_tokens: int, continuous: bool = False, prompt_top: int | None = None,
+                 texts: TokenTexts | None = None) -> None:
+        super().__init__(rid, created, model, [prompt_tokens] * len(choices), prompt_tokens,
+                         continuous)
         self.choices = choices
+        self._prompt_top = prompt_top
+        self._texts = texts
+        self.prompt_logprobs: PromptLogprobs | None = None
+        self._prompt_sent = False
 
     def _chunk(self, choices: list[s.ChatChunkChoice], usage: s.Usage | None = None) -> bytes:
         chunk = s.ChatCompletionChunk(id=self.rid, created=self.created, model=self.model,
@@ -61,41 +91,73 @@ class ChatShapes:
 
     def start(self) -> bytes:
         role = s.Delta(role="assistant", content="")
-        return b"".join(self._chunk([s.ChatChunkChoice(c.index, role, None, None)])
-                        for c in self.choices)
+        chunks = [self._chunk([s.ChatChunkChoice(c.index, role, None, None)],
+                              self.running(c.index, 0)) for c in self.choices]
+        chunks += [self._chunk([s.ChatChunkChoice(c.index, s.Delta(content=c.echo), None,
+                                                  None)], self.running(c.index, 0))
+                   for c in self.choices if c.echo]
+        return b"".join(chunks)
 
-    def step(self, index: int, piece: Piece) -> bytes:
+    def _take_prompt_logprobs(self, piece: Piece) -> None:
+        if (self._prompt_top is not None and self.prompt_logprobs is None
+                and self._texts is not None and piece.prompt_logprobs is not None):
+            self.prompt_logprobs = self._texts.prompt(piece.prompt_logprobs, self._prompt_top)
+
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+        self._take_prompt_logprobs(piece)
         delta = self.choices[index].step(piece)
         if delta.is_empty():
             return b""
         logprobs = None if delta.logprobs is None else s.ChatLogprobs(delta.logprobs)
-        return self._chunk([s.ChatChunkChoice(index, delta.delta(), logprobs, delta.finish)])
+        chunk = s.ChatCompletionChunk(
+            id=self.rid, created=self.created, model=self.model,
+            choices=[s.ChatChunkChoice(index, delta.delta(), logprobs, delta.finish)])
+        usage = self.running(index, completion_tokens)
+        if usage is not None:
+            chunk.usage = usage
+        if self.prompt_logprobs is not None and not self._prompt_sent:
+            self._prompt_sent = True
+            chunk.prompt_logprobs = self.prompt_logprobs
+        return event(chunk)
 
     def usage(self, usage: s.Usage) -> bytes:
         return self._chunk([], usage)
 
     def body(self, usage: s.Usage) -> bytes:
-        return _encode(s.ChatCompletion(id=self.rid, created=self.created, model=self.model,
-                                        choices=[c.choice() for c in self.choices],
-                                        usage=usage))
+        body = s.ChatCompletion(id=self.rid, created=self.created, model=self.model,
+                                choices=[c.choice() for c in self.choices], usage=usage)
+        if self._prompt_top is not None:
+            body.prompt_logprobs = self.prompt_logprobs or [None]
+        return _encode(body)
+
+    def whole_step(self, index: int, piece: Piece) -> None:
+        self._take_prompt_logprobs(piece)
+        self.choices[index].step(piece)
 
 
-class CompletionShapes:
-    """Completions chunks and bodies for one response."""
+class CompletionShapes(_Shapes):
+    """Completions chunks and bodies for one response (its choices in index order, each
+    with its prompt's length in ``prompt_tokens``)."""
 
-    def __init__(self, rid: str, created: int, model: str,
-                 choices: list[CompletionChoice]) -> None:
-        self.rid, self.created, self.model = rid, created, model
+    def __init__(self, rid: str, created: int, model: str, choices: list[CompletionChoice],
+                 prompt_tokens: list[int], prompt_total: int,
+                 continuous: bool = False) -> None:
+        super().__init__(rid, created, model, prompt_tokens, prompt_total, continuous)
         self.choices = choices
 
     def start(self) -> bytes:
         return b""
 
-    def step(self, index: int, piece: Piece) -> bytes:
-        text, logprobs, finish = self.choices[index].step(piece)
-        choice = s.CompletionChoice(index, text, logprobs, finish)
-        return event(s.Completion(id=self.rid, created=self.created, model=self.model,
-                                  choices=[choice]))
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+        chunk = s.Completion(id=self.rid, created=self.created, model=self.model,
+                             choices=[self.choices[index].step(piece)])
+        usage = self.running(index, completion_tokens)
+        if usage is not None:
+            chunk.usage = usage
+        return event(chunk)
+
+    def whole_step(self, index: int, piece: Piece) -> None:
+        self.choices[index].step(piece)
 
     def usage(self, usage: s.Usage) -> bytes:
         return event(s.Completion(id=self.rid, created=self.created, model=self.model,
@@ -155,12 +217,12 @@ async def whole(generations: list[Generation], shapes: Shapes,
         async with _deadline(deadline):
             async for batch in pieces(generations):
                 for index, piece in batch:
-                    shapes.choices[index].step(piece)
+                    shapes.whole_step(index, piece)
     except TimeoutError:
         return ErrorKind.TIMEOUT.status, timeout_error(timeout_s).to_json()
     except APIError as error:
         return error.status, error.to_json()
-    return 200, shapes.body(usage_of(generations))
+    return 200, shapes.body(shapes.usage_of(generations))
 
 
 async def stream(send: Send, generations: list[Generation], shapes: Shapes,
@@ -175,7 +237,8 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
     try:
         async with _deadline(deadline):
             async for batch in pieces(generations):
-                body = b"".join(shapes.step(index, piece) for index, piece in batch)
+                body = b"".join(shapes.step(index, piece, generations[index].completion_tokens)
+                                for index, piece in batch)
                 if body:
                     message["body"] = body
                     await send(message)
@@ -187,5 +250,5 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
         await send({"type": "http.response.body",
                     "body": b"data: " + error.to_json() + b"\n\n" + DONE})
         return
-    tail = shapes.usage(usage_of(generations)) if include_usage else b""
+    tail = shapes.usage(shapes.usage_of(generations)) if include_usage else b""
     await send({"type": "http.response.body", "body": tail + DONE})

@@ -6,7 +6,8 @@ text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``
 /version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
 /ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
 ``server/invocations.py``); anything else is a JSON 404, a known path with the wrong
-method a JSON 405. Same shapes, statuses and check order as the Rust server
+method a JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
+``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as the Rust server
 (``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
 ``routes/invocations.rs``, ``output/response.rs``):
 
@@ -16,8 +17,9 @@ with Retry-After when ``max_concurrent_requests`` generation requests are in fli
 neither) -> JSON, keys, types, values (400) -> model (404) ->
 messages / prompt -> template + tokenization, off the event loop (400 on a template
 error) -> context length (400) -> engine (503 when it is dead). ``n`` choices are ``n``
-engine requests. A client that disconnects aborts its engine requests; the deadline
-(``request_timeout``) aborts them with 504 or an SSE error event.
+engine requests, for each prompt of a batched completions request (``server/batch.py``).
+A client that disconnects aborts its engine requests; the deadline (``request_timeout``)
+aborts them with 504 or an SSE error event.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from typing import Any
 import msgspec
 
 from engine.version import __version__
+from server import batch, response, tokenize
 from server import openai as s
-from server import response, tokenize
 from server.choice import ChatChoice, CompletionChoice
 from server.engine_client import ClientDisconnected, EngineClient
 from server.error import (
@@ -51,9 +53,9 @@ from server.generation import Generation
 from server.invocations import is_chat
 from server.logprobs import TokenTexts
 from server.metrics import CONTENT_TYPE, Metrics
+from server.params import Settings
 from server.prompt import Prompt, PromptBuilder
 from server.text import ModelText
-from server.vllm_metrics import Siblings
 
 logger = logging.getLogger("vrs.frontend")
 
@@ -152,11 +154,11 @@ async def dispatch(routes: dict[str, tuple[str | tuple[str, ...], Handler]], sco
         if route is None:
             raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {path}")
         method, handler = route
-        methods = (method,) if isinstance(method, str) else method
+        methods = allowed_methods(method)
         if scope["method"] not in methods:
             await send_error(send, APIError(ErrorKind.METHOD_NOT_ALLOWED,
                                             f"Method Not Allowed: {scope['method']} {path}"),
-                             [(b"allow", ", ".join(methods).encode())])
+                             [(b"allow", ",".join(methods).encode())])
             return
         await handler(scope, receive, send)
     except APIError as error:
@@ -170,6 +172,18 @@ async def dispatch(routes: dict[str, tuple[str | tuple[str, ...], Handler]], sco
     finally:
         if metrics is not None and status[0]:
             metrics.request(path, status[0])
+
+
+def allowed_methods(method: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A route's methods, HEAD after GET (uvicorn sends no body for HEAD), in the order
+    of the ``Allow`` header vrs-rs (axum) sends."""
+    methods = (method,) if isinstance(method, str) else method
+    out: list[str] = []
+    for name in methods:
+        out.append(name)
+        if name == "GET":
+            out.append("HEAD")
+    return tuple(out)
 
 
 async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
@@ -188,6 +202,7 @@ class Options(msgspec.Struct, kw_only=True):
     request_timeout: float | None = None
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    max_batch_prompts: int = batch.DEFAULT_MAX_BATCH_PROMPTS
 
 
 class App:
@@ -203,7 +218,8 @@ class App:
         self.metrics = Metrics()
         self.prompts = PromptBuilder(text, served_model_name, client, executor,
                                      tool_parser=self.options.tool_call_parser,
-                                     tokenize_latency=self.metrics.tokenize)
+                                     tokenize_latency=self.metrics.tokenize,
+                                     max_batch_prompts=self.options.max_batch_prompts)
         self.executor = executor
         self.token_texts = TokenTexts(text.backend)
         self.created = int(time.time())
@@ -299,30 +315,6 @@ class App:
                            f"the server is at its limit of {limit} concurrent requests; "
                            "retry later", headers=[(b"retry-after", str(RETRY_AFTER_S).encode())])
 
-    def _start(self, rid: str, prompt: Prompt, arrival: float) -> list[Generation]:
-        settings = prompt.settings
-        self.metrics.tokens(prompt=len(prompt.ids))
-        generations: list[Generation] = []
-        siblings = Siblings(settings.n)
-        try:
-            for index in range(settings.n):
-                sampling = settings.sampling
-                request_id = rid
-                if settings.n > 1:
-                    sampling = msgspec.structs.replace(sampling)
-                    if sampling.seed is not None:
-                        sampling.seed = _wrap_i64(sampling.seed + index)
-                    request_id = f"{rid}-{index}"
-                detok = self.text.detokenizer(prompt.ids, settings.skip_special_tokens)
-                generations.append(Generation(self.client, request_id, prompt.ids, sampling,
-                                              detok, settings.stop, self.metrics, arrival,
-                                              siblings))
-        except APIError:
-            for generation in generations:
-                generation.close()
-            raise
-        return generations
-
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=True)
 
@@ -347,42 +339,55 @@ class App:
             if chat is None:
                 chat = is_chat(body)
             if chat:
-                prompt = await self.prompts.chat(body)
+                prompts = [await self.prompts.chat(body)]
             else:
-                prompt = await self.prompts.completion(body)
+                prompts = await self.prompts.completion(body)
             rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-            generations = self._start(rid, prompt, arrival)
-            shapes = self._shapes(prompt, rid, chat)
-            await self._run(receive, send, generations, shapes, prompt, deadline,
-                            timeout or 0.0)
+            generations = batch.fan_out(self.client, self.text, self.metrics, rid, prompts,
+                                        arrival)
+            shapes = self._shapes(prompts, rid, chat)
+            await self._run(receive, send, generations, shapes, prompts[0].settings,
+                            deadline, timeout or 0.0)
         finally:
             self.active -= 1
 
-    def _shapes(self, prompt: Prompt, rid: str, chat: bool) -> response.Shapes:
-        settings = prompt.settings
+    def _shapes(self, prompts: list[Prompt], rid: str, chat: bool) -> response.Shapes:
+        settings = prompts[0].settings
         created = int(time.time())
         top = settings.sampling.logprobs
+        continuous = settings.continuous_usage
         if chat:
+            prompt = prompts[0]
             assert prompt.chat is not None
             reasoning = self.options.reasoning_parser is not None
             return response.ChatShapes(rid, created, self.model_name, [
                 ChatChoice(i, prompt.chat, reasoning, top, self.token_texts)
-                for i in range(settings.n)])
-        echo = None
-        if settings.echo:
-            echo = prompt.text if prompt.text is not None else self.text.decode(
-                prompt.ids, settings.skip_special_tokens)
-        return response.CompletionShapes(rid, created, self.model_name, [
-            CompletionChoice(i, echo, top, self.token_texts) for i in range(settings.n)])
+                for i in range(settings.n)], len(prompt.ids), continuous,
+                settings.prompt_logprobs, self.token_texts)
+        choices = []
+        lengths = []
+        for prompt in prompts:
+            echo = None
+            if settings.echo:
+                echo = prompt.text if prompt.text is not None else self.text.decode(
+                    prompt.ids, settings.skip_special_tokens)
+            for _ in range(settings.n):
+                choices.append(CompletionChoice(
+                    len(choices), echo, top, self.token_texts, prompt_ids=prompt.ids,
+                    echo_logprobs=settings.echo_logprobs is not None,
+                    prompt_logprobs=settings.prompt_logprobs))
+                lengths.append(len(prompt.ids))
+        return response.CompletionShapes(rid, created, self.model_name, choices, lengths,
+                                         sum(len(p.ids) for p in prompts), continuous)
 
     async def _run(self, receive: Receive, send: Send, generations: list[Generation],
-                   shapes: response.Shapes, prompt: Prompt, deadline: float | None,
+                   shapes: response.Shapes, settings: Settings, deadline: float | None,
                    timeout: float) -> None:
         watcher = asyncio.ensure_future(_watch_disconnect(receive, generations))
         try:
-            if prompt.settings.stream:
+            if settings.stream:
                 await response.stream(send, generations, shapes,
-                                      prompt.settings.include_usage, deadline, timeout)
+                                      settings.include_usage, deadline, timeout)
             else:
                 status, body = await response.whole(generations, shapes, deadline, timeout)
                 await send_json(send, status, body)
@@ -393,7 +398,3 @@ class App:
             for generation in generations:
                 generation.close()
 
-
-def _wrap_i64(value: int) -> int:
-    """``value`` wrapped into i64 (a child's seed is the request's seed + its index)."""
-    return (value + 2**63) % 2**64 - 2**63

@@ -7,10 +7,11 @@ labels (``model_name`` and ``engine`` on every series, as vLLM's
 ``# TYPE`` line names the base name, the sample carries ``_total``.
 
 Per-request series are measured here in the frontend, per engine the request was routed
-to; engine state comes from each engine's latest ``SchedulerStats``. vLLM's
-``vllm:request_queue_time_seconds`` and ``vllm:request_prefill_time_seconds`` are not
-served: the engine does not report when it scheduled a request, so the frontend cannot
-split the time to first token into queueing and prefill.
+to; engine state comes from each engine's latest ``SchedulerStats``. The queue and
+prefill times are the engine's own (``queue_time`` / ``prefill_time`` of a request's
+first output); the inference time is the prefill time plus the decode time (from the
+first to the last output, measured here), as vLLM's RUNNING phase. All three are observed
+when a request finishes, with the end-to-end latency.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
 COUNT_BUCKETS = tuple(float(m * 10**e) for e in range(9) for m in (1, 2, 5)) + (1e9,)
 REASONS = ("stop", "length", "abort")  # what vLLM pre-creates for vllm:request_success
 
-TTFT, ITL, E2E, DECODE, PROMPT_LEN, GENERATION_LEN, MAX_GENERATION = range(7)
+(TTFT, ITL, E2E, DECODE, PROMPT_LEN, GENERATION_LEN, MAX_GENERATION, QUEUE, PREFILL,
+ INFERENCE) = range(10)
 # (name, help, bounds, bounds are token counts)
 HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
     ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
@@ -47,6 +49,12 @@ HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
      COUNT_BUCKETS, True),
     ("vllm:request_max_num_generation_tokens",
      "Histogram of maximum number of requested generation tokens.", COUNT_BUCKETS, True),
+    ("vllm:request_queue_time_seconds",
+     "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS, False),
+    ("vllm:request_prefill_time_seconds",
+     "Histogram of time spent in PREFILL phase for request.", REQUEST_BUCKETS, False),
+    ("vllm:request_inference_time_seconds",
+     "Histogram of time spent in RUNNING phase for request.", REQUEST_BUCKETS, False),
 )
 
 # Engine state from SchedulerStats: (name, type, help, value).
@@ -146,13 +154,21 @@ class VllmMetrics:
                 e.observe(ITL, since_last)
 
     def finished(self, engine: int, reason: str, e2e: float, decode: float | None,
-                 prompt_tokens: int, generation_tokens: int) -> None:
+                 prompt_tokens: int, generation_tokens: int, queue: float | None = None,
+                 prefill: float | None = None) -> None:
+        """A request that finished (not failed); ``queue`` / ``prefill``: the engine's
+        times (None when it sent none, e.g. aborted while waiting)."""
         with self._lock:
             e = self._engine(engine)
             e.success[reason] = e.success.get(reason, 0) + 1
             e.observe(E2E, e2e)
             if decode is not None:
                 e.observe(DECODE, decode)
+            if queue is not None:
+                e.observe(QUEUE, queue)
+            if prefill is not None:
+                e.observe(PREFILL, prefill)
+                e.observe(INFERENCE, prefill + (decode or 0.0))
             e.observe(PROMPT_LEN, float(prompt_tokens))
             e.observe(GENERATION_LEN, float(generation_tokens))
 

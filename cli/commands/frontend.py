@@ -40,6 +40,7 @@ def frontend(
     api_key: o.ApiKey = None,
     max_request_body: o.MaxRequestBody = "32MiB",
     max_concurrent_requests: o.MaxConcurrentRequests = None,
+    max_batch_prompts: o.MaxBatchPrompts = 256,
     request_timeout: o.RequestTimeout = None,
     tool_call_parser: o.ToolCallParser = "auto",
     reasoning_parser: o.ReasoningParser = None,

@@ -8,11 +8,20 @@ text. Log-probabilities are made up but well formed: the sampled token's logprob
 rank, and ``k`` top tokens with descending log-probabilities whose probabilities sum to
 at most 1 (the sampled token among them when its rank is within ``k``). Scripted
 replies (``mock_replies``, see engine/mock/replies.py) replace the random tokens of
-matching requests.
+matching requests; replies are scripted or random, never sampled from logits, so
+``logit_bias``, ``allowed_token_ids`` and ``bad_words_token_ids`` do not apply to them.
+
+``prompt_logprobs`` are answered with synthetic, well-formed entries (with the first
+output): one per prompt token from the second on, ``token_id`` the prompt token, its
+rank, logprob and top ``k`` made up as above, from a generator seeded by the prompt's ids
+(the same prompt gets the same entries). The first output also carries ``queue_time``
+(from ``add_request`` to the first step that runs the request) and ``prefill_time``
+(from then to the end of that step).
 """
 
 from __future__ import annotations
 
+import array
 import json
 import math
 import random
@@ -39,7 +48,8 @@ _MAX_MOCK_RANK = 10
 
 
 class _MockRequest:
-    __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script")
+    __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script",
+                 "prompt_ids", "received")
     lp_rng: random.Random | None
 
     def __init__(self, request: p.EngineCoreRequest, base_seed: int,
@@ -56,6 +66,10 @@ class _MockRequest:
         # only for requests that ask for logprobs (seeding costs as much as ten tokens).
         self.lp_rng = random.Random(seed ^ 0x10C9) if self.params.logprobs is not None else None
         self.script = script
+        # Kept only for the synthetic prompt logprobs.
+        self.prompt_ids = (request.prompt_token_ids
+                           if self.params.prompt_logprobs is not None else None)
+        self.received = time.perf_counter()
 
 
 class MockEngine:
@@ -101,7 +115,8 @@ class MockEngine:
             max_model_len=max_model_len,
             seed=config.seed,
             step_delay_s=config.mock_step_delay_ms / 1000.0,
-            replies=MockReplies(model_dir, config.mock_replies),
+            replies=MockReplies(model_dir, config.mock_replies,
+                                Path(config.mock_tokenizer) if config.mock_tokenizer else None),
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -141,6 +156,7 @@ class MockEngine:
         return bool(self._running)
 
     def step(self) -> list[p.EngineCoreOutput]:
+        scheduled = time.perf_counter()
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
         outputs = []
@@ -148,6 +164,11 @@ class MockEngine:
         for request in self._running.values():
             output = self._advance(request)
             outputs.append(output)
+            if request.generated == 1:  # the request's first output
+                output.queue_time = max(0.0, scheduled - request.received)
+                output.prefill_time = time.perf_counter() - scheduled
+                if request.prompt_ids is not None:
+                    output.prompt_logprobs = self._prompt_logprobs(request)
             if output.finish_reason is not None:
                 finished.append(request.request_id)
         for request_id in finished:
@@ -197,8 +218,18 @@ class MockEngine:
         """Made-up but well-formed log-probabilities for ``token`` (see the module doc)."""
         rng = request.lp_rng
         assert rng is not None, "lp_rng is seeded for every request that asks for logprobs"
+        return self._made_up(rng, token, request.params.logprobs or 0)
+
+    def _prompt_logprobs(self, request: _MockRequest) -> list[p.TokenLogprobs]:
+        """Synthetic prompt logprobs, seeded by the prompt's ids (see the module doc)."""
+        ids = request.prompt_ids or []
+        rng = random.Random(zlib.crc32(array.array("q", ids).tobytes()))
+        k = request.params.prompt_logprobs or 0
+        return [self._made_up(rng, token, k) for token in ids[1:]]
+
+    def _made_up(self, rng: random.Random, token: int, k: int) -> p.TokenLogprobs:
         choices = self.vocab_size - _FIRST_SAMPLED_ID  # distinct ids the mock can draw
-        k = min(request.params.logprobs or 0, choices)
+        k = min(k, choices)
         rank = 1 if rng.random() < _GREEDY_SHARE else rng.randint(2, _MAX_MOCK_RANK)
         rank = min(rank, choices)
         probs = [rng.uniform(*_TOP_P_RANGE)]

@@ -3,7 +3,9 @@
 ``engine_config.mock_replies`` is a list of ``{"when": TEXT, "reply": TEXT}``. A request
 whose prompt, decoded, contains ``when`` (the first entry that matches wins) is answered
 with the tokens of ``reply`` (encoded without special tokens, so markers such as
-``<｜tool▁call▁begin｜>`` or ``<think>`` are single added tokens), then EOS. Everything
+``<｜tool▁call▁begin｜>`` or ``<think>`` are single added tokens), then EOS. Replies are
+encoded, and prompts decoded, with the frontend's tokenizer: ``engine_config.mock_tokenizer``
+(what ``--tokenizer`` names), else the model directory's. Everything
 else about the request (max_tokens, stop_token_ids, aborts, logprobs) behaves as for
 random tokens. This is how end-to-end tests make the mock produce tool calls, reasoning
 or a given text through either frontend.
@@ -19,14 +21,15 @@ from engine.config import ConfigError, MockReply
 class MockReplies:
     """The scripted replies of one mock engine, encoded once."""
 
-    def __init__(self, model_dir: Path, replies: list[MockReply]) -> None:
+    def __init__(self, model_dir: Path, replies: list[MockReply],
+                 tokenizer_dir: Path | None = None) -> None:
         self._replies: list[tuple[str, list[int]]] = []
         self._tokenizer = None
         if not replies:
             return
         import tokenizers
 
-        path = model_dir / "tokenizer.json"
+        path = (tokenizer_dir or model_dir) / "tokenizer.json"
         if not path.is_file():
             raise ConfigError(f"mock_replies need {path}")
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path))

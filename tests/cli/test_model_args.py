@@ -119,3 +119,41 @@ def test_trust_remote_code_is_accepted_with_a_note(demo_copy: Path, tmp_path: Pa
     assert "--trust-remote-code changes nothing" in message
     assert "never runs code from a model repository" in message
     assert result.returncode == 1 and "cannot listen on 256.0.0.1" in message
+
+
+def test_max_batch_prompts_and_the_mock_tokenizer_reach_the_args_json(demo_copy: Path,
+                                                                      tmp_path: Path) -> None:
+    """`--max-batch-prompts` is the args-json's max_batch_prompts (default 256), for
+    `vrs serve` and `vrs frontend` alike; `--tokenizer` also reaches the engine config as
+    mock_tokenizer, so that `--mock-replies` are encoded with the frontend's tokenizer."""
+    import inspect
+
+    from rich.console import Console
+
+    from cli.commands.frontend import frontend
+    from cli.commands.serve import serve
+    from cli.serve_args import ServeOptions, build_args
+
+    for command in (serve, frontend):
+        default = inspect.signature(command).parameters["max_batch_prompts"].default
+        assert default == 256, command
+    console = Console(stderr=True)
+    base = {"host": "127.0.0.1", "port": 0, "served_model_name": None, "mock": True,
+            "max_model_len": None, "log_level": "info", "shutdown_timeout": 1.0,
+            "chat_template": None, "device": "auto", "dtype": "auto", "block_size": 16,
+            "max_num_seqs": 8, "max_num_batched_tokens": 256, "kv_cache_memory": None,
+            "gpu_memory_utilization": 0.9, "enable_prefix_caching": True, "seed": 0,
+            "mock_step_delay_ms": 0.0, "model": str(demo_copy), "model_option": None}
+    given = build_args(ServeOptions.from_params(
+        {**base, "max_batch_prompts": 7, "tokenizer": str(demo_copy)}), console)
+    assert given["max_batch_prompts"] == 7
+    assert given["engine_config"]["mock_tokenizer"] == str(demo_copy.resolve())
+    default = build_args(ServeOptions.from_params({**base, "tokenizer": None}), console)
+    assert default["max_batch_prompts"] == 256
+    assert default["engine_config"]["mock_tokenizer"] is None
+
+
+def test_max_batch_prompts_is_checked_by_the_cli(tmp_path: Path) -> None:
+    result = run_vrs("serve", "--mock", "--max-batch-prompts", "0", hf_home=tmp_path)
+    assert result.returncode == 2
+    assert "--max-batch-prompts" in result.stderr

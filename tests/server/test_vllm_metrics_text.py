@@ -70,3 +70,32 @@ def test_the_last_sibling_reports_the_most_tokens() -> None:
     assert siblings.done(4) is None
     assert siblings.done(9) is None
     assert siblings.done(2) == 9
+
+
+def test_queue_prefill_and_inference_times_come_from_the_engine() -> None:
+    """The engine's queue and prefill times, observed when the request finishes; the
+    inference time is prefill + decode (vLLM's RUNNING phase). A request the engine never
+    timed (aborted while waiting) is not observed in them."""
+    m = VllmMetrics()
+    m.finished(0, "stop", 1.2, 0.5, 4, 2, queue=0.25, prefill=0.125)
+    m.finished(0, "abort", 0.1, None, 4, 0)
+    lines = rendered(m, {})
+    labels = 'model_name="de\\"mo",engine="0"'
+    for name, total in (("queue", 0.25), ("prefill", 0.125), ("inference", 0.625)):
+        series = f"vllm:request_{name}_time_seconds"
+        assert f"# TYPE {series} histogram" in lines
+        assert f"{series}_count{{{labels}}} 1" in lines, name
+        assert f"{series}_sum{{{labels}}} {total}" in lines, name
+        assert f'{series}_bucket{{{labels},le="1.0"}} 1' in lines, name
+        assert f'{series}_bucket{{{labels},le="7680.0"}} 1' in lines, name
+    helps = [line for line in lines if line.startswith("# HELP vllm:request_") and "phase" in line]
+    assert helps == [
+        "# HELP vllm:request_decode_time_seconds Histogram of time spent in DECODE phase for "
+        "request.",
+        "# HELP vllm:request_queue_time_seconds Histogram of time spent in WAITING phase for "
+        "request.",
+        "# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for "
+        "request.",
+        "# HELP vllm:request_inference_time_seconds Histogram of time spent in RUNNING phase "
+        "for request.",
+    ]

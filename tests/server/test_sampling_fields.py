@@ -1,0 +1,194 @@
+"""``logit_bias``, ``allowed_token_ids``, ``bad_words`` and ``prompt_logprobs``: each bad
+value is a 400 naming its field (over HTTP, ``python -m server``), good values reach the
+engine as the wire's fields (``/v1/completions/render`` shows them), and ``bad_words``
+are tokenized by the frontend's tokenizer; plus the queue / prefill histograms on
+/metrics and the 405's ``Allow`` header, as vrs-rs writes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import tokenizers
+from conftest import ROOT, PythonServer, free_port
+
+from server.sampling import bad_words_ids
+
+USER = [{"role": "user", "content": "hi"}]
+VOCAB = 129280  # the demo model's vocab_size
+
+
+@pytest.mark.parametrize(
+    "route, extra, param, words",
+    [
+        ("chat", {"logit_bias": {"abc": 1}}, "logit_bias", '"abc" is not a token id'),
+        ("completions", {"logit_bias": {"5": 101}}, "logit_bias", "got 101"),
+        ("completions", {"logit_bias": {"5": -100.5}}, "logit_bias", "got -100.5"),
+        ("chat", {"logit_bias": {"5": "x"}}, "logit_bias", "must be a number"),
+        ("chat", {"logit_bias": {str(VOCAB): 1}}, "logit_bias", f"size {VOCAB}"),
+        ("completions", {"logit_bias": {"-1": 1}}, "logit_bias", '"-1" is out of the vocabulary'),
+        ("completions", {"logit_bias": [1, 2]}, "logit_bias", "must be an object"),
+        ("completions", {"allowed_token_ids": []}, "allowed_token_ids", "non-empty list"),
+        ("chat", {"allowed_token_ids": [1, "2"]}, "allowed_token_ids", "list of token ids"),
+        ("chat", {"allowed_token_ids": [1, VOCAB]}, "allowed_token_ids", f"token id {VOCAB}"),
+        ("completions", {"allowed_token_ids": 5}, "allowed_token_ids", "list of token ids"),
+        ("chat", {"bad_words": "x"}, "bad_words", "list of strings"),
+        ("completions", {"bad_words": ["x", 1]}, "bad_words", "list of strings"),
+        ("completions", {"prompt_logprobs": 21}, "prompt_logprobs", "[0, 20], got 21"),
+        ("chat", {"prompt_logprobs": -1}, "prompt_logprobs", "got -1"),
+        ("chat", {"prompt_logprobs": "2"}, "prompt_logprobs", "Expected `int"),
+        ("chat", {"echo": "yes"}, "echo", "Expected `bool"),
+    ],
+)
+def test_bad_values_are_400_naming_the_field(
+    python_server: PythonServer, route: str, extra: dict[str, Any], param: str, words: str
+) -> None:
+    body = {"messages": USER} if route == "chat" else {"prompt": "x"}
+    response = python_server.post(
+        f"/v1/{'chat/' if route == 'chat' else ''}completions", {**body, "max_tokens": 2, **extra}
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and error["type"] == "BadRequestError", error
+    assert words in error["message"], error
+
+
+def test_good_values_are_accepted(python_server: PythonServer) -> None:
+    body = {
+        "max_tokens": 2,
+        "logit_bias": {"70": -100, "+5": 100, "6": 0.5},
+        "allowed_token_ids": [5, 6, 7],
+        "bad_words": ["x", " hello world"],
+        "prompt_logprobs": 0,
+    }
+    for path, extra in (
+        ("/v1/chat/completions", {"messages": USER}),
+        ("/v1/completions", {"prompt": "x"}),
+    ):
+        response = python_server.post(path, {**body, **extra})
+        assert response.status_code == 200, response.text
+
+
+def test_bad_words_become_the_tokenizers_id_sequences(demo_model: Path) -> None:
+    backend = tokenizers.Tokenizer.from_file(str(demo_model / "tokenizer.json"))
+
+    def encode(text: str) -> list[int]:
+        return backend.encode(text, add_special_tokens=False).ids
+
+    words = ["  hello world", "x", "hello world", ""]
+    expected = [
+        encode("hello world"),
+        encode(" hello world"),
+        encode("x"),
+        encode(" x"),
+        encode(" "),
+    ]
+    unique = [ids for i, ids in enumerate(expected) if ids and ids not in expected[:i]]
+    assert bad_words_ids(words, encode) == unique
+    assert len(unique) >= 4, "the two variants of a word differ"
+
+
+def test_the_render_route_shows_the_wire_fields(demo_model: Path, tmp_path: Path) -> None:
+    """The serving path's prompt builder, through ``vrs render --frontend python``."""
+    backend = tokenizers.Tokenizer.from_file(str(demo_model / "tokenizer.json"))
+    port = free_port()
+    args = {
+        "model": str(demo_model),
+        "served_model_name": "demo",
+        "host": "127.0.0.1",
+        "port": port,
+    }
+    code = f"import sys; from server.render import serve_render; sys.exit(serve_render({args!r}))"
+    log = open(tmp_path / "render.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        body = {
+            "prompt": ["abc", [5, 6]],
+            "max_tokens": 0,
+            "echo": True,
+            "logprobs": 2,
+            "prompt_logprobs": 3,
+            "logit_bias": {"9": 1, "7": -2},
+            "allowed_token_ids": [7, 9],
+            "bad_words": ["hi"],
+        }
+        rendered = httpx.post(f"{url}/v1/completions/render", json=body, timeout=30).json()
+        assert [r["prompt_token_ids"] for r in rendered] == [backend.encode("abc").ids, [5, 6]]
+        sampling = rendered[1]["sampling_params"]
+        assert sampling["max_tokens"] == 1  # the prompt is prefilled, the token dropped
+        assert sampling["prompt_logprobs"] == 3 and sampling["logprobs"] == 2
+        assert sampling["logit_bias"] == [[7, -2.0], [9, 1.0]]
+        assert sampling["allowed_token_ids"] == [7, 9]
+        hi = backend.encode("hi", add_special_tokens=False).ids
+        spaced = backend.encode(" hi", add_special_tokens=False).ids
+        assert sampling["bad_words_token_ids"] == [hi, spaced]
+        one = httpx.post(f"{url}/v1/completions/render", json={"prompt": "abc"}, timeout=30).json()
+        assert json.dumps(one).startswith('{"request_id"'), "one prompt: one object"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def test_queue_and_prefill_histograms(python_server: PythonServer) -> None:
+    def counts() -> dict[str, float]:
+        text = httpx.get(f"{python_server.url}/metrics", timeout=10).text
+        found = {}
+        for name in ("queue", "prefill", "inference"):
+            match = re.search(
+                rf'^vllm:request_{name}_time_seconds_count\{{model_name="demo",'
+                r'engine="0"\} (\S+)$',
+                text,
+                re.MULTILINE,
+            )
+            assert match, name
+            found[name] = float(match.group(1))
+            assert f"# TYPE vllm:request_{name}_time_seconds histogram" in text
+            assert (
+                f'vllm:request_{name}_time_seconds_bucket{{model_name="demo",engine="0",'
+                'le="7680.0"}' in text
+            )
+        return found
+
+    before = counts()
+    python_server.post("/v1/completions", {"prompt": ["a", "b"], "n": 2, "max_tokens": 2})
+    deadline = 50
+    while counts()["queue"] < before["queue"] + 4 and deadline:
+        deadline -= 1
+        time.sleep(0.1)
+    after = counts()
+    assert {k: after[k] - before[k] for k in after} == dict.fromkeys(after, 4.0)
+
+
+def test_method_not_allowed_lists_the_methods_as_vrs_rs(python_server: PythonServer) -> None:
+    for method, path, allow in (
+        ("PUT", "/ping", "GET,HEAD,POST"),
+        ("POST", "/v1/models", "GET,HEAD"),
+        ("GET", "/v1/completions", "POST"),
+    ):
+        response = httpx.request(method, f"{python_server.url}{path}", timeout=10)
+        assert response.status_code == 405, (method, path)
+        assert response.headers["allow"] == allow
+    head = httpx.head(f"{python_server.url}/ping", timeout=10)
+    assert head.status_code == 200 and head.content == b""
