@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
 _SHAPES = (
-    "invalid value for `prompt`: expected a string, a list of token ids, or a list "
-    "of prompts (strings or lists of token ids)"
+    "invalid value for `prompt`: expected a string, a list of strings, a list of token "
+    "ids, or a list of lists of token ids"
 )
 
 
@@ -55,8 +55,10 @@ def completion_prompts(
     prompts: list[str | list[int]]
     if all(type(t) is int for t in prompt) and _token_list(prompt):
         prompts = [list(prompt)]
-    elif all(type(t) is str or _token_list(t) for t in prompt):
-        prompts = [t if type(t) is str else list(t) for t in prompt]
+    elif all(type(t) is str for t in prompt):
+        prompts = list(prompt)
+    elif all(_token_list(t) for t in prompt):
+        prompts = [list(t) for t in prompt]
     else:
         raise bad_request(_SHAPES, "prompt")
     if len(prompts) > limit:

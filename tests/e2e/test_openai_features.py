@@ -144,13 +144,10 @@ def test_stop_strings_on_a_scripted_reply(feature_server: Server, stream: bool) 
 
 REFUSED = [
     ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
-    ("chat", {"logit_bias": {"5": 1}}, "logit_bias"),
-    ("chat", {"echo": True}, "echo"),
     ("chat", {"functions": [{"name": "f"}]}, "functions"),
     ("chat", {"reasoning_effort": "high"}, "reasoning_effort"),
     ("completions", {"best_of": 2}, "best_of"),
     ("completions", {"suffix": "end"}, "suffix"),
-    ("completions", {"prompt_logprobs": 1}, "prompt_logprobs"),
     ("chat", {"n": 0}, "n"),
     ("completions", {"n": 129}, "n"),
     ("chat", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
@@ -158,9 +155,11 @@ REFUSED = [
     ("chat", {"logprobs": 1}, "logprobs"),
     ("completions", {"logprobs": 21}, "logprobs"),
     ("completions", {"logprobs": True}, "logprobs"),
-    ("completions", {"echo": True, "logprobs": 1}, "echo"),
     ("chat", {"stream": False, "stream_options": {"continuous_usage_stats": True}},
      "stream_options"),
+    ("chat", {"logit_bias": {"5": 1000}}, "logit_bias"),
+    ("completions", {"prompt_logprobs": 21}, "prompt_logprobs"),
+    ("completions", {"prompt": ["x"] * 257}, "prompt"),
 ]
 
 

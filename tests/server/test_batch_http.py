@@ -12,7 +12,7 @@ import pytest
 from conftest import MODEL, PythonServer
 
 # The first prompt gets the scripted reply "sure" (then EOS); the others random tokens.
-PROMPTS: list[Any] = ["please echo me", [1000, 2000, 3000], "日本"]
+PROMPTS: list[Any] = ["please echo me", "x y z", "日本"]
 
 
 def sse(server: PythonServer, path: str, body: dict[str, Any]) -> list[Any]:
@@ -96,7 +96,8 @@ def test_batched_prompts_streamed(python_server: PythonServer) -> None:
         ([[5], []], "prompt 1 is empty"),
         (["a"] * 5, "at most 4 in one request (--max-batch-prompts)"),
         ([[1], [10**9]], "out of the vocabulary"),
-        (["a", 1], "a list of prompts"),
+        (["a", 1], "a list of lists of token ids"),
+        (["a", [1, 2]], "a list of lists of token ids"),  # mixed: refused, as vLLM
     ],
 )
 def test_bad_batches_are_400_naming_prompt(
