@@ -89,6 +89,25 @@ def test_prompt_longer_than_the_token_budget(
     assert tokens_of(outputs["long"]) == hf_greedy(hf_models["qwen3"], prompt, 3)
 
 
+@pytest.mark.parametrize("budget", [1, 5])
+def test_tiny_budgets_mix_single_tokens_and_chunks(
+    model_dirs: dict[str, Path], hf_models: dict[str, Any], budget: int
+) -> None:
+    """Budget 1: every prompt token is a one-token query; budget 5: one step holds parts
+    of several prompts (spans of different requests and sizes side by side)."""
+    engine = make_engine(model_dirs["qwen2"], block_size=4, max_num_batched_tokens=budget)
+    prompts = {f"r{i}": [(i * 97 + j * 5) % 511 + 1 for j in range(3 + 4 * i)] for i in range(3)}
+    outputs = run_to_completion(
+        engine,
+        [
+            (rid, prompt, params(2, prompt_logprobs=i))
+            for i, (rid, prompt) in enumerate(prompts.items())
+        ],
+    )
+    for i, (rid, prompt) in enumerate(prompts.items()):
+        assert_matches(first_with_prompt_logprobs(outputs[rid]), hf_models["qwen2"], prompt, i)
+
+
 def test_shared_cached_prefix_is_recomputed(
     model_dirs: dict[str, Path], hf_models: dict[str, Any]
 ) -> None:
