@@ -62,7 +62,10 @@ def _entries(logprobs: torch.Tensor, targets: list[int], k: int) -> list[p.Token
     ranks = ((logprobs > values).sum(dim=1) + 1).tolist()
     values_list = values[:, 0].tolist()
     k = min(k, logprobs.shape[1])
-    if k > 0:
+    if k == 1:  # a max is cheaper than a top-k of one
+        best = logprobs.max(dim=1, keepdim=True)
+        top_ids, top_vals = best.indices.tolist(), best.values.tolist()
+    elif k > 1:
         top = torch.topk(logprobs, k, dim=1)
         top_ids, top_vals = top.indices.tolist(), top.values.tolist()
     else:
