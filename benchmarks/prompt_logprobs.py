@@ -160,6 +160,8 @@ def run_rounds(engine: ModelEngine, args: argparse.Namespace) -> dict[str, list[
         "batch elapsed s (one with prompt_logprobs)": [],
         "echo req/s (prompt_logprobs=1, max_tokens=1)": [],
         "prefill-only req/s (no prompt_logprobs, max_tokens=1)": [],
+        "decode ratio (with / without a prompt_logprobs request)": [],
+        "echo ratio (prompt_logprobs=1 / prefill-only)": [],
     }
     names = list(rounds)
     # Warm-up at the measured shapes (oneDNN builds its kernels per shape on first use).
@@ -175,6 +177,9 @@ def run_rounds(engine: ModelEngine, args: argparse.Namespace) -> dict[str, list[
         for plp in (True, False):
             echo = run_echo(engine, prompts(rng, args.echo_requests, args.echo_len, vocab), plp)
             rounds[names[4 if plp else 5]].append(echo["requests_per_s"])
+        # Ratios of the runs made side by side in this round (robust to a drifting load).
+        rounds[names[6]].append(rounds[names[1]][-1] / rounds[names[0]][-1])
+        rounds[names[7]].append(rounds[names[4]][-1] / rounds[names[5]][-1])
         print(" ".join(f"{v[-1]:.2f}" for v in rounds.values()), flush=True)
     return rounds
 
