@@ -119,6 +119,7 @@ def main() -> None:
             from engine.mock.demo_model import build_demo_model
 
             model_dir, label = Path(tmp) / "demo", "demo model (random Qwen3, vocab 129280)"
+            model_dir.mkdir()
             build_demo_model(model_dir)
         else:
             model_dir = build_model(Path(tmp), TINY, args.seed)
