@@ -173,3 +173,20 @@ def test_queue_and_prefill_time_on_exactly_the_first_output(
         assert all(out.queue_time is None and out.prefill_time is None for out in rest)
     # Two sequence slots: the last two requests waited for the first two to finish.
     assert outputs["r3"][0].queue_time > outputs["r0"][0].queue_time
+
+
+def test_bfloat16_model_gives_float32_logprobs(
+    model_dirs: dict[str, Path], hf_models: dict[str, Any]
+) -> None:
+    """A bf16 engine upcasts its logits: the log-softmax is float32, close to fp32's."""
+    engine = make_engine(model_dirs["qwen3"], dtype="bfloat16", block_size=4)
+    prompt = [(i * 41 + 9) % 511 + 1 for i in range(30)]
+    outputs = run_to_completion(engine, [("bf16", prompt, params(2, prompt_logprobs=3))])
+    entries = first_with_prompt_logprobs(outputs["bf16"])
+    reference = hf_prompt_logprobs(hf_models["qwen3"], prompt)
+    assert len(entries) == len(prompt) - 1
+    for i, entry in enumerate(entries):
+        assert abs(entry.logprob - float(reference[i, prompt[i + 1]])) < 0.1, i
+        assert len(entry.top_token_ids) == 3 and entry.top_logprobs == sorted(
+            entry.top_logprobs, reverse=True
+        )
