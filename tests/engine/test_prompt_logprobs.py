@@ -136,9 +136,12 @@ def test_one_prompt_token_and_refusals(model_dirs: dict[str, Path]) -> None:
         assert f"prompt_logprobs={bad}" in refused[0].error_message
 
 
-def test_preemption_does_not_resend(model_dirs: dict[str, Path], hf_models: dict[str, Any]) -> None:
-    """Requests that outgrow a tiny cache get preempted and recomputed: each sends its
-    prompt logprobs once, and they still match."""
+def test_preemption_does_not_resend(
+    model_dirs: dict[str, Path], hf_models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests that outgrow a tiny cache get preempted and recomputed, one in the middle
+    of its prefill and one after its first output: each sends its prompt logprobs once,
+    and they still match."""
     model_dir = model_dirs["qwen3"]
     engine = make_engine(
         model_dir,
@@ -146,11 +149,21 @@ def test_preemption_does_not_resend(model_dirs: dict[str, Path], hf_models: dict
         max_num_batched_tokens=8,
         kv_cache_memory_bytes=kv_bytes_per_block(model_dir, 4) * 15,  # 14 blocks
     )
+    preempted: list[tuple[int, int | None]] = []  # (outputs so far, prompt entries so far)
+    preempt = engine.scheduler._preempt
+
+    def spy(request: Any) -> None:
+        gathered = request.prompt_logprobs
+        preempted.append((request.num_output_tokens, None if gathered is None else len(gathered)))
+        preempt(request)
+
+    monkeypatch.setattr(engine.scheduler, "_preempt", spy)
     prompts = {f"r{i}": [(i * 50 + j * 7) % 511 + 1 for j in range(10 + i)] for i in range(4)}
     outputs = run_to_completion(
         engine, [(rid, prompt, params(12, prompt_logprobs=2)) for rid, prompt in prompts.items()]
     )
-    assert engine.stats().num_preemptions > 0
+    assert any(out == 0 and gathered for out, gathered in preempted), preempted
+    assert any(out > 0 and gathered is None for out, gathered in preempted), preempted
     for rid, prompt in prompts.items():
         assert_matches(first_with_prompt_logprobs(outputs[rid]), hf_models["qwen3"], prompt, 2)
         assert tokens_of(outputs[rid]) == hf_greedy(hf_models["qwen3"], prompt, 12)
