@@ -6,7 +6,8 @@ sent alone, as soon as it is made. When steps come faster than messages can be e
 and sent (the mock engine, tiny models, bursts of aborts), the output thread takes all
 the steps waiting for it and sends them as one ``EngineOutputs``: a request's outputs
 from consecutive steps become one ``EngineCoreOutput`` with all the new tokens (and
-logprobs) in order and the last step's finish. Nothing waits for a batch to fill, so no
+logprobs) in order, the last step's finish, and the first output's prompt logprobs and
+queue / prefill times. Nothing waits for a batch to fill, so no
 output is ever sent later than it would have been, and the frontend reads fewer,
 fuller messages (vLLM's frontend merges undelivered outputs the same way, on its side).
 
@@ -46,10 +47,22 @@ def _merge(into: p.EngineCoreOutput, later: p.EngineCoreOutput) -> None:
         into.error_message = later.error_message
     if later.num_cached_tokens > into.num_cached_tokens:
         into.num_cached_tokens = later.num_cached_tokens
+    # What only a request's first output carries (prompt logprobs, queue and prefill
+    # times) is kept wherever in the run it was.
+    if later.prompt_logprobs is not None and into.prompt_logprobs is None:
+        into.prompt_logprobs = later.prompt_logprobs
+    if later.queue_time is not None and into.queue_time is None:
+        into.queue_time = later.queue_time
+    if later.prefill_time is not None and into.prefill_time is None:
+        into.prefill_time = later.prefill_time
 
 
-def _message(merged: dict[str, p.EngineCoreOutput], newest: StepResult, engine_index: int,
-             utility: p.UtilityOutput | None) -> p.EngineOutputs:
+def _message(
+    merged: dict[str, p.EngineCoreOutput],
+    newest: StepResult,
+    engine_index: int,
+    utility: p.UtilityOutput | None,
+) -> p.EngineOutputs:
     return p.EngineOutputs(
         engine_index=engine_index,
         outputs=list(merged.values()),

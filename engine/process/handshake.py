@@ -55,8 +55,9 @@ def _watch_parent(parent_pid: int) -> None:
             os._exit(1)
 
 
-def _watch_frontend(sock: zmq.Socket, engine_index: int, address: str,
-                   stop: threading.Event) -> None:
+def _watch_frontend(
+    sock: zmq.Socket, engine_index: int, address: str, stop: threading.Event
+) -> None:
     """A remote engine (tcp://) is not the frontend's child: it stops when the frontend's
     connection closes (or stops answering heartbeats) after having been established."""
     sock.setsockopt(zmq.HEARTBEAT_IVL, 5000)
@@ -72,8 +73,9 @@ def _watch_frontend(sock: zmq.Socket, engine_index: int, address: str,
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 connected = True
             elif event == zmq.EVENT_DISCONNECTED and connected:
-                logger.error("engine %d: the frontend at %s went away; shutting down",
-                             engine_index, address)
+                logger.error(
+                    "engine %d: the frontend at %s went away; shutting down", engine_index, address
+                )
                 stop.set()
                 return
 
@@ -82,8 +84,9 @@ def _watch_frontend(sock: zmq.Socket, engine_index: int, address: str,
 
 def run_headless(handshake_address: str, engine_index: int) -> int:
     """Serve as engine ``engine_index`` until told to stop; returns the exit code."""
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
-                     name="vrs-parent-watch").start()
+    threading.Thread(
+        target=_watch_parent, args=(os.getppid(),), daemon=True, name="vrs-parent-watch"
+    ).start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -94,14 +97,17 @@ def run_headless(handshake_address: str, engine_index: int) -> int:
     handshake.setsockopt(zmq.IDENTITY, identity)
     handshake.setsockopt(zmq.LINGER, 2000)
     handshake.connect(handshake_address)
-    hello = p.Hello(protocol_version=p.PROTOCOL_VERSION, engine_index=engine_index,
-                    pid=os.getpid())
+    hello = p.Hello(protocol_version=p.PROTOCOL_VERSION, engine_index=engine_index, pid=os.getpid())
     handshake.send_multipart([bytes([p.HandshakeKind.HELLO]), p.encode(hello)])
 
     timeout = ready_timeout_s()
     if not handshake.poll(int(timeout * 1000)):
-        logger.error("engine %d: no INIT from %s within %.0f s (VRS_ENGINE_READY_TIMEOUT_S)",
-                     engine_index, handshake_address, timeout)
+        logger.error(
+            "engine %d: no INIT from %s within %.0f s (VRS_ENGINE_READY_TIMEOUT_S)",
+            engine_index,
+            handshake_address,
+            timeout,
+        )
         return 1
     kind, body = handshake.recv_multipart()
     if kind[0] != p.HandshakeKind.INIT:
@@ -114,8 +120,12 @@ def run_headless(handshake_address: str, engine_index: int) -> int:
         logging.getLogger("vrs").setLevel(config.log_level.upper())
         backend, ready = build_backend(config)
     except Exception as exc:  # any startup failure is reported to the launcher, then fatal
-        logger.exception("engine %d: startup failed", engine_index)
-        failed = p.Failed(engine_index=engine_index, message=f"{type(exc).__name__}: {exc}")
+        # The message says what is wrong (an unsupported model, a bad setting); the
+        # traceback is only for debugging the engine itself.
+        message = f"{type(exc).__name__}: {exc}"
+        logger.error("engine %d: startup failed: %s", engine_index, message)
+        logger.debug("engine %d: startup failure traceback", engine_index, exc_info=True)
+        failed = p.Failed(engine_index=engine_index, message=message)
         handshake.send_multipart([bytes([p.HandshakeKind.FAILED]), p.encode(failed)])
         handshake.close()
         ctx.term()
@@ -135,8 +145,12 @@ def run_headless(handshake_address: str, engine_index: int) -> int:
     ready_body = p.encode(ready)
     handshake.send_multipart([bytes([p.HandshakeKind.READY]), ready_body])
     input_socket.send_multipart([bytes([p.HandshakeKind.READY]), ready_body])
-    logger.info("engine %d ready (pid %d, %s)", engine_index, os.getpid(),
-                "mock" if ready.is_mock else ready.model_name)
+    logger.info(
+        "engine %d ready (pid %d, %s)",
+        engine_index,
+        os.getpid(),
+        "mock" if ready.is_mock else ready.model_name,
+    )
 
     core = EngineCore(backend, engine_index, input_socket, output_socket)
     code = 0

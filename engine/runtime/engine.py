@@ -2,6 +2,8 @@
 
 ``step`` = schedule, one batched forward over every scheduled token, sample the requests
 whose known tokens are all computed, then update them and return their new tokens.
+A request's first output also carries its prompt logprobs (when asked for: gathered
+chunk by chunk during its prefill) and its ``queue_time`` / ``prefill_time``.
 Bad input never kills the engine: impossible requests are refused by ``add_request``
 with the numbers, and a step that raises is rerun one request at a time so only the
 failing request ends (``finish_reason="error"``) while the others go on.
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,52 +20,24 @@ import torch
 
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
+from engine.runtime.device import resolve_device, resolve_dtype
 from engine.runtime.kv_cache import KVCacheManager, cdiv
-from engine.runtime.loader import ModelLoadError, read_config, read_eos_token_ids
-from engine.runtime.model_runner import ModelRunner, kv_cache_bytes_per_block
+from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
+from engine.runtime.model_runner import ModelRunner, RunOutput, kv_cache_bytes_per_block
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.prompt_logprobs import ROWS_PER_SLICE
 from engine.runtime.request import Request
-from engine.runtime.sampler import MAX_LOGPROBS, Sampler
+from engine.runtime.sampler import Sampler
 from engine.runtime.scheduler import Scheduler
+from engine.runtime.validation import request_error
 
 logger = logging.getLogger("vrs.engine")
 
 CPU_DEFAULT_KV_BYTES = 1 << 30
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SampleResult = tuple[Request, int, p.TokenLogprobs | None]
 _Failure = tuple[Request, str]  # a request and why it failed
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("invalid engine config: device='cuda' but no CUDA device is available")
-    return torch.device(name)
-
-
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return _DTYPES[name]
-
-
-def resolve_model_dir(model: str) -> Path:
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path.resolve()
-    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
-    if looks_like_hub_id and not path.exists():
-        try:  # a hub id: only what is already in the local cache, never a download
-            from huggingface_hub import snapshot_download
-
-            return Path(snapshot_download(model, local_files_only=True))
-        except Exception as exc:
-            raise ModelLoadError(
-                f"model {model!r} is neither a directory nor in the local Hugging Face cache"
-            ) from exc
-    raise ModelLoadError(f"model directory {model!r} does not exist")
+_PromptLogprobs = list[tuple[Request, list[p.TokenLogprobs]]]
 
 
 class ModelEngine:
@@ -112,14 +85,19 @@ class ModelEngine:
             )
         max_model_len = config.max_model_len or model_limit
         logger.info(
-            "loading %s (%s) on %s as %s", model_dir, decoder_config.architecture, device,
+            "loading %s (%s) on %s as %s",
+            model_dir,
+            decoder_config.architecture,
+            device,
             str(dtype).removeprefix("torch."),
         )
         start = time.perf_counter()
         model = load_model(model_dir, hf_config, dtype, device, max_model_len)
         logger.info(
             "model loaded in %.1fs (matmuls: %s, torch threads: %d)",
-            time.perf_counter() - start, model.linear_backend, torch.get_num_threads(),
+            time.perf_counter() - start,
+            model.linear_backend,
+            torch.get_num_threads(),
         )
 
         bytes_per_block = kv_cache_bytes_per_block(model, config.block_size)
@@ -140,12 +118,16 @@ class ModelEngine:
                 )
             logger.warning(
                 "max_model_len lowered from %d to %d: the KV cache holds %d tokens",
-                max_model_len, capacity, capacity,
+                max_model_len,
+                capacity,
+                capacity,
             )
             max_model_len = capacity
         logger.info(
             "KV cache: %d blocks of %d tokens (%d tokens), %.1f MiB",
-            num_blocks, config.block_size, capacity,
+            num_blocks,
+            config.block_size,
+            capacity,
             (num_blocks + 1) * bytes_per_block / 2**20,
         )
         eos = read_eos_token_ids(model_dir, hf_config)
@@ -154,8 +136,11 @@ class ModelEngine:
 
     @staticmethod
     def _kv_budget(
-        config: EngineConfig, model: DecoderModel, device: torch.device,
-        bytes_per_block: int, max_model_len: int,
+        config: EngineConfig,
+        model: DecoderModel,
+        device: torch.device,
+        bytes_per_block: int,
+        max_model_len: int,
     ) -> int:
         if config.kv_cache_memory_bytes is not None:
             return config.kv_cache_memory_bytes
@@ -179,6 +164,8 @@ class ModelEngine:
         activations = torch.cuda.max_memory_allocated(device) - torch.cuda.memory_allocated(device)
         # The sampler's float32 logits and probabilities for a full batch of sequences.
         activations += 2 * 4 * config.max_num_seqs * model.config.vocab_size
+        # Prompt logprobs: float32 logits, log-softmax and comparisons of one slice of rows.
+        activations += 3 * 4 * ROWS_PER_SLICE * model.config.vocab_size
         del runner
         torch.cuda.empty_cache()
         budget = int(total * config.gpu_memory_utilization) - used_before - activations
@@ -200,48 +187,11 @@ class ModelEngine:
 
     def validate_request(self, request: p.EngineCoreRequest) -> str | None:
         """Why ``request`` can never be served, or None."""
-        sp = request.sampling_params
-        prompt = request.prompt_token_ids
         if request.request_id in self.scheduler.requests:
             return f"request id {request.request_id!r} is already in use"
-        if not prompt:
-            return "the prompt is empty"
-        low, high = min(prompt), max(prompt)
-        if low < 0 or high >= self.vocab_size:
-            bad = low if low < 0 else high
-            return f"prompt token id {bad} is out of range 0..{self.vocab_size - 1}"
-        checks = (
-            (sp.max_tokens >= 1, "max_tokens", sp.max_tokens, ">= 1"),
-            (0 <= sp.min_tokens <= sp.max_tokens, "min_tokens", sp.min_tokens,
-             f"0..max_tokens ({sp.max_tokens})"),
-            (sp.temperature >= 0.0, "temperature", sp.temperature, ">= 0"),
-            (0.0 < sp.top_p <= 1.0, "top_p", sp.top_p, "(0, 1]"),
-            (sp.top_k >= 0, "top_k", sp.top_k, ">= 0 (0 = off)"),
-            (0.0 <= sp.min_p <= 1.0, "min_p", sp.min_p, "[0, 1]"),
-            (sp.repetition_penalty > 0.0, "repetition_penalty", sp.repetition_penalty, "> 0"),
-            (-2.0 <= sp.presence_penalty <= 2.0, "presence_penalty", sp.presence_penalty,
-             "[-2, 2]"),
-            (-2.0 <= sp.frequency_penalty <= 2.0, "frequency_penalty", sp.frequency_penalty,
-             "[-2, 2]"),
-            (sp.logprobs is None or 0 <= sp.logprobs <= MAX_LOGPROBS, "logprobs", sp.logprobs,
-             f"0..{MAX_LOGPROBS}"),
+        return request_error(
+            request, self.vocab_size, self.max_model_len, self.block_size, self.num_blocks
         )
-        for ok, name, value, allowed in checks:
-            if not ok:
-                return f"{name}={value!r} is out of range; allowed: {allowed}"
-        total = len(prompt) + sp.max_tokens
-        if total > self.max_model_len:
-            return (
-                f"prompt ({len(prompt)} tokens) + max_tokens ({sp.max_tokens}) = {total} "
-                f"exceeds max_model_len ({self.max_model_len})"
-            )
-        blocks = cdiv(total - 1, self.block_size)
-        if blocks > self.num_blocks:
-            return (
-                f"prompt ({len(prompt)} tokens) + max_tokens ({sp.max_tokens}) needs {blocks} "
-                f"KV blocks of {self.block_size} tokens but the whole cache has {self.num_blocks}"
-            )
-        return None
 
     def add_request(self, request: p.EngineCoreRequest) -> list[p.EngineCoreOutput]:
         error = self.validate_request(request)
@@ -264,9 +214,14 @@ class ModelEngine:
             if req is None:
                 continue
             self.scheduler.finish_request(req, p.FinishReason.ABORT.value)
-            outputs.append(p.EngineCoreOutput(
-                request_id, [], p.FinishReason.ABORT.value, num_cached_tokens=req.num_cached_tokens
-            ))
+            outputs.append(
+                p.EngineCoreOutput(
+                    request_id,
+                    [],
+                    p.FinishReason.ABORT.value,
+                    num_cached_tokens=req.num_cached_tokens,
+                )
+            )
         return outputs
 
     def has_unfinished_requests(self) -> bool:
@@ -280,42 +235,53 @@ class ModelEngine:
             sched = self.scheduler.schedule()
             if not sched.requests:
                 return []
-            results, failed = self._run_and_sample(sched.requests, sched.num_new_tokens)
-            return self._update(sched.requests, sched.num_new_tokens, results, failed)
+            results, prompt, failed = self._run_and_sample(sched.requests, sched.num_new_tokens)
+            return self._update(sched.requests, sched.num_new_tokens, results, prompt, failed)
 
-    def _run_and_sample(self, requests: list[Request], num_new: list[int]
-                        ) -> tuple[list[_SampleResult], list[_Failure]]:
+    def _run_and_sample(
+        self, requests: list[Request], num_new: list[int]
+    ) -> tuple[list[_SampleResult], _PromptLogprobs, list[_Failure]]:
         """Run and sample the batch; if that raises, isolate the culprit: rerun one request
         at a time, so only the failing request ends (the others' results are kept)."""
         failed: list[_Failure] = []
         try:
-            return self._sample(*self._run(requests, num_new)), failed
+            run = self._run(requests, num_new)
+            return self._sample(run), run.prompt_logprobs, failed
         except Exception as exc:
             logger.warning("step failed (%s); retrying requests one by one", exc)
         results: list[_SampleResult] = []
+        prompt: _PromptLogprobs = []
         for req, n in zip(requests, num_new, strict=True):
             try:
-                results.extend(self._sample(*self._run([req], [n])))
+                run = self._run([req], [n])
+                results.extend(self._sample(run))
+                prompt.extend(run.prompt_logprobs)
             except Exception as one_exc:
                 logger.exception("request %s failed", req.request_id)
                 failed.append((req, f"{type(one_exc).__name__}: {one_exc}"))
-        return results, failed
+        return results, prompt, failed
 
-    def _run(self, requests: list[Request], num_new: list[int]
-             ) -> tuple[torch.Tensor | None, list[Request]]:
+    def _run(self, requests: list[Request], num_new: list[int]) -> RunOutput:
         """One batched forward over every scheduled token: the logits of the requests whose
-        known tokens are now all computed (``due``; None when there are none)."""
+        known tokens are now all computed (the ``due`` ones), and prompt logprobs."""
         return self.runner.execute(requests, num_new)
 
-    def _sample(self, logits: torch.Tensor | None, due: list[Request]) -> list[_SampleResult]:
+    def _sample(self, run: RunOutput) -> list[_SampleResult]:
         """Each due request's next token (and its logprobs when asked)."""
-        if logits is None:
+        if run.logits is None:
             return []
-        sampled = self.sampler(logits, due)
+        due = run.sample_requests
+        sampled = self.sampler(run.logits, due)
         return list(zip(due, sampled.token_ids, sampled.logprobs, strict=True))
 
-    def _update(self, requests: list[Request], num_new: list[int],
-                results: list[_SampleResult], failed: list[_Failure]) -> list[p.EngineCoreOutput]:
+    def _update(
+        self,
+        requests: list[Request],
+        num_new: list[int],
+        results: list[_SampleResult],
+        prompt: _PromptLogprobs,
+        failed: list[_Failure],
+    ) -> list[p.EngineCoreOutput]:
         """Advance the requests past this step's tokens, append the sampled tokens, finish
         those that are done or failed; returns the step's outputs."""
         outputs: list[p.EngineCoreOutput] = []
@@ -325,22 +291,29 @@ class ModelEngine:
             if id(req) not in failed_ids:
                 req.num_computed_tokens += n
                 kv.cache_full_blocks(req)
+        for req, entries in prompt:
+            if id(req) not in failed_ids and req.prompt_logprobs is not None:
+                req.prompt_logprobs.extend(entries)
         finished: list[Request] = []
         max_len = self.max_model_len
         for req, token, logprobs in results:
+            first = req.num_output_tokens == 0
             try:
                 done = req.append_token(token, max_len)
             except Exception as exc:
                 failed.append((req, f"{type(exc).__name__}: {exc}"))
                 continue
-            outputs.append(p.EngineCoreOutput(
+            out = p.EngineCoreOutput(
                 req.request_id,
                 [token],
                 req.finish_reason if done else None,
                 req.stop_token_id if done else None,
                 None if logprobs is None else [logprobs],
                 req.num_cached_tokens,
-            ))
+            )
+            if first:
+                _first_output(req, out)
+            outputs.append(out)
             if done:
                 finished.append(req)
         self.scheduler.finish_requests(finished)
@@ -377,11 +350,14 @@ class ModelEngine:
         if method == "get_model_info":
             cfg = self.model.config
             return {
-                "model_name": self.model_name, "architecture": cfg.architecture,
+                "model_name": self.model_name,
+                "architecture": cfg.architecture,
                 "device": str(self.model.device),
                 "dtype": str(self.model.dtype).removeprefix("torch."),
-                "max_model_len": self.max_model_len, "num_kv_blocks": self.num_blocks,
-                "block_size": self.block_size, "vocab_size": self.vocab_size,
+                "max_model_len": self.max_model_len,
+                "num_kv_blocks": self.num_blocks,
+                "block_size": self.block_size,
+                "vocab_size": self.vocab_size,
             }
         raise ValueError(
             f"unknown utility method {method!r}; known: ping, get_stats, reset_prefix_cache, "
@@ -389,8 +365,23 @@ class ModelEngine:
         )
 
 
+def _first_output(req: Request, out: p.EngineCoreOutput) -> None:
+    """What only a request's first output carries: its prompt logprobs (sent once, then
+    dropped: a recompute after preemption does not make them again) and its timings."""
+    if req.prompt_logprobs is not None:
+        out.prompt_logprobs = req.prompt_logprobs
+        req.prompt_logprobs = None
+    now = time.monotonic()
+    scheduled = req.scheduled_at if req.scheduled_at is not None else now
+    out.queue_time = max(scheduled - req.received_at, 0.0)
+    out.prefill_time = max(now - scheduled, 0.0)
+
+
 def _error_output(request_id: str, message: str, num_cached: int = 0) -> p.EngineCoreOutput:
     return p.EngineCoreOutput(
-        request_id, [], p.FinishReason.ERROR.value, error_message=message,
+        request_id,
+        [],
+        p.FinishReason.ERROR.value,
+        error_message=message,
         num_cached_tokens=num_cached,
     )

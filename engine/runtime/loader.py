@@ -93,6 +93,27 @@ def iter_weights(
         loaded_bytes += path.stat().st_size
         logger.info(
             "loading weights: shard %d/%d %s (%.1f/%.1f MiB, %.1fs)",
-            index, len(files), path.name, loaded_bytes / 2**20, total_bytes / 2**20,
+            index,
+            len(files),
+            path.name,
+            loaded_bytes / 2**20,
+            total_bytes / 2**20,
             time.perf_counter() - start,
         )
+
+
+def resolve_model_dir(model: str) -> Path:
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    looks_like_hub_id = model.count("/") == 1 and not model.startswith((".", "/", "~"))
+    if looks_like_hub_id and not path.exists():
+        try:  # a hub id: only what is already in the local cache, never a download
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(model, local_files_only=True))
+        except Exception as exc:
+            raise ModelLoadError(
+                f"model {model!r} is neither a directory nor in the local Hugging Face cache"
+            ) from exc
+    raise ModelLoadError(f"model directory {model!r} does not exist")

@@ -4,6 +4,10 @@ Owns the KV cache: one tensor per layer, ``num_blocks + 1`` blocks of K and V (t
 last is the scratch block that padding points at). Per step it builds, without a
 per-token Python loop: the flat token ids and positions, the slot of every token
 (``block_id * block_size + offset``), padded block tables and the attention masks.
+
+Logits are made for the last position of each request due to sample and, for a request
+that asked for prompt logprobs, for every prompt position of its chunk as well (see
+engine/runtime/prompt_logprobs.py); the other requests pay nothing for that.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine import protocol as p
 from engine.runtime.attention import AttentionMetadata
 from engine.runtime.kv_cache import cdiv
 from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.prompt_logprobs import PromptSpan, compute_prompt_logprobs
 from engine.runtime.request import Request
 
 
@@ -26,6 +32,18 @@ class ModelInput:
     meta: AttentionMetadata
     logits_index: torch.Tensor  # rows of the hidden states to turn into logits
     sample_requests: list[Request]  # one per logits row, in order
+    prompt_index: torch.Tensor | None  # rows of the prompt positions needing logprobs
+    prompt_spans: list[PromptSpan]  # whose positions those rows are, in order
+
+
+@dataclass
+class RunOutput:
+    """One step's results: the logits to sample from (None when no request is due), the
+    requests due, one per logits row, and the prompt logprobs this step computed."""
+
+    logits: torch.Tensor | None
+    sample_requests: list[Request]
+    prompt_logprobs: list[tuple[Request, list[p.TokenLogprobs]]]
 
 
 def kv_cache_bytes_per_block(model: DecoderModel, block_size: int) -> int:
@@ -44,8 +62,7 @@ class ModelRunner:
         cfg = model.config
         shape = (num_blocks + 1, block_size, 2, cfg.num_kv_heads, cfg.head_dim)
         self.kv_caches: list[torch.Tensor] = [
-            torch.zeros(shape, dtype=model.dtype, device=self.device)
-            for _ in range(cfg.num_layers)
+            torch.zeros(shape, dtype=model.dtype, device=self.device) for _ in range(cfg.num_layers)
         ]
 
     # ------------------------------------------------------------------ inputs
@@ -66,6 +83,8 @@ class ModelRunner:
         slots: list[int] = []
         logits_rows: list[int] = []
         sample_requests: list[Request] = []
+        prompt_rows: list[int] = []
+        prompt_spans: list[PromptSpan] = []
 
         # Single-token queries (decodes): tiny per-request work, plain lists.
         n_single = len(singles)
@@ -79,6 +98,8 @@ class ModelRunner:
                 positions.append(pos)
                 slots.append(request.block_ids[pos // bs] * bs + pos % bs)
                 ctx_lens.append(pos + 1)
+                if request.needs_prompt_logprobs and _prompt_span(request, pos, 1, prompt_spans):
+                    prompt_rows.append(row)
                 if pos + 1 == request.num_tokens:
                     logits_rows.append(row)
                     sample_requests.append(request)
@@ -110,9 +131,13 @@ class ModelRunner:
                 start = request.num_computed_tokens
                 pos = np.arange(start, start + n, dtype=np.int64)
                 blocks = np.asarray(request.block_ids, dtype=np.int64)
-                chunk_ids.append(np.asarray(request.token_ids[start:start + n], dtype=np.int64))
+                chunk_ids.append(np.asarray(request.token_ids[start : start + n], dtype=np.int64))
                 chunk_pos.append(pos)
                 chunk_slots.append(blocks[pos // bs] * bs + pos % bs)
+                if request.needs_prompt_logprobs and _prompt_span(request, start, n, prompt_spans):
+                    span = prompt_spans[-1]
+                    first_row = offset + span.first - start
+                    prompt_rows.extend(range(first_row, first_row + span.count))
                 if start + n == request.num_tokens:
                     logits_rows.append(offset + n - 1)
                     sample_requests.append(request)
@@ -173,17 +198,39 @@ class ModelRunner:
             meta=meta,
             logits_index=to_dev(torch.tensor(logits_rows, dtype=torch.long)),
             sample_requests=sample_requests,
+            prompt_index=(
+                to_dev(torch.tensor(prompt_rows, dtype=torch.long)) if prompt_rows else None
+            ),
+            prompt_spans=prompt_spans,
         )
 
     # ------------------------------------------------------------------ run
 
-    def execute(
-        self, requests: list[Request], num_new_tokens: list[int]
-    ) -> tuple[torch.Tensor | None, list[Request]]:
-        """Run one step; returns ``(logits [n, vocab] or None, requests due to sample)``."""
+    def execute(self, requests: list[Request], num_new_tokens: list[int]) -> RunOutput:
+        """Run one step: the logits ``[n, vocab]`` of the requests due to sample (None
+        when there are none), and the prompt logprobs of the scheduled prompt positions."""
         inputs = self.prepare(requests, num_new_tokens)
-        hidden = self.model.forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
+        model = self.model
+        hidden = model.forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
+        prompt: list[tuple[Request, list[p.TokenLogprobs]]] = []
+        if inputs.prompt_index is not None:
+            prompt = compute_prompt_logprobs(
+                model.compute_logits,
+                hidden.index_select(0, inputs.prompt_index),
+                inputs.prompt_spans,
+            )
         if not inputs.sample_requests:
-            return None, []
-        logits = self.model.compute_logits(hidden.index_select(0, inputs.logits_index))
-        return logits, inputs.sample_requests
+            return RunOutput(None, [], prompt)
+        logits = model.compute_logits(hidden.index_select(0, inputs.logits_index))
+        return RunOutput(logits, inputs.sample_requests, prompt)
+
+
+def _prompt_span(request: Request, start: int, n: int, spans: list[PromptSpan]) -> bool:
+    """Append the span of positions ``start..start+n`` that still need prompt logprobs
+    (those after the ones already gathered, before the last prompt token); True if any."""
+    first = max(start, len(request.prompt_logprobs or ()))
+    end = min(start + n, request.num_prompt_tokens - 1)
+    if end <= first:
+        return False
+    spans.append(PromptSpan(request, first, end - first))
+    return True

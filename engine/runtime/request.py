@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time
 
 import torch
 
@@ -45,6 +46,9 @@ class Request:
         "finish_reason",
         "stop_token_id",
         "first_scheduled",
+        "received_at",
+        "scheduled_at",
+        "prompt_logprobs",
     )
 
     def __init__(
@@ -78,6 +82,14 @@ class Request:
         self.finish_reason: str | None = None
         self.stop_token_id: int | None = None
         self.first_scheduled = False
+        # Monotonic clock: when the engine got the request, and first scheduled it.
+        self.received_at = time.monotonic()
+        self.scheduled_at: float | None = None
+        # Prompt logprobs gathered so far (prefill chunk by chunk); None when not asked
+        # for, and again once they went out with the first output.
+        self.prompt_logprobs: list[p.TokenLogprobs] | None = (
+            [] if params.prompt_logprobs is not None else None
+        )
 
     # ------------------------------------------------------------------ views
 
@@ -91,7 +103,7 @@ class Request:
 
     @property
     def output_token_ids(self) -> list[int]:
-        return self.token_ids[self.num_prompt_tokens:]
+        return self.token_ids[self.num_prompt_tokens :]
 
     @property
     def is_greedy(self) -> bool:
@@ -107,6 +119,19 @@ class Request:
         return self.num_output_tokens < self.params.min_tokens and bool(
             self.eos_token_ids or self.stop_ids
         )
+
+    @property
+    def needs_prompt_logprobs(self) -> bool:
+        """True while some prompt position still lacks its logprobs: such a request
+        computes its whole prompt (no prefix-cache hits), as in vLLM."""
+        plp = self.prompt_logprobs
+        return plp is not None and len(plp) < self.num_prompt_tokens - 1
+
+    @property
+    def has_logits_processors(self) -> bool:
+        """True when logit_bias, allowed_token_ids or bad_words_token_ids are set."""
+        sp = self.params
+        return bool(sp.logit_bias or sp.bad_words_token_ids) or sp.allowed_token_ids is not None
 
     @property
     def has_penalties(self) -> bool:

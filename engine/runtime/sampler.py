@@ -1,6 +1,8 @@
 """Batched sampling over per-request parameters.
 
-Order, as in vLLM: logprobs are taken from the raw logits; then penalties
+Order, as in vLLM: logprobs are taken from the raw logits; then the per-request logits
+processors (``allowed_token_ids``, ``logit_bias``, ``bad_words_token_ids``: see
+engine/runtime/logits_processors.py, only for the rows that set them), penalties
 (repetition over prompt and output, presence and frequency over the output), the
 ``min_tokens`` mask on EOS / stop tokens, greedy argmax for temperature 0, and for the
 rest temperature, top-k, top-p, min-p and a draw.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from engine import protocol as p
+from engine.runtime.logits_processors import apply_logits_processors
 from engine.runtime.request import Request
 
 MAX_LOGPROBS = 20
@@ -38,8 +41,11 @@ class Sampler:
 
     def __call__(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
         fast = all(
-            r.is_greedy and r.params.logprobs is None and not r.has_penalties
+            r.is_greedy
+            and r.params.logprobs is None
+            and not r.has_penalties
             and not r.needs_min_tokens_mask
+            and not r.has_logits_processors
             for r in requests
         )
         if fast:
@@ -51,17 +57,17 @@ class Sampler:
     def _sample(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
         n = len(requests)
         want_logprobs = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
-        raw_logprobs = (
-            torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
-        )
+        raw_logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
+        processed = [i for i, r in enumerate(requests) if r.has_logits_processors]
         penalized = [i for i, r in enumerate(requests) if r.has_penalties]
-        if penalized:
-            logits = logits.clone()
-            self._apply_penalties(logits, requests, penalized)
         masked = [i for i, r in enumerate(requests) if r.needs_min_tokens_mask]
+        if processed or penalized or masked:
+            logits = logits.clone()
+        if processed:
+            apply_logits_processors(logits, requests, processed)
+        if penalized:
+            self._apply_penalties(logits, requests, penalized)
         if masked:
-            if not penalized:
-                logits = logits.clone()
             for i in masked:
                 r = requests[i]
                 banned = [t for t in r.eos_token_ids | r.stop_ids if 0 <= t < logits.shape[1]]
@@ -94,7 +100,7 @@ class Sampler:
         out_ids = torch.full((len(rows), width), vocab, dtype=torch.long)
         for j, o in enumerate(outputs):
             if o:
-                out_ids[j, :len(o)] = torch.tensor(o, dtype=torch.long)
+                out_ids[j, : len(o)] = torch.tensor(o, dtype=torch.long)
         out_ids = out_ids.to(dev)
         counts = torch.zeros(len(rows), vocab + 1, device=dev)
         counts.scatter_add_(1, out_ids, torch.ones_like(out_ids, dtype=counts.dtype))
@@ -102,12 +108,12 @@ class Sampler:
         params = [requests[i].params for i in rows]
         rep = torch.tensor([sp.repetition_penalty for sp in params], device=dev)[:, None]
         if bool((rep != 1.0).any()):
-            prompts = [requests[i].token_ids[:requests[i].num_prompt_tokens] for i in rows]
+            prompts = [requests[i].token_ids[: requests[i].num_prompt_tokens] for i in rows]
             seen = counts > 0
             pw = max(len(pr) for pr in prompts)
             prompt_ids = torch.full((len(rows), pw), vocab, dtype=torch.long)
             for j, pr in enumerate(prompts):
-                prompt_ids[j, :len(pr)] = torch.tensor(pr, dtype=torch.long)
+                prompt_ids[j, : len(pr)] = torch.tensor(pr, dtype=torch.long)
             in_prompt = torch.zeros(len(rows), vocab + 1, dtype=torch.bool, device=dev)
             in_prompt.scatter_(1, prompt_ids.to(dev), True)
             seen |= in_prompt[:, :vocab]
@@ -162,6 +168,9 @@ class Sampler:
         else:
             top_ids, top_vals = [], []
         return p.TokenLogprobs(
-            token_id=token_id, logprob=float(value.item()), rank=rank,
-            top_token_ids=top_ids, top_logprobs=top_vals,
+            token_id=token_id,
+            logprob=float(value.item()),
+            rank=rank,
+            top_token_ids=top_ids,
+            top_logprobs=top_vals,
         )

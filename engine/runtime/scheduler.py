@@ -6,11 +6,13 @@ waiting ones (new or preempted) while there are sequence slots, budget and block
 prompt longer than the remaining budget is chunked across steps. When a running
 request needs a block and none is free, the newest running request is preempted: its
 blocks are freed and it goes back to the front of the queue, to be recomputed (its
-prefix-cached blocks usually survive and make that cheap).
+prefix-cached blocks usually survive and make that cheap). A request that still needs
+prompt logprobs takes no prefix-cache hits: it computes every prompt position (as vLLM).
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -129,16 +131,20 @@ class Scheduler:
         waiting = self.waiting
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             request = waiting[0]
-            cached = kv.find_cached_prefix(request)
+            # Prompt logprobs need the logits of every prompt position: no cache hits.
+            recompute = request.needs_prompt_logprobs
+            cached = [] if recompute else kv.find_cached_prefix(request)
             num_cached_tokens = len(cached) * kv.block_size
             num_new = min(request.num_tokens - num_cached_tokens, budget)
             if not kv.allocate_slots(request, num_new, cached):
                 break
             waiting.popleft()
-            kv.record_lookup(request.num_tokens, num_cached_tokens)
+            if not recompute:
+                kv.record_lookup(request.num_tokens, num_cached_tokens)
             request.num_computed_tokens = num_cached_tokens
             if not request.first_scheduled:
                 request.first_scheduled = True
+                request.scheduled_at = time.monotonic()
                 request.num_cached_tokens = num_cached_tokens
             request.status = RequestStatus.RUNNING
             running.append(request)

@@ -19,8 +19,12 @@ def _lp(token: int) -> p.TokenLogprobs:
     return p.TokenLogprobs(token, -0.5, 1, [token], [-0.5])
 
 
-def _step(outputs: list[p.EngineCoreOutput], running: int, at: float,
-          utility: p.UtilityOutput | None = None) -> StepResult:
+def _step(
+    outputs: list[p.EngineCoreOutput],
+    running: int,
+    at: float,
+    utility: p.UtilityOutput | None = None,
+) -> StepResult:
     return StepResult(outputs, p.SchedulerStats(num_running=running), at, utility)
 
 
@@ -35,10 +39,19 @@ def test_one_step_is_one_message_unchanged() -> None:
 
 def test_a_requests_steps_merge_in_order_with_the_last_finish() -> None:
     steps = [
-        _step([p.EngineCoreOutput("a", [1], new_logprobs=[_lp(1)]),
-               p.EngineCoreOutput("b", [7])], 2, 1.0),
-        _step([p.EngineCoreOutput("a", [2], new_logprobs=[_lp(2)]),
-               p.EngineCoreOutput("b", [8], "stop", 8)], 2, 2.0),
+        _step(
+            [p.EngineCoreOutput("a", [1], new_logprobs=[_lp(1)]), p.EngineCoreOutput("b", [7])],
+            2,
+            1.0,
+        ),
+        _step(
+            [
+                p.EngineCoreOutput("a", [2], new_logprobs=[_lp(2)]),
+                p.EngineCoreOutput("b", [8], "stop", 8),
+            ],
+            2,
+            2.0,
+        ),
         _step([p.EngineCoreOutput("a", [3], "length", new_logprobs=[_lp(3)])], 1, 3.0),
     ]
     [message] = coalesce(steps, engine_index=0)
@@ -50,11 +63,31 @@ def test_a_requests_steps_merge_in_order_with_the_last_finish() -> None:
     assert message.timestamp == 3.0 and message.scheduler_stats.num_running == 1
 
 
+def test_the_first_outputs_prompt_logprobs_and_timings_survive_merging() -> None:
+    prompt = [p.TokenLogprobs(9, -1.25, 3, [4], [-0.5])]
+    first = p.EngineCoreOutput("a", [1], prompt_logprobs=prompt, queue_time=0.25, prefill_time=0.5)
+    steps = [
+        _step([first], 1, 1.0),
+        _step([p.EngineCoreOutput("a", [2])], 1, 2.0),
+        _step([p.EngineCoreOutput("a", [3], "length")], 0, 3.0),
+    ]
+    [message] = coalesce(steps, engine_index=0)
+    [a] = message.outputs
+    assert a.new_token_ids == [1, 2, 3] and a.finish_reason == "length"
+    assert a.prompt_logprobs == prompt and (a.queue_time, a.prefill_time) == (0.25, 0.5)
+
+
 def test_an_error_or_abort_after_tokens_keeps_the_tokens() -> None:
     steps = [
         _step([p.EngineCoreOutput("a", [1]), p.EngineCoreOutput("b", [4])], 2, 1.0),
-        _step([p.EngineCoreOutput("a", [], "error", error_message="boom"),
-               p.EngineCoreOutput("b", [], "abort", num_cached_tokens=16)], 0, 2.0),
+        _step(
+            [
+                p.EngineCoreOutput("a", [], "error", error_message="boom"),
+                p.EngineCoreOutput("b", [], "abort", num_cached_tokens=16),
+            ],
+            0,
+            2.0,
+        ),
     ]
     [message] = coalesce(steps, engine_index=0)
     a, b = message.outputs
@@ -128,9 +161,12 @@ def test_every_token_arrives_in_order_through_the_real_loop(tmp_path: Path) -> N
     output thread merged, each request's tokens are exactly what the mock makes alone."""
     model = MockEngine("m", vocab_size=5000, eos_token_ids=[2], max_model_len=4096, seed=7)
     requests = [
-        p.EngineCoreRequest(f"r{i}", [11] * (i + 1),
-                            p.SamplingParams(max_tokens=20 + i, seed=i, ignore_eos=True),
-                            time.time())
+        p.EngineCoreRequest(
+            f"r{i}",
+            [11] * (i + 1),
+            p.SamplingParams(max_tokens=20 + i, seed=i, ignore_eos=True),
+            time.time(),
+        )
         for i in range(48)
     ]
     expected: dict[str, list[int]] = {}
