@@ -144,7 +144,8 @@ def test_lm_eval_multiple_choice_and_generation(real_server: Server, demo_model:
     assert len(scored) == len(QUESTIONS)
     compared = 0
     for sample in scored:
-        for argument, response in zip(sample["arguments"], sample["resps"], strict=True):
+        arguments = [sample["arguments"][f"gen_args_{i}"] for i in range(len(sample["resps"]))]
+        for argument, response in zip(arguments, sample["resps"], strict=True):
             context, continuation = argument["arg_0"], argument["arg_1"]
             got = float(response[0][0])
             expected = loglikelihood(reference, tokenizer, context, continuation)
