@@ -105,7 +105,11 @@ async fn chat_render_is_what_the_engine_would_receive() {
             "presence_penalty",
             "frequency_penalty",
             "repetition_penalty",
-            "logprobs"
+            "logprobs",
+            "prompt_logprobs",
+            "logit_bias",
+            "allowed_token_ids",
+            "bad_words_token_ids"
         ]
     );
 }
