@@ -106,6 +106,9 @@ MaxRequestBody = Annotated[str, typer.Option(
 MaxConcurrentRequests = Annotated[int | None, typer.Option(
     min=1, help="Generation requests in flight at most; more get 429 with Retry-After. "
                 "Default: no limit.")]
+MaxBatchPrompts = Annotated[int, typer.Option(
+    min=1, help="Most prompts in one /v1/completions request (a list of prompts); more get "
+                "400.")]
 RequestTimeout = Annotated[float | None, typer.Option(
     min=0.001, help="Seconds a generation request may take; then it is aborted (504, or an "
                     "error event when streaming). Default: no limit.")]

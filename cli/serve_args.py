@@ -47,6 +47,7 @@ class ServeOptions:
     max_request_body: int = 32 * 1024 * 1024
     max_concurrent_requests: int | None = None
     request_timeout: float | None = None
+    max_batch_prompts: int = 256
     tool_call_parser: str = "auto"
     reasoning_parser: str | None = None
     data_parallel_size: int = 1
@@ -204,6 +205,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "max_request_body": options.max_request_body,
         "max_concurrent_requests": options.max_concurrent_requests,
         "request_timeout": options.request_timeout,
+        "max_batch_prompts": options.max_batch_prompts,
         "tool_call_parser": options.tool_call_parser,
         "reasoning_parser": options.reasoning_parser,
         "data_parallel_size": options.data_parallel_size,

@@ -71,6 +71,7 @@ _vrs() {
         --max-request-body) return ;;
         --max-concurrent-requests) return ;;
         --request-timeout) return ;;
+        --max-batch-prompts) return ;;
         --tool-call-parser) return ;;
         --reasoning-parser) return ;;
         --data-parallel-size) return ;;
@@ -79,7 +80,7 @@ _vrs() {
         --data-parallel-rpc-port) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --max-batch-prompts --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -120,6 +121,7 @@ _vrs() {
         --max-request-body) return ;;
         --max-concurrent-requests) return ;;
         --request-timeout) return ;;
+        --max-batch-prompts) return ;;
         --tool-call-parser) return ;;
         --reasoning-parser) return ;;
         --data-parallel-size) return ;;
@@ -130,7 +132,7 @@ _vrs() {
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --request-timeout --max-batch-prompts --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

@@ -41,6 +41,7 @@ def frontend(
     max_request_body: o.MaxRequestBody = "32MiB",
     max_concurrent_requests: o.MaxConcurrentRequests = None,
     request_timeout: o.RequestTimeout = None,
+    max_batch_prompts: o.MaxBatchPrompts = 256,
     tool_call_parser: o.ToolCallParser = "auto",
     reasoning_parser: o.ReasoningParser = None,
     data_parallel_size: o.DataParallelSize = 1,
