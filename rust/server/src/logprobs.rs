@@ -279,6 +279,61 @@ impl TokenTexts {
 mod tests {
     use super::*;
 
+    fn texts() -> TokenTexts {
+        let dir = crate::testutil::tiny_model_dir();
+        TokenTexts::new(crate::text::load_text(dir.path(), None).unwrap().0)
+    }
+
+    fn entry(token_id: u32, logprob: f64, rank: u32, top: &[(u32, f64)]) -> TokenLogprobs {
+        TokenLogprobs {
+            token_id,
+            logprob,
+            rank,
+            top_token_ids: top.iter().map(|t| t.0).collect(),
+            top_logprobs: top.iter().map(|t| t.1).collect(),
+        }
+    }
+
+    #[test]
+    fn prompt_logprobs_put_the_actual_token_first_once() {
+        let texts = texts();
+        // "hello world foo": world is the top token at its position, foo second.
+        let entries = [
+            entry(4, -0.1, 1, &[(4, -0.1), (5, -2.0)]),
+            entry(5, f64::NEG_INFINITY, 2, &[(6, -0.3), (5, -1e5), (7, -9.0)]),
+        ];
+        let out = texts.prompt(3, &entries, 2);
+        let json = serde_json::to_string(&out).unwrap();
+        assert_eq!(
+            json,
+            concat!(
+                r#"[null,{"4":{"logprob":-0.1,"rank":1,"decoded_token":"world"},"#,
+                r#""5":{"logprob":-2.0,"rank":2,"decoded_token":"foo"}},"#,
+                r#"{"5":{"logprob":-9999.0,"rank":2,"decoded_token":"foo"},"#,
+                r#""6":{"logprob":-0.3,"rank":1,"decoded_token":"bar"}}]"#
+            )
+        );
+        assert_eq!(texts.prompt(1, &[], 3), vec![None]);
+        assert!(texts.prompt(0, &[], 3).is_empty());
+    }
+
+    #[test]
+    fn echo_logprobs_start_with_null_and_count_offsets() {
+        let texts = texts();
+        let entries = [entry(4, -0.1, 1, &[(4, -0.1), (5, -2.0)])];
+        let (out, offset) = texts.echo(&[3, 4], &entries, 2);
+        assert_eq!(offset, 10);
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            serde_json::json!({"tokens": ["hello", "world"], "token_logprobs": [null, -0.1],
+                               "top_logprobs": [null, {"world": -0.1, "foo": -2.0}],
+                               "text_offset": [0, 5]})
+        );
+        // Generated tokens continue the offsets.
+        let (more, end) = texts.completion(&entries, 0, offset);
+        assert_eq!((more.text_offset, end), (vec![10], 15));
+    }
+
     #[test]
     fn clamps_and_orders() {
         assert_eq!(clamp(f64::NEG_INFINITY), FLOOR);
