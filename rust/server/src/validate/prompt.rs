@@ -6,6 +6,10 @@
 //! (404) → messages / prompt (400) → tools → template + tokenization (400
 //! on a template error) → context length (400), which also fills in `max_tokens`
 //! (default: what the context leaves after the prompt).
+//!
+//! A completions `prompt` may be a batch (a list of strings or of token-id lists, at most
+//! `--max-batch-prompts`): each prompt is tokenized and checked on its own, and any
+//! error fails the whole request before the engine sees any of it.
 
 use std::sync::Arc;
 use std::time::Instant;
