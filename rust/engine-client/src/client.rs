@@ -156,7 +156,11 @@ impl EngineClient {
             self.shared.remove(&id);
             return Err(EngineError::Dead(reason.to_string()));
         }
-        if self.commands.send(Command::Add(engine, Box::new(request))).is_err() {
+        if self
+            .commands
+            .send(Command::Add(engine, Box::new(request)))
+            .is_err()
+        {
             self.shared.remove(&id);
             return Err(EngineError::Dead("the engine connection is closed".into()));
         }
