@@ -69,13 +69,15 @@ pub struct ServeCli {
     /// engine_config,
     /// api_key, max_request_body, max_concurrent_requests, request_timeout,
     /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
-    /// data_parallel_address, data_parallel_rpc_port; see docs/internals.md).
+    /// data_parallel_address, data_parallel_rpc_port, max_batch_prompts; see
+    /// docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
         "python_executable", "chat_template", "tokenizer", "mock", "max_model_len", "engine_config",
         "api_key", "max_request_body", "max_concurrent_requests", "request_timeout",
         "tool_call_parser", "reasoning_parser", "data_parallel_size",
         "data_parallel_size_local", "data_parallel_address", "data_parallel_rpc_port",
+        "max_batch_prompts",
     ])]
     pub args_json: Option<String>,
 
@@ -143,6 +145,10 @@ pub struct ServeCli {
     /// Handshake port remote engines connect to.
     #[arg(long, value_name = "PORT")]
     pub data_parallel_rpc_port: Option<u16>,
+
+    /// Most prompts in one /v1/completions request (400 above it; default 256).
+    #[arg(long, value_name = "N")]
+    pub max_batch_prompts: Option<usize>,
 }
 
 /// The `serve` settings of the standalone flags (or of `--args-json` when given).
@@ -186,6 +192,7 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
         data_parallel_size_local: cli.data_parallel_size_local,
         data_parallel_address: cli.data_parallel_address,
         data_parallel_rpc_port: cli.data_parallel_rpc_port,
+        max_batch_prompts: cli.max_batch_prompts,
     };
     cli.common.into_args(specific)
 }

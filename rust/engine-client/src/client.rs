@@ -33,7 +33,7 @@ pub enum EngineEvent {
 
 /// Commands for the input thread; the `usize` is the engine's slot.
 enum Command {
-    Add(usize, EngineCoreRequest),
+    Add(usize, Box<EngineCoreRequest>),
     Abort(usize, String),
 }
 
@@ -156,7 +156,11 @@ impl EngineClient {
             self.shared.remove(&id);
             return Err(EngineError::Dead(reason.to_string()));
         }
-        if self.commands.send(Command::Add(engine, request)).is_err() {
+        if self
+            .commands
+            .send(Command::Add(engine, Box::new(request)))
+            .is_err()
+        {
             self.shared.remove(&id);
             return Err(EngineError::Dead("the engine connection is closed".into()));
         }

@@ -1,5 +1,7 @@
 //! A fake engine for tests (feature `test-util`): it speaks the real wire, handshake
-//! included, and emits scripted tokens, one per step.
+//! included, and emits scripted tokens, one per step. Logprobs are synthetic and
+//! deterministic ([`prompt_logprobs`], [`token_logprobs`]); a request's first output
+//! carries [`QUEUE_TIME`] and [`PREFILL_TIME`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,7 +9,7 @@ use std::time::Duration;
 
 use vrs_wire::{
     AbortRequests, EngineCoreOutput, EngineCoreRequest, EngineOutputs, HandshakeKind, Hello, Init,
-    Ready, RequestType, ENGINE_DEAD_SENTINEL,
+    Ready, RequestType, TokenLogprobs, ENGINE_DEAD_SENTINEL,
 };
 
 use crate::client::EngineClient;
@@ -18,8 +20,46 @@ pub const MAX_MODEL_LEN: u64 = 64;
 /// The vocabulary size the fake engine reports in READY (token 1 is its EOS).
 pub const VOCAB_SIZE: u64 = 11;
 
+/// The queue time (seconds) the fake engine reports with a request's first output.
+pub const QUEUE_TIME: f64 = 0.25;
+/// The prefill time (seconds) it reports with it.
+pub const PREFILL_TIME: f64 = 0.125;
+
+/// The synthetic prompt logprobs of `prompt` with the top `k`: entry i (prompt token
+/// i+1) has logprob `-(i + 1)`, rank `k + 1`, and as its top the `k` ids after the
+/// token (mod the vocabulary) with logprobs -0.1, -0.2, ...
+pub fn prompt_logprobs(prompt: &[u32], k: u32) -> Vec<TokenLogprobs> {
+    prompt
+        .iter()
+        .skip(1)
+        .enumerate()
+        .map(|(i, &token)| TokenLogprobs {
+            token_id: token,
+            logprob: -(i as f64 + 1.0),
+            rank: k + 1,
+            top_token_ids: (0..k)
+                .map(|t| (token + 1 + t) % VOCAB_SIZE as u32)
+                .collect(),
+            top_logprobs: (0..k).map(|t| -0.1 * f64::from(t + 1)).collect(),
+        })
+        .collect()
+}
+
+/// The synthetic logprobs of a generated `token` with the top `k`: logprob -0.5, rank
+/// 1, and as its top the token then the ids after it, logprobs -0.5, -1.5, ...
+pub fn token_logprobs(token: u32, k: u32) -> TokenLogprobs {
+    TokenLogprobs {
+        token_id: token,
+        logprob: -0.5,
+        rank: 1,
+        top_token_ids: (0..k).map(|t| (token + t) % VOCAB_SIZE as u32).collect(),
+        top_logprobs: (0..k).map(|t| -0.5 - f64::from(t)).collect(),
+    }
+}
+
 /// What the fake engine received.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a test log, not a hot path
 pub enum Received {
     Add(EngineCoreRequest),
     Abort(Vec<String>),
@@ -180,7 +220,18 @@ pub fn run_fake_engine(
                 } else {
                     (None, None)
                 };
-            outputs.push(output_of(req.request_id.clone(), vec![token], finish, stop));
+            let mut out = output_of(req.request_id.clone(), vec![token], finish, stop);
+            if let Some(k) = sp.logprobs {
+                out.new_logprobs = Some(vec![token_logprobs(token, k)]);
+            }
+            if *generated == 1 {
+                out.queue_time = Some(QUEUE_TIME);
+                out.prefill_time = Some(PREFILL_TIME);
+                out.prompt_logprobs = sp
+                    .prompt_logprobs
+                    .map(|k| prompt_logprobs(&req.prompt_token_ids, k));
+            }
+            outputs.push(out);
             finish.is_none()
         });
         if !outputs.is_empty() {

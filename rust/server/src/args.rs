@@ -141,6 +141,9 @@ pub struct ServeSpecific {
     pub data_parallel_address: Option<String>,
     #[serde(default)]
     pub data_parallel_rpc_port: Option<u16>,
+    /// The most prompts one completions request may carry (default 256).
+    #[serde(default)]
+    pub max_batch_prompts: Option<usize>,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
@@ -174,6 +177,9 @@ impl Specific for ServeSpecific {
         }
         if own.max_concurrent_requests == Some(0) {
             return Err("max_concurrent_requests must be >= 1, got 0".into());
+        }
+        if own.max_batch_prompts == Some(0) {
+            return Err("max_batch_prompts must be >= 1, got 0".into());
         }
         if let Some(t) = own.request_timeout {
             if !(t.is_finite() && t > 0.0) {

@@ -9,12 +9,12 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
-use vrs_wire::EngineCoreRequest;
 
 use crate::edge::admission::Permit;
 use crate::edge::body::request_body;
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
+use crate::output::batch;
 use crate::output::generation::{Generation, Observer};
 use crate::output::response::{self, Deadline, Shapes};
 use crate::state::{unix_now, AppState, SharedState};
@@ -27,7 +27,9 @@ const DETOKENIZER_SEED: usize = 8;
 pub struct AcceptedRequest {
     pub id: String,
     pub created: u64,
-    pub prompt: Prompt,
+    /// The prompts (one, except for a batched completions request), each with its own
+    /// checked settings; all share `n` and the output settings.
+    pub prompts: Vec<Prompt>,
     arrival: Instant,
     permit: Permit,
 }
@@ -38,7 +40,7 @@ pub fn request_id(prefix: &str) -> String {
 }
 
 /// A generation request (chat or completions) from arrival to answer: a slot under the
-/// concurrency limit, the body under the size limit, the prompt `build` makes of it, then
+/// concurrency limit, the body under the size limit, the prompts `build` makes of it, then
 /// the engine's answer in the `shapes` made for the job (ids `chatcmpl-…` for a chat
 /// prompt, `cmpl-…` for a completion).
 pub async fn generate<'a, P, S>(
@@ -48,18 +50,18 @@ pub async fn generate<'a, P, S>(
     shapes: impl FnOnce(&AcceptedRequest, &AppState) -> Result<S, ApiError>,
 ) -> Response
 where
-    P: Future<Output = Result<Prompt, ApiError>>,
+    P: Future<Output = Result<Vec<Prompt>, ApiError>>,
     S: Shapes,
 {
     let arrival = Instant::now();
     let job = match prepare(state, body, build).await {
-        Ok((prompt, permit)) => {
-            let id_prefix = if prompt.chat.is_some() {
+        Ok((prompts, permit)) => {
+            let id_prefix = if prompts.first().is_some_and(|p| p.chat.is_some()) {
                 "chatcmpl"
             } else {
                 "cmpl"
             };
-            AcceptedRequest::new(prompt, id_prefix, arrival, permit)
+            AcceptedRequest::new(prompts, id_prefix, arrival, permit)
         }
         Err(err) => return err.into_response(),
     };
@@ -73,9 +75,9 @@ async fn prepare<'a, P>(
     state: &'a SharedState,
     body: Result<Bytes, BytesRejection>,
     build: impl FnOnce(&'a SharedState, Bytes) -> P,
-) -> Result<(Prompt, Permit), ApiError>
+) -> Result<(Vec<Prompt>, Permit), ApiError>
 where
-    P: Future<Output = Result<Prompt, ApiError>>,
+    P: Future<Output = Result<Vec<Prompt>, ApiError>>,
 {
     let permit = state.admission.enter()?;
     let body = request_body(body, state.options.max_request_body)?;
@@ -85,47 +87,49 @@ where
 impl AcceptedRequest {
     /// An accepted request (its prompt already checked against the context length),
     /// admitted by `permit`, that arrived at `arrival`.
-    pub fn new(prompt: Prompt, id_prefix: &str, arrival: Instant, permit: Permit) -> Self {
+    pub fn new(prompts: Vec<Prompt>, id_prefix: &str, arrival: Instant, permit: Permit) -> Self {
         Self {
             id: request_id(id_prefix),
             created: unix_now(),
-            prompt,
+            prompts,
             arrival,
             permit,
         }
     }
 
-    /// Submits the request's `n` choices to the engine (choice `i` of several gets id
-    /// `ID-i` and seed `seed + i`) and answers in `shapes`.
+    /// The first prompt (the only one but in a batched completions request).
+    pub fn prompt(&self) -> Result<&Prompt, ApiError> {
+        self.prompts
+            .first()
+            .ok_or_else(|| ApiError::Internal("a request without a prompt".into()))
+    }
+
+    /// Submits the `n` choices of each prompt to the engine ([`batch::fan_out`]) and
+    /// answers in `shapes`.
     pub async fn respond<S: Shapes>(self, state: &AppState, shapes: S) -> Response {
         let Self {
             id,
-            prompt,
+            prompts,
             arrival,
             permit,
             ..
         } = self;
-        let settings = prompt.settings;
-        let ids = prompt.ids;
-        let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
-        state.metrics.prompt_tokens(ids.len());
-        let n = settings.n.max(1);
-        let observer = Observer::new(Arc::clone(&state.metrics), arrival, n);
-        let mut generations = Vec::with_capacity(n as usize);
-        for index in 0..n {
-            let mut sampling = settings.sampling.clone();
-            let request_id = if n > 1 {
-                sampling.seed = sampling.seed.map(|s| s.wrapping_add(i64::from(index)));
-                format!("{id}-{index}")
-            } else {
-                id.clone()
-            };
-            let request = EngineCoreRequest {
-                request_id,
-                prompt_token_ids: ids.clone(),
-                sampling_params: sampling,
-                arrival_time: now_f64(),
-            };
+        let Some(settings) = prompts.first().map(|p| p.settings.clone()) else {
+            return ApiError::Internal("a request without a prompt".into()).into_response();
+        };
+        let n = settings.n.max(1) as usize;
+        let observers: Vec<Observer> = prompts
+            .iter()
+            .map(|p| {
+                state.metrics.prompt_tokens(p.ids.len());
+                Observer::new(Arc::clone(&state.metrics), arrival, settings.n.max(1))
+            })
+            .collect();
+        let requests = batch::fan_out(&id, &prompts, now_f64());
+        let mut generations = Vec::with_capacity(requests.len());
+        for (index, request) in requests.into_iter().enumerate() {
+            let ids = &prompts[index / n].ids;
+            let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
             let handle = match state.client.submit(request) {
                 Ok(handle) => handle,
                 Err(err) => return ApiError::from(err).into_response(),
@@ -137,15 +141,16 @@ impl AcceptedRequest {
                 settings.skip_special_tokens,
                 &settings.stop,
                 ids.len(),
-                observer.clone(),
+                observers[index / n].clone(),
             ) {
-                Ok(g) => generations.push(g),
+                Ok(g) => generations.push(g.echo_only(settings.echo_only)),
                 Err(err) => return text_error(err).into_response(),
             }
         }
         tracing::debug!(
             request_id = %id,
-            prompt_tokens = ids.len(),
+            prompts = prompts.len(),
+            prompt_tokens = prompts.iter().map(|p| p.ids.len()).sum::<usize>(),
             max_tokens = settings.sampling.max_tokens,
             n,
             stream = settings.stream,
@@ -161,11 +166,12 @@ impl AcceptedRequest {
                 generations,
                 shapes,
                 settings.include_usage,
+                n,
                 deadline,
                 permit,
             )
         } else {
-            response::complete(generations, shapes, deadline, permit).await
+            response::complete(generations, shapes, n, deadline, permit).await
         }
     }
 }

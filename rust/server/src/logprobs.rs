@@ -5,6 +5,13 @@
 //! "top_logprobs": [...]}]}`. Completions: `{"tokens", "token_logprobs",
 //! "top_logprobs" (text -> logprob, first occurrence kept), "text_offset"}` with offsets
 //! in characters from the start of the choice's text.
+//!
+//! Prompt tokens (from the engine's `prompt_logprobs`, entry i describing prompt token
+//! i+1): vLLM's `prompt_logprobs` list ([`TokenTexts::prompt`]: `null` for the first
+//! token, then `{"<id>": {"logprob", "rank", "decoded_token"}}` with the actual token
+//! first, then the top k without it), and the prompt part of an echoed completion's
+//! logprobs ([`TokenTexts::echo`]: `null` logprob and top for the first token, the
+//! actual token then the top k in each `top_logprobs`).
 
 use std::sync::Arc;
 
@@ -59,13 +66,45 @@ impl Serialize for TopMap {
     }
 }
 
+/// `null` marks the first prompt token of an echo, which has no logprob.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct CompletionLogprobs {
     pub tokens: Vec<String>,
-    pub token_logprobs: Vec<f64>,
-    pub top_logprobs: Vec<TopMap>,
+    pub token_logprobs: Vec<Option<f64>>,
+    pub top_logprobs: Vec<Option<TopMap>>,
     pub text_offset: Vec<usize>,
 }
+
+/// One prompt token's vLLM `prompt_logprobs` entry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PromptLogprob {
+    pub logprob: f64,
+    pub rank: u32,
+    #[serde(serialize_with = "text")]
+    pub decoded_token: Arc<str>,
+}
+
+fn text<S: Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(value)
+}
+
+/// Token id -> its entry, serialized as a JSON object keyed by the id as a string, in
+/// insertion order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptPosition(pub Vec<(u32, PromptLogprob)>);
+
+impl Serialize for PromptPosition {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (id, entry) in &self.0 {
+            map.serialize_entry(&id.to_string(), entry)?;
+        }
+        map.end()
+    }
+}
+
+/// vLLM's `prompt_logprobs`: one entry per prompt token, the first `null`.
+pub type PromptLogprobs = Vec<Option<PromptPosition>>;
 
 impl CompletionLogprobs {
     pub fn extend(&mut self, part: CompletionLogprobs) {
@@ -158,16 +197,142 @@ impl TokenTexts {
             out.text_offset.push(offset);
             offset += token.chars().count();
             out.tokens.push(token.to_string());
-            out.token_logprobs.push(clamp(entry.logprob));
-            out.top_logprobs.push(tops);
+            out.token_logprobs.push(Some(clamp(entry.logprob)));
+            out.top_logprobs.push(Some(tops));
         }
         (out, offset)
+    }
+
+    /// The echoed prompt's part of a completion's logprobs: every prompt token (`ids`),
+    /// the first with `null` logprob and top, the others from `entries` (the engine's
+    /// prompt logprobs) with the actual token then the top `top` in `top_logprobs`.
+    /// Offsets start at 0; returns the offset after the prompt.
+    pub fn echo(
+        &self,
+        ids: &[u32],
+        entries: &[TokenLogprobs],
+        top: usize,
+    ) -> (CompletionLogprobs, usize) {
+        let mut out = CompletionLogprobs::default();
+        let mut offset = 0;
+        for (i, &id) in ids.iter().enumerate() {
+            let token = self.text(id);
+            let entry = i.checked_sub(1).and_then(|j| entries.get(j));
+            out.text_offset.push(offset);
+            offset += token.chars().count();
+            out.tokens.push(token.to_string());
+            out.token_logprobs.push(entry.map(|e| clamp(e.logprob)));
+            out.top_logprobs.push(entry.map(|e| {
+                let mut tops = TopMap(vec![(Arc::clone(&token), clamp(e.logprob))]);
+                for (text, logprob) in self.top(e, top) {
+                    if !tops.0.iter().any(|(t, _)| *t == text) {
+                        tops.0.push((text, logprob));
+                    }
+                }
+                tops
+            }));
+        }
+        (out, offset)
+    }
+
+    /// vLLM's `prompt_logprobs` of a prompt of `prompt_len` tokens from the engine's
+    /// `entries`: `null` first, then the actual token and the top `top` (without it).
+    pub fn prompt(
+        &self,
+        prompt_len: usize,
+        entries: &[TokenLogprobs],
+        top: usize,
+    ) -> PromptLogprobs {
+        let mut out: PromptLogprobs = Vec::with_capacity(prompt_len);
+        if prompt_len > 0 {
+            out.push(None);
+        }
+        for entry in entries.iter().take(prompt_len.saturating_sub(1)) {
+            let mut position = PromptPosition(vec![(
+                entry.token_id,
+                PromptLogprob {
+                    logprob: clamp(entry.logprob),
+                    rank: entry.rank,
+                    decoded_token: self.text(entry.token_id),
+                },
+            )]);
+            let tops = entry.top_token_ids.iter().zip(&entry.top_logprobs);
+            for (rank, (&id, &logprob)) in (1..).zip(tops).take(top) {
+                if id != entry.token_id {
+                    position.0.push((
+                        id,
+                        PromptLogprob {
+                            logprob: clamp(logprob),
+                            rank,
+                            decoded_token: self.text(id),
+                        },
+                    ));
+                }
+            }
+            out.push(Some(position));
+        }
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn texts() -> TokenTexts {
+        let dir = crate::testutil::tiny_model_dir();
+        TokenTexts::new(crate::text::load_text(dir.path(), None).unwrap().0)
+    }
+
+    fn entry(token_id: u32, logprob: f64, rank: u32, top: &[(u32, f64)]) -> TokenLogprobs {
+        TokenLogprobs {
+            token_id,
+            logprob,
+            rank,
+            top_token_ids: top.iter().map(|t| t.0).collect(),
+            top_logprobs: top.iter().map(|t| t.1).collect(),
+        }
+    }
+
+    #[test]
+    fn prompt_logprobs_put_the_actual_token_first_once() {
+        let texts = texts();
+        // "hello world foo": world is the top token at its position, foo second.
+        let entries = [
+            entry(4, -0.1, 1, &[(4, -0.1), (5, -2.0)]),
+            entry(5, f64::NEG_INFINITY, 2, &[(6, -0.3), (5, -1e5), (7, -9.0)]),
+        ];
+        let out = texts.prompt(3, &entries, 2);
+        let json = serde_json::to_string(&out).unwrap();
+        assert_eq!(
+            json,
+            concat!(
+                r#"[null,{"4":{"logprob":-0.1,"rank":1,"decoded_token":"world"},"#,
+                r#""5":{"logprob":-2.0,"rank":2,"decoded_token":"foo"}},"#,
+                r#"{"5":{"logprob":-9999.0,"rank":2,"decoded_token":"foo"},"#,
+                r#""6":{"logprob":-0.3,"rank":1,"decoded_token":"bar"}}]"#
+            )
+        );
+        assert_eq!(texts.prompt(1, &[], 3), vec![None]);
+        assert!(texts.prompt(0, &[], 3).is_empty());
+    }
+
+    #[test]
+    fn echo_logprobs_start_with_null_and_count_offsets() {
+        let texts = texts();
+        let entries = [entry(4, -0.1, 1, &[(4, -0.1), (5, -2.0)])];
+        let (out, offset) = texts.echo(&[3, 4], &entries, 2);
+        assert_eq!(offset, 10);
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            serde_json::json!({"tokens": ["hello", "world"], "token_logprobs": [null, -0.1],
+                               "top_logprobs": [null, {"world": -0.1, "foo": -2.0}],
+                               "text_offset": [0, 5]})
+        );
+        // Generated tokens continue the offsets.
+        let (more, end) = texts.completion(&entries, 0, offset);
+        assert_eq!((more.text_offset, end), (vec![10], 15));
+    }
 
     #[test]
     fn clamps_and_orders() {

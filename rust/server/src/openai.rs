@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::logprobs::{ChatLogprobs, CompletionLogprobs};
+use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs};
 
 // ------------------------------------------------------------------------- requests
 
@@ -52,7 +52,21 @@ pub const COMMON_KEYS: &[&str] = &[
     "stream_options",
     "user",
     "n",
+    "logit_bias",
+    "allowed_token_ids",
+    "bad_words",
+    "prompt_logprobs",
 ];
+
+/// The sampling fields both endpoints take and `validate::sampling` checks (kept raw
+/// so that every error names the field itself).
+#[derive(Debug, Default, Deserialize)]
+pub struct SamplingFields {
+    pub logit_bias: Option<Value>,
+    pub allowed_token_ids: Option<Value>,
+    pub bad_words: Option<Value>,
+    pub prompt_logprobs: Option<i64>,
+}
 
 /// `stop`: one string or a list of them.
 #[derive(Debug, Deserialize, PartialEq)]
@@ -80,6 +94,7 @@ pub struct ChatFields {
     pub logprobs: Option<bool>,
     pub top_logprobs: Option<i64>,
     pub parallel_tool_calls: Option<bool>,
+    pub echo: Option<bool>,
     // `tools` and `tool_choice` stay raw JSON: `tools::tool_settings` checks them.
 }
 
@@ -94,6 +109,7 @@ pub const CHAT_KEYS: &[&str] = &[
     "tools",
     "tool_choice",
     "parallel_tool_calls",
+    "echo",
 ];
 
 /// One chat message as the client sent it.
@@ -142,7 +158,7 @@ pub const COMPLETION_KEYS: &[&str] = &["prompt", "logprobs", "echo"];
 #[derive(Debug, Deserialize, PartialEq)]
 #[serde(
     untagged,
-    expecting = "a string, a list of token ids, or a list with one string"
+    expecting = "a string, a list of strings, a list of token ids, or a list of lists of token ids"
 )]
 pub enum PromptInput {
     Text(String),
@@ -185,6 +201,8 @@ pub struct ChatCompletion<'a> {
     pub header: Header<'a>,
     pub choices: Vec<ChatChoice>,
     pub usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<PromptLogprobs>,
 }
 
 #[derive(Debug, Serialize)]
@@ -239,6 +257,8 @@ pub struct ChatChunk<'a> {
     pub choices: Vec<ChatChunkChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<PromptLogprobs>,
 }
 
 #[derive(Debug, Serialize)]
@@ -277,6 +297,8 @@ pub struct CompletionChoice {
     pub text: String,
     pub logprobs: Option<CompletionLogprobs>,
     pub finish_reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<PromptLogprobs>,
 }
 
 /// `POST /tokenize` (vLLM's shape).

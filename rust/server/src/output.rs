@@ -1,8 +1,10 @@
 //! The output pipeline of a generation request: engine outputs → incremental
 //! detokenizer and stop strings ([`generation`]) → each choice's deltas and final form
 //! ([`choice`], with [`crate::logprobs`]) → the response, streamed as SSE ([`sse`]) or whole
-//! ([`response`]).
+//! ([`response`]). A batched completions request fans out into prompts × n choices
+//! ([`batch`]).
 
+pub mod batch;
 pub mod choice;
 pub mod generation;
 pub mod response;

@@ -14,7 +14,7 @@ use crate::edge::error::ApiError;
 use crate::edge::metrics::{Histogram, Metrics};
 use crate::logprobs::TokenTexts;
 use crate::text::Template;
-use crate::validate::prompt::TextModel;
+use crate::validate::prompt::{TextModel, DEFAULT_MAX_BATCH_PROMPTS};
 
 /// Everything a handler needs.
 pub struct AppState {
@@ -35,7 +35,7 @@ pub struct AppState {
 
 /// The HTTP settings of a serving vrs-rs (from its args; the tool-call parser resolved
 /// against the chat template).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub api_key: Option<String>,
     pub max_request_body: usize,
@@ -43,6 +43,22 @@ pub struct HttpOptions {
     pub request_timeout: Option<std::time::Duration>,
     pub tool_call_parser: Option<&'static str>,
     pub reasoning_parser: Option<String>,
+    /// The most prompts in one completions request (`--max-batch-prompts`).
+    pub max_batch_prompts: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            api_key: None,
+            max_request_body: 0,
+            max_concurrent_requests: None,
+            request_timeout: None,
+            tool_call_parser: None,
+            reasoning_parser: None,
+            max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
+        }
+    }
 }
 
 impl HttpOptions {
@@ -60,6 +76,10 @@ impl HttpOptions {
             reasoning_parser: crate::parsers::reasoning::check_parser(
                 args.specific.reasoning_parser.as_deref(),
             )?,
+            max_batch_prompts: args
+                .specific
+                .max_batch_prompts
+                .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
         })
     }
 }
@@ -97,6 +117,10 @@ impl TextModel for AppState {
 
     fn tool_parser(&self) -> Option<&'static str> {
         self.options.tool_call_parser
+    }
+
+    fn max_batch_prompts(&self) -> usize {
+        self.options.max_batch_prompts
     }
 
     fn tokenize_latency(&self) -> Option<&Histogram> {

@@ -4,6 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
 use vrs_engine_client::fake::{self, FakeEngine};
 use vrs_engine_client::EngineClient;
 
@@ -98,4 +104,67 @@ impl Harness {
             _dirs: (model, connection.ipc_dir),
         }
     }
+}
+
+/// One request through the serving router: (status, content type, body).
+pub async fn call(
+    h: &Harness,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (StatusCode, String, Bytes) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let response = crate::routes::router(Arc::clone(&h.state))
+        .oneshot(request)
+        .await
+        .unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let bytes = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+        .await
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+    (status, content_type, bytes)
+}
+
+pub fn json_of(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
+}
+
+/// The JSON payloads of an SSE body; asserts the framing and the final `[DONE]`.
+pub fn events(bytes: &[u8]) -> Vec<Value> {
+    let text = std::str::from_utf8(bytes).unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    text.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            e.strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("bad event {e:?}"))
+        })
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect()
+}
+
+/// The 400 of `body` on `path`: its `param` and message.
+pub async fn bad_request(h: &Harness, path: &str, body: &str) -> (Value, String) {
+    let (status, _, bytes) = call(h, "POST", path, body).await;
+    let v = json_of(&bytes);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+    let message = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (v["error"]["param"].clone(), message)
 }

@@ -64,6 +64,7 @@ fn args_json_errors_name_the_problem() {
         ("request_timeout", "0", "request_timeout"),
         ("max_request_body", "0", "max_request_body"),
         ("max_concurrent_requests", "0", "max_concurrent_requests"),
+        ("max_batch_prompts", "0", "max_batch_prompts"),
         ("tool_call_parser", "\"xml\"", "demo"),
         ("reasoning_parser", "\"o1\"", "deepseek_r1"),
     ] {
@@ -73,13 +74,14 @@ fn args_json_errors_name_the_problem() {
     }
     let ok = format!(
         r#"{{"model": {:?}, "api_key": "k", "max_request_body": 10,
-            "max_concurrent_requests": 2, "request_timeout": 1.5,
+            "max_concurrent_requests": 2, "request_timeout": 1.5, "max_batch_prompts": 3,
             "tool_call_parser": "auto", "reasoning_parser": "qwen3"}}"#,
         model_dir()
     );
     let args = ServeArgs::from_json(&ok).unwrap();
     assert_eq!(args.api_key().as_deref(), Some("k"));
     assert_eq!(args.max_request_body(), 10);
+    assert_eq!(args.specific.max_batch_prompts, Some(3));
     assert_eq!(
         args.request_timeout(),
         Some(std::time::Duration::from_millis(1500))

@@ -5,10 +5,12 @@
 //! `# TYPE` line names the base name, the sample carries `_total`.
 //!
 //! Per-request series are measured here in the frontend, per engine the request was
-//! routed to; engine state comes from each engine's latest `SchedulerStats`. vLLM's
-//! `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` are not
-//! served: the engine does not report when it scheduled a request, so the frontend
-//! cannot split the time to first token into queueing and prefill.
+//! routed to; engine state comes from each engine's latest `SchedulerStats`. The queue
+//! and prefill times (`vllm:request_queue_time_seconds`,
+//! `vllm:request_prefill_time_seconds`) are the engine's own measurements, sent with a
+//! request's first output (`EngineCoreOutput.queue_time` / `prefill_time`);
+//! `vllm:request_inference_time_seconds` is that prefill time plus the decode time
+//! measured here (first to last token).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,6 +18,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use vrs_wire::SchedulerStats;
+
+use engine::ENGINE;
+
+mod engine;
 
 /// vLLM's TTFT buckets (seconds).
 const TTFT_BUCKETS: &[f64] = &[
@@ -47,6 +53,9 @@ enum H {
     Ttft = 0,
     Itl,
     E2e,
+    Queue,
+    Inference,
+    Prefill,
     Decode,
     PromptLen,
     GenerationLen,
@@ -70,6 +79,24 @@ const HISTOGRAMS: &[(&str, &str, &[f64], bool)] = &[
     (
         "vllm:e2e_request_latency_seconds",
         "Histogram of e2e request latency in seconds.",
+        REQUEST_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        REQUEST_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:request_inference_time_seconds",
+        "Histogram of time spent in RUNNING phase for request.",
+        REQUEST_BUCKETS,
+        false,
+    ),
+    (
+        "vllm:request_prefill_time_seconds",
+        "Histogram of time spent in PREFILL phase for request.",
         REQUEST_BUCKETS,
         false,
     ),
@@ -153,6 +180,8 @@ pub struct Finished {
     pub e2e: f64,
     /// First token to last token; `None` when no token came.
     pub decode: Option<f64>,
+    /// The engine's prefill time, when it reported one.
+    pub prefill: Option<f64>,
     pub prompt_tokens: u32,
     pub generation_tokens: u32,
 }
@@ -195,9 +224,24 @@ impl VllmMetrics {
             if let Some(decode) = request.decode {
                 e.observe(H::Decode, decode);
             }
+            if let Some(prefill) = request.prefill {
+                e.observe(H::Inference, prefill + request.decode.unwrap_or(0.0));
+            }
             e.observe(H::PromptLen, f64::from(request.prompt_tokens));
             e.observe(H::GenerationLen, f64::from(request.generation_tokens));
         });
+    }
+
+    /// The engine's queue time of a request (seconds from its arrival at the engine to
+    /// its first scheduling).
+    pub fn queue(&self, engine: u32, seconds: f64) {
+        self.with(engine, |e| e.observe(H::Queue, seconds));
+    }
+
+    /// The engine's prefill time of a request (seconds from its first scheduling to its
+    /// first token).
+    pub fn prefill(&self, engine: u32, seconds: f64) {
+        self.with(engine, |e| e.observe(H::Prefill, seconds));
     }
 
     /// The most tokens any of an HTTP request's `n` choices generated.
@@ -291,54 +335,7 @@ impl VllmMetrics {
     }
 }
 
-type EngineValue = fn(&SchedulerStats) -> String;
 type Count = fn(&PerEngine) -> u64;
-
-/// Engine state from `SchedulerStats`: (name, type, help, value).
-const ENGINE: &[(&str, &str, &str, EngineValue)] = &[
-    (
-        "vllm:num_requests_running",
-        "gauge",
-        "Number of requests in model execution batches.",
-        |s| s.num_running.to_string(),
-    ),
-    (
-        "vllm:num_requests_waiting",
-        "gauge",
-        "Number of requests waiting to be processed.",
-        |s| s.num_waiting.to_string(),
-    ),
-    (
-        "vllm:kv_cache_usage_perc",
-        "gauge",
-        "KV-cache usage. 1 means 100 percent usage.",
-        |s| float(s.kv_cache_usage),
-    ),
-    (
-        "vllm:gpu_cache_usage_perc",
-        "gauge",
-        "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
-        |s| float(s.kv_cache_usage),
-    ),
-    (
-        "vllm:prefix_cache_queries",
-        "counter",
-        "Prefix cache queries, in terms of number of queried tokens.",
-        |s| s.prefix_cache_queries.to_string(),
-    ),
-    (
-        "vllm:prefix_cache_hits",
-        "counter",
-        "Prefix cache hits, in terms of number of cached tokens.",
-        |s| s.prefix_cache_hits.to_string(),
-    ),
-    (
-        "vllm:num_preemptions",
-        "counter",
-        "Cumulative number of preemption from the engine.",
-        |s| s.num_preemptions.to_string(),
-    ),
-];
 
 /// The `n` choices of one HTTP request: the last to finish observes the most tokens
 /// any of them generated (`vllm:request_max_num_generation_tokens`).

@@ -15,7 +15,10 @@ fn prompt_forms() {
         PromptInput::TokenLists(vec![vec![3]])
     );
     let err = p(json!(5)).unwrap_err().to_string();
-    assert!(err.contains("a string, a list of token ids"), "{err}");
+    assert!(
+        err.contains("a string, a list of strings, a list of token ids"),
+        "{err}"
+    );
     assert!(p(json!([-1])).is_err());
 }
 
@@ -58,6 +61,7 @@ fn chunk_shapes() {
         header,
         choices,
         usage: None,
+        prompt_logprobs: None,
     })
     .unwrap();
     assert_eq!(

@@ -5,11 +5,12 @@
 //! Chat: text → reasoning parser (when the server has one and the prompt does not force
 //! a tool call) → tool-call parser (when tool_choice is not `none`) → content /
 //! reasoning_content / tool_calls; a request that made tool calls and stopped finishes
-//! with `tool_calls`. Completions: the echoed prompt goes before the first text.
+//! with `tool_calls`. Completions: the echoed prompt (text, and with `logprobs` its
+//! tokens' logprobs) and `prompt_logprobs` go with the first piece.
 
 use std::sync::Arc;
 
-use crate::logprobs::{ChatLogprobs, CompletionLogprobs, TokenLogprob, TokenTexts};
+use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs, TokenLogprob, TokenTexts};
 use crate::openai::{
     AssistantMessage, ChatChoice, CompletionChoice, Delta, Function, ToolCallDelta, ToolCallOut,
 };
@@ -187,51 +188,79 @@ impl ChatChoiceState {
     }
 }
 
-/// A completions choice: the echo before the first text, offsets for logprobs.
+/// What a completions choice shows of its prompt: the echoed text, and the ids whose
+/// logprobs an echo with `logprobs` and `prompt_logprobs` show.
+pub struct PromptView {
+    pub echo: Option<String>,
+    pub ids: Vec<u32>,
+    /// `prompt_logprobs`: the top k per prompt token.
+    pub prompt_top: Option<usize>,
+}
+
+/// A completions choice: the echo (text and logprobs) and `prompt_logprobs` on the
+/// first piece, offsets for logprobs.
 pub struct CompletionChoiceState {
     index: u32,
-    echo: Option<String>,
+    prompt: Arc<PromptView>,
+    first: bool,
     top: Option<usize>,
     texts: Arc<TokenTexts>,
     offset: usize,
     text: String,
     logprobs: CompletionLogprobs,
+    prompt_logprobs: Option<PromptLogprobs>,
     finish: Option<&'static str>,
 }
 
 impl CompletionChoiceState {
     pub fn new(
         index: u32,
-        echo: Option<String>,
+        prompt: Arc<PromptView>,
         top: Option<usize>,
         texts: Arc<TokenTexts>,
     ) -> Self {
         Self {
             index,
-            offset: echo.as_deref().map_or(0, |e| e.chars().count()),
-            echo,
+            prompt,
+            first: true,
             top,
             texts,
+            offset: 0,
             text: String::new(),
             logprobs: CompletionLogprobs::default(),
+            prompt_logprobs: None,
             finish: None,
         }
     }
 
     /// The chunk's choice for `piece` (and its part of the whole).
     pub fn step(&mut self, piece: Piece) -> CompletionChoice {
-        let text = match self.echo.take() {
-            Some(mut echo) => {
-                echo.push_str(&piece.text);
-                echo
+        let mut text = String::new();
+        let mut logprobs = CompletionLogprobs::default();
+        let mut prompt_logprobs = None;
+        if std::mem::take(&mut self.first) {
+            let entries = piece.prompt_logprobs.as_deref().unwrap_or_default();
+            let prompt = &self.prompt;
+            if let Some(echo) = &prompt.echo {
+                text.push_str(echo);
+                if let Some(top) = self.top {
+                    let (part, offset) = self.texts.echo(&prompt.ids, entries, top);
+                    logprobs = part;
+                    self.offset = offset;
+                }
             }
-            None => piece.text,
-        };
+            prompt_logprobs = prompt
+                .prompt_top
+                .map(|k| self.texts.prompt(prompt.ids.len(), entries, k));
+            self.prompt_logprobs.clone_from(&prompt_logprobs);
+        }
+        text.push_str(&piece.text);
         let logprobs = self.top.map(|top| {
             let (part, offset) = self.texts.completion(&piece.logprobs, top, self.offset);
             self.offset = offset;
-            self.logprobs.extend(part.clone());
-            part
+            logprobs.extend(part);
+            self.logprobs.extend(logprobs.clone());
+            logprobs
         });
         self.text.push_str(&text);
         self.finish = piece.finish;
@@ -240,6 +269,7 @@ impl CompletionChoiceState {
             text,
             logprobs,
             finish_reason: piece.finish,
+            prompt_logprobs,
         }
     }
 
@@ -249,6 +279,7 @@ impl CompletionChoiceState {
             text: self.text,
             logprobs: self.top.map(|_| self.logprobs),
             finish_reason: Some(self.finish.unwrap_or("stop")),
+            prompt_logprobs: self.prompt_logprobs,
         }
     }
 }

@@ -1,5 +1,8 @@
 //! One request's output pipeline: engine outputs → incremental detokenizer → stop
-//! strings → text pieces, with the token counts for `usage`.
+//! strings → text pieces, with the token counts for `usage`; the prompt's logprobs
+//! (with the first output) ride on the first piece. An echo-only request (`max_tokens`
+//! 0 with `echo`) drops its one generated token: no text, no completion tokens, and
+//! finish reason `length`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,13 +17,21 @@ use crate::edge::vllm_metrics::{Finished, Siblings};
 use crate::openai::Usage;
 use vrs_engine_client::client::{EngineEvent, RequestHandle};
 
-/// What the client gets next: text (never empty unless this is the last piece), the
-/// finish reason on the last, and the logprobs of the piece's visible tokens.
+/// What the client gets next: text (never empty unless this is the last piece or the
+/// first with the prompt's logprobs), the finish reason on the last, the logprobs of the
+/// piece's visible tokens, and (first piece) the engine's prompt logprobs.
 #[derive(Debug, Default, PartialEq)]
 pub struct Piece {
     pub text: String,
     pub finish: Option<&'static str>,
     pub logprobs: Vec<TokenLogprobs>,
+    pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
+}
+
+impl Piece {
+    fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.logprobs.is_empty() && self.prompt_logprobs.is_none()
+    }
 }
 
 /// Where a request's latencies go: the metrics, when the HTTP request arrived, and
@@ -61,6 +72,10 @@ pub struct Generation {
     ended: Option<Instant>,
     /// The engine it was routed to (the `engine` label of the `vllm:*` series).
     engine: u32,
+    /// The engine's prefill time (seconds), once reported.
+    prefill: Option<f64>,
+    /// `max_tokens` 0 with `echo`: the generated token is dropped.
+    echo_only: bool,
 }
 
 impl Generation {
@@ -90,7 +105,15 @@ impl Generation {
             last: None,
             ended: None,
             engine,
+            prefill: None,
+            echo_only: false,
         })
+    }
+
+    /// Drops the generated text and tokens when `echo_only` (see the module doc).
+    pub fn echo_only(mut self, echo_only: bool) -> Self {
+        self.echo_only = echo_only;
+        self
     }
 
     pub fn usage(&self) -> Usage {
@@ -122,16 +145,14 @@ impl Generation {
                         piece.finish = Some(reason);
                         return Some(Ok(piece));
                     }
-                    Err(err) if piece.text.is_empty() && piece.logprobs.is_empty() => {
-                        return Some(Err(self.fail(err)))
-                    }
+                    Err(err) if piece.is_empty() => return Some(Err(self.fail(err))),
                     Err(err) => {
                         self.pending = Some(err);
                         return Some(Ok(piece));
                     }
                 }
             }
-            if !piece.text.is_empty() || !piece.logprobs.is_empty() {
+            if !piece.is_empty() {
                 return Some(Ok(piece));
             }
         }
@@ -149,7 +170,7 @@ impl Generation {
         event: EngineEvent,
         piece: &mut Piece,
     ) -> Result<Option<&'static str>, ApiError> {
-        let output = match event {
+        let mut output = match event {
             EngineEvent::Output(output) => output,
             EngineEvent::Dead(reason) => {
                 self.handle.finished();
@@ -159,6 +180,13 @@ impl Generation {
         let finish = output
             .finish()
             .map_err(|e| ApiError::Internal(format!("bad engine output: {e}")))?;
+        self.timings(&output);
+        if let Some(prompt) = output.prompt_logprobs.take() {
+            piece.prompt_logprobs = Some(prompt);
+        }
+        if self.echo_only {
+            return self.echo_only_output(&output, finish);
+        }
         let ids = visible_ids(&output);
         if let Some(logprobs) = &output.new_logprobs {
             piece
@@ -202,6 +230,42 @@ impl Generation {
         }
     }
 
+    /// The engine's queue and prefill times (with a request's first output).
+    fn timings(&mut self, output: &EngineCoreOutput) {
+        let vllm = &self.observer.metrics.vllm;
+        if let Some(queue) = output.queue_time {
+            vllm.queue(self.engine, queue);
+        }
+        if let Some(prefill) = output.prefill_time {
+            self.prefill = Some(prefill);
+            vllm.prefill(self.engine, prefill);
+        }
+    }
+
+    /// An echo-only request's output: counted for the metrics, its token dropped; it
+    /// ends with `length` (the one token was only there to prefill the prompt).
+    fn echo_only_output(
+        &mut self,
+        output: &EngineCoreOutput,
+        finish: Option<FinishReason>,
+    ) -> Result<Option<&'static str>, ApiError> {
+        self.count(output.new_token_ids.len());
+        if finish.is_some() {
+            self.handle.finished();
+            self.end();
+        }
+        match finish {
+            None => Ok(None),
+            Some(FinishReason::Error) => Err(ApiError::EngineError(
+                output
+                    .error_message
+                    .clone()
+                    .unwrap_or_else(|| "the engine failed this request".into()),
+            )),
+            Some(_) => Ok(Some(FinishReason::Length.as_str())),
+        }
+    }
+
     /// The request finished: its end-to-end latency.
     fn end(&mut self) {
         let now = Instant::now();
@@ -236,7 +300,9 @@ impl Generation {
         };
         self.last = Some(now);
         let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
-        self.completion_tokens = self.completion_tokens.saturating_add(tokens);
+        if !self.echo_only {
+            self.completion_tokens = self.completion_tokens.saturating_add(tokens);
+        }
         metrics.generation_tokens(tokens as usize);
         metrics.vllm.generated(self.engine, tokens, since_last);
     }
@@ -262,6 +328,7 @@ impl Generation {
                         .first
                         .zip(self.last)
                         .map(|(f, l)| (l - f).as_secs_f64()),
+                    prefill: self.prefill,
                     prompt_tokens: self.prompt_tokens,
                     generation_tokens: self.completion_tokens,
                 },

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use crate::edge::admission::Permit;
 use crate::edge::error::ApiError;
 use crate::openai::Usage;
+use crate::output::batch::total;
 use crate::output::generation::{Generation, Piece};
 use crate::output::sse;
 
@@ -30,8 +31,9 @@ use crate::output::sse;
 pub trait Shapes: Send + 'static {
     /// Events sent before any text (chat: the assistant role of each choice).
     fn start(&self, buf: &mut Vec<u8>);
-    /// The event(s) of choice `index`'s next piece (maybe none).
-    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>);
+    /// The event(s) of choice `index`'s next piece (maybe none); `usage` is the
+    /// choice's so far (for `continuous_usage_stats`).
+    fn step(&mut self, index: usize, piece: Piece, usage: Usage, buf: &mut Vec<u8>);
     /// Choice `index`'s next piece, for the whole response (no event).
     fn absorb(&mut self, index: usize, piece: Piece);
     /// The `include_usage` event: no choices, the usage.
@@ -75,12 +77,6 @@ fn pieces(generations: Vec<Generation>) -> Pieces {
     )
 }
 
-/// The usage of a response: the prompt once, the completions of every choice.
-fn total(usages: &[Usage]) -> Usage {
-    let prompt = usages.first().map_or(0, |u| u.prompt_tokens);
-    Usage::new(prompt, usages.iter().map(|u| u.completion_tokens).sum())
-}
-
 /// The next item before the deadline; `Err` when it passed.
 async fn next_item(
     pieces: &mut Pieces,
@@ -98,6 +94,8 @@ struct Streaming<S> {
     pieces: Pieces,
     shapes: S,
     usages: Vec<Usage>,
+    /// Choices per prompt.
+    n: usize,
     include_usage: bool,
     deadline: Option<Deadline>,
     started: bool,
@@ -105,11 +103,12 @@ struct Streaming<S> {
     _permit: Permit,
 }
 
-/// The SSE response.
+/// The SSE response (`n` choices per prompt).
 pub fn stream<S: Shapes>(
     generations: Vec<Generation>,
     shapes: S,
     include_usage: bool,
+    n: usize,
     deadline: Option<Deadline>,
     permit: Permit,
 ) -> Response {
@@ -117,6 +116,7 @@ pub fn stream<S: Shapes>(
         usages: generations.iter().map(Generation::usage).collect(),
         pieces: pieces(generations),
         shapes,
+        n,
         include_usage,
         deadline,
         started: false,
@@ -139,7 +139,7 @@ pub fn stream<S: Shapes>(
             match next_item(&mut st.pieces, st.deadline).await {
                 Ok(Some((index, Ok(piece), usage))) => {
                     st.usages[index] = usage;
-                    st.shapes.step(index, piece, &mut buf);
+                    st.shapes.step(index, piece, usage, &mut buf);
                     if !buf.is_empty() {
                         break;
                     }
@@ -151,7 +151,7 @@ pub fn stream<S: Shapes>(
                 }
                 Ok(None) => {
                     if st.include_usage {
-                        st.shapes.usage(&mut buf, total(&st.usages));
+                        st.shapes.usage(&mut buf, total(&st.usages, st.n));
                     }
                     buf.extend_from_slice(sse::DONE);
                     st.done = true;
@@ -168,6 +168,7 @@ pub fn stream<S: Shapes>(
 pub async fn complete<S: Shapes>(
     generations: Vec<Generation>,
     mut shapes: S,
+    n: usize,
     deadline: Option<Deadline>,
     _permit: Permit,
 ) -> Response {
@@ -183,6 +184,6 @@ pub async fn complete<S: Shapes>(
             Ok(None) => break,
         }
     }
-    let body = shapes.body(total(&usages));
+    let body = shapes.body(total(&usages, n));
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }

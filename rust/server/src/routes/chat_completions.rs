@@ -1,4 +1,5 @@
-//! `POST /v1/chat/completions`, and loading the model's text assets.
+//! `POST /v1/chat/completions`: its response shapes (roles, `echo`, `prompt_logprobs`,
+//! continuous usage).
 
 use std::sync::Arc;
 
@@ -8,7 +9,8 @@ use axum::extract::State;
 use axum::response::Response;
 
 use crate::dispatch::{generate, AcceptedRequest};
-use crate::logprobs::ChatLogprobs;
+use crate::edge::error::ApiError;
+use crate::logprobs::{ChatLogprobs, PromptLogprobs, TokenTexts};
 use crate::openai::{ChatChunk, ChatChunkChoice, ChatCompletion, Delta, Header, Usage};
 use crate::output::choice::ChatChoiceState;
 use crate::output::generation::Piece;
@@ -21,26 +23,38 @@ pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    generate(&state, body, prompt::chat, |job, state| {
-        Ok(ChatShapes::new(job, state))
-    })
-    .await
+    let build = |state, body| async move { prompt::chat(state, body).await.map(|p| vec![p]) };
+    generate(&state, body, build, ChatShapes::new).await
 }
 
-/// Chat response shapes: one state per choice.
+/// Chat response shapes: one state per choice. With `prompt_logprobs` a stream's
+/// opening chunks (roles, echo) wait for the first piece, whose prompt logprobs the first
+/// chunk carries.
 pub struct ChatShapes {
     id: String,
     created: u64,
     model: Arc<str>,
     choices: Vec<ChatChoiceState>,
+    /// `echo` with the assistant's last message: its content.
+    echo: Option<String>,
+    prompt_len: usize,
+    /// `prompt_logprobs`: the top k per prompt token.
+    prompt_top: Option<usize>,
+    prompt_logprobs: Option<PromptLogprobs>,
+    texts: Arc<TokenTexts>,
+    /// The opening chunks wait for the first piece.
+    deferred: bool,
+    /// `stream_options.continuous_usage_stats`: usage on every chunk.
+    continuous: bool,
 }
 
 impl ChatShapes {
-    pub fn new(job: &AcceptedRequest, state: &AppState) -> Self {
-        let settings = &job.prompt.settings;
+    pub fn new(job: &AcceptedRequest, state: &AppState) -> Result<Self, ApiError> {
+        let prompt = job.prompt()?;
+        let settings = &prompt.settings;
         let top = settings.sampling.logprobs.map(|k| k as usize);
         let reasoning = state.options.reasoning_parser.is_some();
-        let choices = match &job.prompt.chat {
+        let choices = match &prompt.chat {
             Some(chat) => (0..settings.n)
                 .map(|i| {
                     ChatChoiceState::new(i, chat, reasoning, top, Arc::clone(&state.token_texts))
@@ -48,12 +62,20 @@ impl ChatShapes {
                 .collect(),
             None => Vec::new(),
         };
-        Self {
+        let prompt_top = settings.prompt_logprobs.map(|k| k as usize);
+        Ok(Self {
             id: job.id.clone(),
             created: job.created,
             model: state.model_name(),
             choices,
-        }
+            echo: prompt.chat.as_ref().and_then(|c| c.echo.clone()),
+            prompt_len: prompt.ids.len(),
+            prompt_top,
+            prompt_logprobs: None,
+            texts: Arc::clone(&state.token_texts),
+            deferred: prompt_top.is_some(),
+            continuous: settings.continuous_usage,
+        })
     }
 
     fn header(&self, object: &'static str) -> Header<'_> {
@@ -65,35 +87,92 @@ impl ChatShapes {
         }
     }
 
-    fn chunk(&self, buf: &mut Vec<u8>, choices: Vec<ChatChunkChoice>, usage: Option<Usage>) {
+    fn chunk(
+        &self,
+        buf: &mut Vec<u8>,
+        choices: Vec<ChatChunkChoice>,
+        usage: Option<Usage>,
+        prompt_logprobs: Option<PromptLogprobs>,
+    ) {
         let chunk = ChatChunk {
             header: self.header("chat.completion.chunk"),
             choices,
             usage,
+            prompt_logprobs,
         };
         sse::push_event(buf, &chunk);
     }
-}
 
-impl Shapes for ChatShapes {
-    fn start(&self, buf: &mut Vec<u8>) {
-        for choice in 0..self.choices.len() {
+    /// The usage a chunk carries before any token (with `continuous_usage_stats`).
+    fn opening_usage(&self) -> Option<Usage> {
+        self.continuous
+            .then(|| Usage::new(u32::try_from(self.prompt_len).unwrap_or(u32::MAX), 0))
+    }
+
+    /// The role chunk of each choice (the first with `prompt_logprobs`), then the echo.
+    fn opening(&self, buf: &mut Vec<u8>, mut prompt_logprobs: Option<PromptLogprobs>) {
+        let chunk_of = |index: usize, delta: Delta| ChatChunkChoice {
+            index: u32::try_from(index).unwrap_or(u32::MAX),
+            delta,
+            logprobs: None,
+            finish_reason: None,
+        };
+        for index in 0..self.choices.len() {
             let delta = Delta {
                 role: Some("assistant"),
                 content: Some(String::new()),
                 ..Delta::default()
             };
-            let start = ChatChunkChoice {
-                index: u32::try_from(choice).unwrap_or(u32::MAX),
-                delta,
-                logprobs: None,
-                finish_reason: None,
+            let usage = self.opening_usage();
+            self.chunk(
+                buf,
+                vec![chunk_of(index, delta)],
+                usage,
+                prompt_logprobs.take(),
+            );
+        }
+        let Some(echo) = self.echo.as_ref().filter(|e| !e.is_empty()) else {
+            return;
+        };
+        for index in 0..self.choices.len() {
+            let delta = Delta {
+                content: Some(echo.clone()),
+                ..Delta::default()
             };
-            self.chunk(buf, vec![start], None);
+            self.chunk(
+                buf,
+                vec![chunk_of(index, delta)],
+                self.opening_usage(),
+                None,
+            );
         }
     }
 
-    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>) {
+    /// The `prompt_logprobs` of `piece` (the first that has the engine's), once.
+    fn take_prompt_logprobs(&mut self, piece: &Piece) -> Option<PromptLogprobs> {
+        let (top, entries) = (self.prompt_top?, piece.prompt_logprobs.as_ref()?);
+        if self.prompt_logprobs.is_some() {
+            return None;
+        }
+        let rendered = self.texts.prompt(self.prompt_len, entries, top);
+        self.prompt_logprobs = Some(rendered.clone());
+        Some(rendered)
+    }
+}
+
+impl Shapes for ChatShapes {
+    fn start(&self, buf: &mut Vec<u8>) {
+        if !self.deferred {
+            self.opening(buf, None);
+        }
+    }
+
+    fn step(&mut self, index: usize, piece: Piece, usage: Usage, buf: &mut Vec<u8>) {
+        let prompt_logprobs = self.take_prompt_logprobs(&piece);
+        if std::mem::take(&mut self.deferred) {
+            self.opening(buf, prompt_logprobs);
+        }
+        let continuous = self.continuous;
         let Some(choice) = self.choices.get_mut(index) else {
             return;
         };
@@ -110,20 +189,32 @@ impl Shapes for ChatShapes {
                 .map(|content| ChatLogprobs { content }),
             finish_reason: delta.finish,
         };
-        self.chunk(buf, vec![chunk], None);
+        self.chunk(buf, vec![chunk], continuous.then_some(usage), None);
     }
 
     fn absorb(&mut self, index: usize, piece: Piece) {
+        self.take_prompt_logprobs(&piece);
         if let Some(choice) = self.choices.get_mut(index) {
             choice.step(piece);
         }
     }
 
     fn usage(&self, buf: &mut Vec<u8>, usage: Usage) {
-        self.chunk(buf, Vec::new(), Some(usage));
+        self.chunk(buf, Vec::new(), Some(usage), None);
     }
 
     fn body(self, usage: Usage) -> Vec<u8> {
+        let mut choices: Vec<_> = self
+            .choices
+            .into_iter()
+            .map(ChatChoiceState::choice)
+            .collect();
+        if let Some(echo) = &self.echo {
+            for choice in &mut choices {
+                let content = choice.message.content.take().unwrap_or_default();
+                choice.message.content = Some(format!("{echo}{content}"));
+            }
+        }
         let body = ChatCompletion {
             header: Header {
                 id: &self.id,
@@ -131,13 +222,13 @@ impl Shapes for ChatShapes {
                 created: self.created,
                 model: &self.model,
             },
-            choices: self
-                .choices
-                .into_iter()
-                .map(ChatChoiceState::choice)
-                .collect(),
+            choices,
             usage,
+            prompt_logprobs: self.prompt_logprobs,
         };
         serde_json::to_vec(&body).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests;

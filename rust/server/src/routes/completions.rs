@@ -11,7 +11,7 @@ use crate::dispatch::{generate, AcceptedRequest};
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
 use crate::openai::{Completion, Header, Usage};
-use crate::output::choice::CompletionChoiceState;
+use crate::output::choice::{CompletionChoiceState, PromptView};
 use crate::output::generation::Piece;
 use crate::output::response::Shapes;
 use crate::output::sse;
@@ -25,39 +25,55 @@ pub async fn handle(
     generate(&state, body, prompt::completion, CompletionShapes::new).await
 }
 
-/// Completions response shapes: one state per choice.
+/// Completions response shapes: one state per choice (prompt-major: choice `i * n + j`
+/// is choice `j` of prompt `i`).
 pub struct CompletionShapes {
     id: String,
     created: u64,
     model: Arc<str>,
     choices: Vec<CompletionChoiceState>,
+    /// `stream_options.continuous_usage_stats`: usage on every chunk.
+    continuous: bool,
 }
 
 impl CompletionShapes {
     pub fn new(job: &AcceptedRequest, state: &AppState) -> Result<Self, ApiError> {
-        let settings = &job.prompt.settings;
-        let echo = if settings.echo {
-            Some(match &job.prompt.text {
-                Some(text) => text.clone(),
-                None => state
-                    .tokenizer
-                    .decode(&job.prompt.ids, settings.skip_special_tokens)
-                    .map_err(text_error)?,
-            })
-        } else {
-            None
-        };
+        let settings = &job.prompt()?.settings;
         let top = settings.sampling.logprobs.map(|k| k as usize);
-        let choices = (0..settings.n)
-            .map(|i| {
-                CompletionChoiceState::new(i, echo.clone(), top, Arc::clone(&state.token_texts))
-            })
-            .collect();
+        let mut choices = Vec::with_capacity(job.prompts.len() * settings.n as usize);
+        for prompt in &job.prompts {
+            let echo = if settings.echo {
+                Some(match &prompt.text {
+                    Some(text) => text.clone(),
+                    None => state
+                        .tokenizer
+                        .decode(&prompt.ids, settings.skip_special_tokens)
+                        .map_err(text_error)?,
+                })
+            } else {
+                None
+            };
+            let view = Arc::new(PromptView {
+                echo,
+                ids: prompt.ids.clone(),
+                prompt_top: settings.prompt_logprobs.map(|k| k as usize),
+            });
+            for _ in 0..settings.n {
+                let index = u32::try_from(choices.len()).unwrap_or(u32::MAX);
+                choices.push(CompletionChoiceState::new(
+                    index,
+                    Arc::clone(&view),
+                    top,
+                    Arc::clone(&state.token_texts),
+                ));
+            }
+        }
         Ok(Self {
             id: job.id.clone(),
             created: job.created,
             model: state.model_name(),
             choices,
+            continuous: settings.continuous_usage,
         })
     }
 
@@ -74,7 +90,7 @@ impl CompletionShapes {
 impl Shapes for CompletionShapes {
     fn start(&self, _buf: &mut Vec<u8>) {}
 
-    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>) {
+    fn step(&mut self, index: usize, piece: Piece, usage: Usage, buf: &mut Vec<u8>) {
         let Some(choice) = self.choices.get_mut(index) else {
             return;
         };
@@ -84,7 +100,7 @@ impl Shapes for CompletionShapes {
             &Completion {
                 header: self.header(),
                 choices: vec![choice],
-                usage: None,
+                usage: self.continuous.then_some(usage),
             },
         );
     }
@@ -124,3 +140,6 @@ impl Shapes for CompletionShapes {
         serde_json::to_vec(&body).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests;

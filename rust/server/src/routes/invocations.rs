@@ -64,9 +64,9 @@ pub async fn handle(
     generate(&state, body, build, InvocationShapes::new).await
 }
 
-async fn build(state: &SharedState, body: Bytes) -> Result<Prompt, ApiError> {
+async fn build(state: &SharedState, body: Bytes) -> Result<Vec<Prompt>, ApiError> {
     match kind(&body)? {
-        Kind::Chat => prompt::chat(state, body).await,
+        Kind::Chat => prompt::chat(state, body).await.map(|p| vec![p]),
         Kind::Completion => prompt::completion(state, body).await,
     }
 }
@@ -79,8 +79,8 @@ pub enum InvocationShapes {
 
 impl InvocationShapes {
     fn new(job: &AcceptedRequest, state: &AppState) -> Result<Self, ApiError> {
-        match job.prompt.chat {
-            Some(_) => Ok(Self::Chat(ChatShapes::new(job, state))),
+        match job.prompt()?.chat {
+            Some(_) => ChatShapes::new(job, state).map(Self::Chat),
             None => CompletionShapes::new(job, state).map(Self::Completion),
         }
     }
@@ -94,10 +94,10 @@ impl Shapes for InvocationShapes {
         }
     }
 
-    fn step(&mut self, index: usize, piece: Piece, buf: &mut Vec<u8>) {
+    fn step(&mut self, index: usize, piece: Piece, usage: Usage, buf: &mut Vec<u8>) {
         match self {
-            Self::Chat(s) => s.step(index, piece, buf),
-            Self::Completion(s) => s.step(index, piece, buf),
+            Self::Chat(s) => s.step(index, piece, usage, buf),
+            Self::Completion(s) => s.step(index, piece, usage, buf),
         }
     }
 

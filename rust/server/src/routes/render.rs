@@ -22,6 +22,7 @@ use vrs_wire::SamplingParams;
 
 use crate::dispatch::request_id;
 use crate::edge::body::body_bytes;
+use crate::edge::error::ApiError;
 use crate::state::RenderState;
 use crate::validate::prompt::{self, Prompt};
 
@@ -68,9 +69,23 @@ pub async fn completion(
         Ok(body) => body,
         Err(err) => return err.into_response(),
     };
-    match prompt::completion(&state, body).await {
+    match prompt::completion(&state, body).await.and_then(single) {
         Ok(prompt) => rendered(&state, "cmpl", prompt),
         Err(err) => err.into_response(),
+    }
+}
+
+/// The render service renders one prompt per request.
+fn single(mut prompts: Vec<Prompt>) -> Result<Prompt, ApiError> {
+    match prompts.len() {
+        1 => Ok(prompts.swap_remove(0)),
+        n => Err(ApiError::bad(
+            "prompt",
+            format!(
+                "the render service renders one prompt per request; `prompt` holds {n} \
+                 (send one request per prompt)"
+            ),
+        )),
     }
 }
 

@@ -1,55 +1,13 @@
 //! The HTTP layer end to end in-process: router + real engine client + fake engine.
 
 use super::*;
-use crate::testutil::Harness;
-use axum::body::{Body, Bytes};
+use crate::testutil::{call, events, json_of, Harness};
+use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tower::ServiceExt;
-
-async fn call(h: &Harness, method: &str, path: &str, body: &str) -> (StatusCode, String, Bytes) {
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_owned()))
-        .unwrap();
-    let response = router(Arc::clone(&h.state)).oneshot(request).await.unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let bytes = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
-        .await
-        .unwrap()
-        .unwrap()
-        .to_bytes();
-    (status, content_type, bytes)
-}
-
-fn json_of(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
-}
-
-/// The JSON payloads of an SSE body; asserts the framing and the final `[DONE]`.
-fn events(bytes: &[u8]) -> Vec<Value> {
-    let text = std::str::from_utf8(bytes).unwrap();
-    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
-    text.split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            e.strip_prefix("data: ")
-                .unwrap_or_else(|| panic!("bad event {e:?}"))
-        })
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).unwrap())
-        .collect()
-}
 
 #[tokio::test]
 async fn completions_whole_and_streamed() {
@@ -162,10 +120,10 @@ async fn bad_requests_get_error_bodies_and_the_server_goes_on() {
         ("/v1/completions", format!(r#"{{"prompt": "{long_prompt}"}}"#), 400, json!("prompt"), "maximum context length is 64"),
         ("/v1/completions", r#"{"prompt": "hello", "max_tokens": 64}"#.into(), 400, json!("max_tokens"), "65 tokens"),
         ("/v1/completions", r#"{"prompt": [3, 99]}"#.into(), 400, json!("prompt"), "out of the vocabulary"),
-        ("/v1/completions", r#"{"prompt": ["a", "b"]}"#.into(), 400, json!("prompt"), "batched"),
+        ("/v1/completions", r#"{"prompt": []}"#.into(), 400, json!("prompt"), "empty list"),
         ("/v1/completions", r#"{"prompt": "x", "n": 0}"#.into(), 400, json!("n"), "`n` must be in [1, 128], got 0"),
         ("/v1/completions", r#"{"prompt": "x", "best_of": 2}"#.into(), 400, json!("best_of"), "`best_of` > 1 is not supported"),
-        ("/v1/completions", r#"{"prompt": "x", "echo": true, "logprobs": 1}"#.into(), 400, json!("echo"), "prompt logprobs"),
+        ("/v1/completions", r#"{"prompt": "x", "max_tokens": 0}"#.into(), 400, json!("max_tokens"), "at least 1"),
         ("/v1/completions", r#"{"prompt": "x", "bogus": 1}"#.into(), 400, json!("bogus"), "unknown field `bogus`"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}"#.into(), 400, json!("tools[0].function"), "a tool needs"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}"#.into(), 400, json!("response_format"), "not supported"),
@@ -370,3 +328,5 @@ async fn invocations_route_by_the_body() {
         "bad requests never reach the engine"
     );
 }
+
+mod loopback;

@@ -6,8 +6,7 @@ use serde_json::{Map, Value};
 use vrs_wire::SamplingParams;
 
 use crate::edge::error::ApiError;
-use crate::logprobs::MAX_LOGPROBS;
-use crate::openai::{ChatFields, CommonFields, CompletionFields, Stop, COMMON_KEYS};
+use crate::openai::{CommonFields, Stop, COMMON_KEYS};
 
 /// Which request kind a body is for; decides the accepted keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,12 +28,19 @@ pub struct Settings {
     pub skip_special_tokens: bool,
     pub stream: bool,
     pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats` (with `include_usage`): usage on every
+    /// chunk.
+    pub continuous_usage: bool,
     pub user: Option<String>,
     pub model: Option<String>,
     /// Choices (engine requests) per request.
     pub n: u32,
     /// Completions: the prompt goes before the text.
     pub echo: bool,
+    /// Completions: `max_tokens` 0 with `echo`: the one token generated is dropped.
+    pub echo_only: bool,
+    /// `prompt_logprobs`: the top k shown per prompt token.
+    pub prompt_logprobs: Option<u32>,
 }
 
 /// Most choices one request may ask for.
@@ -116,10 +122,7 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
                 Refusal::Refused("`best_of` > 1 is not supported".into())
             });
         }
-        "prompt_logprobs" => value.is_null(),
-        "echo" => value.is_null() || value == &Value::Bool(false),
         "suffix" if !chat => value.is_null() || value.as_str() == Some(""),
-        "logit_bias" => value.is_null() || value.as_object().is_some_and(Map::is_empty),
         "response_format" => return Some(response_format(value)),
         "functions" if chat => value.is_null() || value.as_array().is_some_and(Vec::is_empty),
         "function_call" if chat => value.is_null() || value.as_str() == Some("none"),
@@ -181,10 +184,12 @@ pub fn fields<T: DeserializeOwned>(value: &Value) -> Result<T, ApiError> {
     })
 }
 
-/// Checks the shared fields. `max_tokens_override` is chat's `max_completion_tokens`.
+/// Checks the shared fields. `max_tokens_override` is chat's `max_completion_tokens`;
+/// `zero_ok`: `max_tokens` may be 0 (completions with `echo`).
 pub fn validate(
     common: CommonFields,
     max_tokens_override: Option<(&'static str, i64)>,
+    zero_ok: bool,
     vocab_size: u64,
 ) -> Result<Settings, ApiError> {
     let (max_field, max_value) = match max_tokens_override {
@@ -193,6 +198,7 @@ pub fn validate(
     };
     let max_tokens = match max_value {
         None => None,
+        Some(0) if zero_ok => Some(0),
         Some(v) if v < 1 => {
             return Err(ApiError::bad(
                 max_field,
@@ -281,7 +287,7 @@ pub fn validate(
         return Err(ApiError::bad("stop", "stop strings must not be empty"));
     }
     let stream = common.stream.unwrap_or(false);
-    let mut include_usage = false;
+    let (mut include_usage, mut continuous_usage) = (false, false);
     if let Some(options) = common.stream_options {
         if !stream {
             return Err(ApiError::bad(
@@ -289,13 +295,8 @@ pub fn validate(
                 "`stream_options` can only be set when `stream` is true",
             ));
         }
-        if options.continuous_usage_stats == Some(true) {
-            return Err(ApiError::bad(
-                "stream_options",
-                "`stream_options.continuous_usage_stats` is not supported",
-            ));
-        }
         include_usage = options.include_usage.unwrap_or(false);
+        continuous_usage = include_usage && options.continuous_usage_stats.unwrap_or(false);
     }
     let n = common.n.unwrap_or(1);
     check(
@@ -312,60 +313,17 @@ pub fn validate(
         skip_special_tokens: common.skip_special_tokens.unwrap_or(true),
         stream,
         include_usage,
+        continuous_usage,
         user: common.user,
         model: common.model,
         n: u32::try_from(n).unwrap_or(1),
         echo: false,
+        echo_only: false,
+        prompt_logprobs: None,
     })
 }
 
-/// `logprobs` / `top_logprobs` of a chat request into `settings`.
-pub fn chat_logprobs(chat: &ChatFields, settings: &mut Settings) -> Result<(), ApiError> {
-    let logprobs = chat.logprobs.unwrap_or(false);
-    if let Some(top) = chat.top_logprobs {
-        let rule = format!("must be in [0, {MAX_LOGPROBS}]");
-        check(
-            "top_logprobs",
-            (0..=MAX_LOGPROBS).contains(&top),
-            &rule,
-            top,
-        )?;
-        if top > 0 && !logprobs {
-            return Err(ApiError::bad(
-                "top_logprobs",
-                "`top_logprobs` needs `logprobs` set to true",
-            ));
-        }
-    }
-    if logprobs {
-        settings.sampling.logprobs =
-            Some(u32::try_from(chat.top_logprobs.unwrap_or(0)).unwrap_or(0));
-    }
-    Ok(())
-}
-
-/// `logprobs` and `echo` of a completions request into `settings`.
-pub fn completion_output(
-    fields: &CompletionFields,
-    settings: &mut Settings,
-) -> Result<(), ApiError> {
-    if let Some(k) = fields.logprobs {
-        let rule = format!("must be in [0, {MAX_LOGPROBS}]");
-        check("logprobs", (0..=MAX_LOGPROBS).contains(&k), &rule, k)?;
-        settings.sampling.logprobs = Some(u32::try_from(k).unwrap_or(0));
-    }
-    settings.echo = fields.echo.unwrap_or(false);
-    if settings.echo && fields.logprobs.is_some() {
-        return Err(ApiError::bad(
-            "echo",
-            "`echo` with `logprobs` is not supported: the engine does not compute prompt \
-             logprobs",
-        ));
-    }
-    Ok(())
-}
-
-fn check<T: std::fmt::Display>(
+pub fn check<T: std::fmt::Display>(
     field: &str,
     ok: bool,
     rule: &str,

@@ -6,6 +6,10 @@
 //! (404) → messages / prompt (400) → tools → template + tokenization (400
 //! on a template error) → context length (400), which also fills in `max_tokens`
 //! (default: what the context leaves after the prompt).
+//!
+//! A completions `prompt` may be a batch (a list of strings or of token-id lists, at most
+//! `--max-batch-prompts`): each prompt is tokenized and checked on its own, and any
+//! error fails the whole request before the engine sees any of it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,11 +23,17 @@ use crate::edge::error::ApiError;
 use crate::edge::metrics::Histogram;
 use crate::openai::{
     ChatFields, ChatMessage, CommonFields, CompletionFields, MessageContent, PromptInput,
+    SamplingFields,
 };
 use crate::parsers::reasoning;
 use crate::parsers::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 use crate::text::{offload, Template};
 use crate::validate::params::{self, Endpoint, Settings};
+use crate::validate::sampling;
+
+/// The default of `--max-batch-prompts`: the most prompts one completions request may
+/// carry.
+pub const DEFAULT_MAX_BATCH_PROMPTS: usize = 256;
 
 /// What prompt building needs from a server: the model's text assets and limits.
 pub trait TextModel: Send + Sync + 'static {
@@ -35,6 +45,10 @@ pub trait TextModel: Send + Sync + 'static {
     fn max_model_len(&self) -> u64;
     /// The tool-call format's name (`--tool-call-parser`, resolved).
     fn tool_parser(&self) -> Option<&'static str>;
+    /// The most prompts one completions request may carry (`--max-batch-prompts`).
+    fn max_batch_prompts(&self) -> usize {
+        DEFAULT_MAX_BATCH_PROMPTS
+    }
     /// Where chat template + tokenization times go, when they are measured.
     fn tokenize_latency(&self) -> Option<&Histogram> {
         None
@@ -55,6 +69,9 @@ pub struct ChatOutput {
     pub prefilled: bool,
     /// The prompt leaves a `<think>` open.
     pub reasoning_inside: bool,
+    /// `echo` with a last message from the assistant: its content, which goes before
+    /// each choice's content.
+    pub echo: Option<String>,
 }
 
 /// A checked request, ready for the engine (`settings.sampling.max_tokens` is set).
@@ -83,6 +100,10 @@ fn finish(
         state.max_model_len(),
         what,
     )?;
+    if settings.echo_only {
+        // The prompt must be prefilled for its logprobs: one token, dropped.
+        settings.sampling.max_tokens = 1;
+    }
     Ok(Prompt {
         text,
         ids,
@@ -108,11 +129,13 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
     let value = Value::Object(map);
     let common: CommonFields = params::fields(&value)?;
     let chat: ChatFields = params::fields(&value)?;
+    let extra: SamplingFields = params::fields(&value)?;
     let max_override = chat
         .max_completion_tokens
         .map(|v| ("max_completion_tokens", v));
-    let mut settings = params::validate(common, max_override, state.vocab_size())?;
-    params::chat_logprobs(&chat, &mut settings)?;
+    let mut settings = params::validate(common, max_override, false, state.vocab_size())?;
+    sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
+    sampling::chat_logprobs(&chat, &mut settings)?;
     state.check_model(settings.model.as_deref())?;
     let messages = match chat.messages {
         None => return Err(ApiError::bad("messages", "`messages` is required")),
@@ -124,6 +147,11 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
     if state.template().is_none() {
         return Err(ApiError::bad_request(NO_CHAT_TEMPLATE));
     }
+    let echo = chat
+        .echo
+        .unwrap_or(false)
+        .then(|| messages.last().and_then(echoed))
+        .flatten();
     let messages = messages
         .into_iter()
         .enumerate()
@@ -172,6 +200,7 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
         tool_format: format,
         prefilled: forced.is_some(),
         reasoning_inside,
+        echo,
     };
     finish(
         state.as_ref(),
@@ -183,56 +212,123 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
     )
 }
 
-/// A `/v1/completions` body (or its render).
-pub async fn completion<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, ApiError> {
+/// A `/v1/completions` body (or its render): one [`Prompt`] per prompt of the batch,
+/// each checked on its own (its own `max_tokens` default); any error fails them all.
+pub async fn completion<S: TextModel>(
+    state: &Arc<S>,
+    body: Bytes,
+) -> Result<Vec<Prompt>, ApiError> {
     let map = params::parse_object(&body)?;
     params::check_keys(&map, Endpoint::Completions)?;
     let value = Value::Object(map);
     let common: CommonFields = params::fields(&value)?;
     let fields: CompletionFields = params::fields(&value)?;
-    let mut settings = params::validate(common, None, state.vocab_size())?;
-    params::completion_output(&fields, &mut settings)?;
+    let extra: SamplingFields = params::fields(&value)?;
+    let echo = fields.echo.unwrap_or(false);
+    let mut settings = params::validate(common, None, echo, state.vocab_size())?;
+    sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
+    sampling::completion_output(&fields, &mut settings)?;
     state.check_model(settings.model.as_deref())?;
-    let text = match fields.prompt {
-        None => return Err(ApiError::bad("prompt", "`prompt` is required")),
-        Some(PromptInput::Text(text)) => text,
-        Some(PromptInput::Texts(mut texts)) if texts.len() == 1 => texts.swap_remove(0),
-        Some(PromptInput::Tokens(ids)) => return token_prompt(state.as_ref(), settings, ids),
-        Some(PromptInput::TokenLists(mut lists)) if lists.len() == 1 => {
-            return token_prompt(state.as_ref(), settings, lists.swap_remove(0))
-        }
-        Some(PromptInput::Texts(list)) => return Err(batched(list.len())),
-        Some(PromptInput::TokenLists(list)) => return Err(batched(list.len())),
-    };
+    let inputs = prompts(fields.prompt, state.max_batch_prompts())?;
     let st = Arc::clone(state);
-    let (text, ids) = offload(text.len(), move || {
-        let ids = timed(st.as_ref(), || st.tokenizer().encode(&text, true)).map_err(text_error)?;
-        Ok((text, ids))
+    let size = body.len();
+    let encoded = offload(size, move || {
+        timed(st.as_ref(), || {
+            inputs
+                .into_iter()
+                .map(|input| match input {
+                    Input::Text(text) => {
+                        let ids = st.tokenizer().encode(&text, true).map_err(text_error)?;
+                        Ok((Some(text), ids))
+                    }
+                    Input::Ids(ids) => Ok((None, ids)),
+                })
+                .collect::<Result<Vec<_>, ApiError>>()
+        })
     })
     .await?;
-    finish(state.as_ref(), Some(text), ids, settings, "prompt", None)
+    encoded
+        .into_iter()
+        .map(|(text, ids)| {
+            if text.is_none() {
+                check_ids(state.vocab_size(), &ids)?;
+            }
+            finish(state.as_ref(), text, ids, settings.clone(), "prompt", None)
+        })
+        .collect()
 }
 
-fn batched(n: usize) -> ApiError {
-    ApiError::bad(
-        "prompt",
-        format!("batched prompts (a list of {n}) are not supported; send one prompt per request"),
-    )
+/// One prompt of a completions batch.
+enum Input {
+    Text(String),
+    Ids(Vec<u32>),
 }
 
-fn token_prompt(
-    state: &impl TextModel,
-    settings: Settings,
-    ids: Vec<u32>,
-) -> Result<Prompt, ApiError> {
-    let vocab = state.vocab_size();
-    if let Some(bad) = ids.iter().find(|&&id| u64::from(id) >= vocab) {
+/// The prompts of `prompt`: at least one, at most `limit`, no empty string in a list.
+fn prompts(prompt: Option<PromptInput>, limit: usize) -> Result<Vec<Input>, ApiError> {
+    let inputs = match prompt {
+        None => return Err(ApiError::bad("prompt", "`prompt` is required")),
+        Some(PromptInput::Text(text)) => vec![Input::Text(text)],
+        Some(PromptInput::Tokens(ids)) if ids.is_empty() => Vec::new(),
+        Some(PromptInput::Tokens(ids)) => vec![Input::Ids(ids)],
+        Some(PromptInput::Texts(texts)) => {
+            if texts.iter().any(String::is_empty) {
+                return Err(ApiError::bad(
+                    "prompt",
+                    "a prompt in the `prompt` list is an empty string",
+                ));
+            }
+            texts.into_iter().map(Input::Text).collect()
+        }
+        Some(PromptInput::TokenLists(lists)) => lists.into_iter().map(Input::Ids).collect(),
+    };
+    if inputs.is_empty() {
         return Err(ApiError::bad(
             "prompt",
-            format!("token id {bad} in `prompt` is out of the vocabulary (size {vocab})"),
+            "`prompt` must not be an empty list",
         ));
     }
-    finish(state, None, ids, settings, "prompt", None)
+    if inputs.len() > limit {
+        return Err(ApiError::bad(
+            "prompt",
+            format!(
+                "`prompt` holds {} prompts; at most {limit} are allowed per request \
+                 (--max-batch-prompts {limit})",
+                inputs.len()
+            ),
+        ));
+    }
+    Ok(inputs)
+}
+
+fn check_ids(vocab: u64, ids: &[u32]) -> Result<(), ApiError> {
+    match ids.iter().find(|&&id| u64::from(id) >= vocab) {
+        Some(bad) => Err(ApiError::bad(
+            "prompt",
+            format!("token id {bad} in `prompt` is out of the vocabulary (size {vocab})"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The text `echo` puts before a chat answer: the last message's, when it is the
+/// assistant's (text parts joined as the template sees them).
+fn echoed(message: &ChatMessage) -> Option<String> {
+    if message.role != "assistant" {
+        return None;
+    }
+    match &message.content {
+        None => None,
+        Some(MessageContent::Text(text)) => Some(text.clone()),
+        Some(MessageContent::Parts(parts)) => Some(
+            parts
+                .iter()
+                .filter(|p| p.kind == "text")
+                .filter_map(|p| p.text.as_deref())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+    }
 }
 
 /// A message as the template sees it: text parts joined, absent fields left out.

@@ -59,11 +59,14 @@ fn requests_are_counted_per_engine() {
             reason: "length",
             e2e: 0.4,
             decode: Some(0.02),
+            prefill: Some(0.05),
             prompt_tokens: 7,
             generation_tokens: 3,
         },
     );
     m.max_generation(0, 3);
+    m.queue(0, 0.2);
+    m.prefill(0, 0.05);
     m.generated(1, 5, None);
     let text = rendered(&m, &[]);
     let l = "model_name=\"de\\\"mo\",engine=\"0\"";
@@ -105,6 +108,20 @@ fn requests_are_counted_per_engine() {
     has(
         &text,
         &format!("vllm:request_decode_time_seconds_count{{{l}}} 1"),
+    );
+    has(
+        &text,
+        &format!("vllm:request_queue_time_seconds_bucket{{{l},le=\"0.3\"}} 1"),
+    );
+    has(&text, "# TYPE vllm:request_prefill_time_seconds histogram");
+    has(
+        &text,
+        &format!("vllm:request_prefill_time_seconds_sum{{{l}}} 0.05"),
+    );
+    // Inference = prefill + decode.
+    has(
+        &text,
+        &format!("vllm:request_inference_time_seconds_sum{{{l}}} 0.07"),
     );
     // Token-count buckets stop at the context length (100); the rest is +Inf.
     has(

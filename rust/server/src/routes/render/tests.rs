@@ -105,9 +105,32 @@ async fn chat_render_is_what_the_engine_would_receive() {
             "presence_penalty",
             "frequency_penalty",
             "repetition_penalty",
-            "logprobs"
+            "logprobs",
+            "prompt_logprobs",
+            "logit_bias",
+            "allowed_token_ids",
+            "bad_words_token_ids"
         ]
     );
+}
+
+#[tokio::test]
+async fn completion_render_takes_one_prompt() {
+    let f = fixture();
+    let body = json!({"prompt": ["hello", "foo"], "echo": true, "max_tokens": 0,
+                      "logprobs": 2, "logit_bias": {"3": 1}});
+    let (status, out) = call(&f, "POST", "/v1/completions/render", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert_eq!(out["error"]["param"], "prompt");
+    // One prompt of a list renders, with what the engine would be sent.
+    let body = json!({"prompt": ["hello"], "echo": true, "max_tokens": 0, "logprobs": 2,
+                      "logit_bias": {"3": 1}});
+    let (status, out) = call(&f, "POST", "/v1/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let sampling = &out["sampling_params"];
+    assert_eq!(sampling["max_tokens"], 1);
+    assert_eq!(sampling["prompt_logprobs"], 2);
+    assert_eq!(sampling["logit_bias"], json!([[3, 1.0]]));
 }
 
 #[tokio::test]

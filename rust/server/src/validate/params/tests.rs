@@ -11,7 +11,7 @@ fn map(v: Value) -> Map<String, Value> {
 
 fn common(v: Value) -> Result<Settings, ApiError> {
     let c: CommonFields = fields(&v)?;
-    validate(c, None, 1000)
+    validate(c, None, false, 1000)
 }
 
 fn param_of(e: ApiError) -> Option<String> {
@@ -58,16 +58,6 @@ fn unsupported_features_are_refused_unless_neutral() {
         ),
         (
             Endpoint::Chat,
-            json!({"echo": true}),
-            "`echo` is not supported",
-        ),
-        (
-            Endpoint::Completions,
-            json!({"prompt_logprobs": 1}),
-            "`prompt_logprobs` is not supported",
-        ),
-        (
-            Endpoint::Chat,
             json!({"function_call": "auto"}),
             "`function_call` is not supported",
         ),
@@ -87,11 +77,6 @@ fn unsupported_features_are_refused_unless_neutral() {
             json!({"response_format": "json"}),
             "`response_format` must be an object with a string `type`; the accepted value is \
              `{\"type\": \"text\"}` (or null)",
-        ),
-        (
-            Endpoint::Chat,
-            json!({"logit_bias": {"1": 5}}),
-            "`logit_bias` is not supported",
         ),
         (
             Endpoint::Chat,
@@ -121,6 +106,12 @@ fn unsupported_features_are_refused_unless_neutral() {
     for (endpoint, body) in neutral {
         check_keys(&map(body), endpoint).unwrap();
     }
+    // Implemented since #21: plain keys of both endpoints.
+    for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+        let body = json!({"echo": true, "prompt_logprobs": 2, "logit_bias": {"1": 5},
+                          "allowed_token_ids": [1], "bad_words": ["x"]});
+        check_keys(&map(body), endpoint).unwrap();
+    }
     // Chat-only features are plain unknown fields on completions.
     let e = check_keys(&map(json!({"tools": []})), Endpoint::Completions).unwrap_err();
     assert_eq!(e.to_string(), "unknown field `tools`");
@@ -136,7 +127,7 @@ fn unsupported_features_are_refused_unless_neutral() {
 }
 
 #[test]
-fn n_logprobs_and_echo_values() {
+fn n_values() {
     assert_eq!(common(json!({})).unwrap().n, 1);
     assert_eq!(common(json!({"n": 128})).unwrap().n, 128);
     for bad in [0, -1, 129] {
@@ -144,45 +135,6 @@ fn n_logprobs_and_echo_values() {
         assert_eq!(e.to_string(), format!("`n` must be in [1, 128], got {bad}"));
         assert_eq!(param_of(e).as_deref(), Some("n"));
     }
-    let chat = |v: Value| -> Result<Settings, ApiError> {
-        let mut g = common(json!({}))?;
-        chat_logprobs(&fields::<ChatFields>(&v)?, &mut g)?;
-        Ok(g)
-    };
-    assert_eq!(
-        chat(json!({"logprobs": true})).unwrap().sampling.logprobs,
-        Some(0)
-    );
-    let g = chat(json!({"logprobs": true, "top_logprobs": 5})).unwrap();
-    assert_eq!(g.sampling.logprobs, Some(5));
-    assert_eq!(
-        chat(json!({"logprobs": false, "top_logprobs": 0}))
-            .unwrap()
-            .sampling
-            .logprobs,
-        None
-    );
-    let e = chat(json!({"top_logprobs": 2})).unwrap_err();
-    assert_eq!(e.to_string(), "`top_logprobs` needs `logprobs` set to true");
-    let e = chat(json!({"logprobs": true, "top_logprobs": 21})).unwrap_err();
-    assert_eq!(e.to_string(), "`top_logprobs` must be in [0, 20], got 21");
-    let cmpl = |v: Value| -> Result<Settings, ApiError> {
-        let mut g = common(json!({}))?;
-        completion_output(&fields::<CompletionFields>(&v)?, &mut g)?;
-        Ok(g)
-    };
-    assert_eq!(
-        cmpl(json!({"logprobs": 0})).unwrap().sampling.logprobs,
-        Some(0)
-    );
-    assert!(cmpl(json!({"echo": true})).unwrap().echo);
-    assert_eq!(
-        param_of(cmpl(json!({"logprobs": -1})).unwrap_err()).as_deref(),
-        Some("logprobs")
-    );
-    let e = cmpl(json!({"echo": true, "logprobs": 1})).unwrap_err();
-    assert!(e.to_string().contains("prompt logprobs"), "{e}");
-    assert_eq!(param_of(e).as_deref(), Some("echo"));
 }
 
 #[test]
@@ -227,10 +179,6 @@ fn bad_values_name_the_field() {
         (json!({"stop": ["a", ""]}), "stop"),
         (
             json!({"stream_options": {"include_usage": true}}),
-            "stream_options",
-        ),
-        (
-            json!({"stream": true, "stream_options": {"continuous_usage_stats": true}}),
             "stream_options",
         ),
     ];
@@ -280,17 +228,31 @@ fn good_values_reach_the_sampling_params() {
 #[test]
 fn max_completion_tokens_overrides() {
     let c: CommonFields = fields(&json!({"max_tokens": 9})).unwrap();
-    let g = validate(c, Some(("max_completion_tokens", 3)), 10).unwrap();
+    let g = validate(c, Some(("max_completion_tokens", 3)), false, 10).unwrap();
     assert_eq!(g.max_tokens, Some(3));
     assert_eq!(g.max_tokens_field, "max_completion_tokens");
     let c: CommonFields = fields(&json!({"max_tokens": 9})).unwrap();
     assert_eq!(
-        validate(c, None, 10).unwrap().max_tokens_field,
+        validate(c, None, false, 10).unwrap().max_tokens_field,
         "max_tokens"
     );
     let c: CommonFields = fields(&json!({})).unwrap();
-    let e = validate(c, Some(("max_completion_tokens", 0)), 10).unwrap_err();
+    let e = validate(c, Some(("max_completion_tokens", 0)), false, 10).unwrap_err();
     assert_eq!(param_of(e).as_deref(), Some("max_completion_tokens"));
+    // 0 only where allowed (completions with echo).
+    let c: CommonFields = fields(&json!({"max_tokens": 0})).unwrap();
+    assert_eq!(validate(c, None, true, 10).unwrap().max_tokens, Some(0));
+    let c: CommonFields = fields(&json!({"max_tokens": 0})).unwrap();
+    let e = validate(c, None, false, 10).unwrap_err();
+    assert_eq!(param_of(e).as_deref(), Some("max_tokens"));
+    // continuous usage only with include_usage.
+    let g = common(json!({"stream": true, "stream_options":
+        {"include_usage": true, "continuous_usage_stats": true}}))
+    .unwrap();
+    assert!(g.continuous_usage);
+    let g = common(json!({"stream": true, "stream_options": {"continuous_usage_stats": true}}))
+        .unwrap();
+    assert!(!g.continuous_usage && !g.include_usage);
 }
 
 #[test]
