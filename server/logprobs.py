@@ -14,7 +14,7 @@ as vLLM does, so the JSON stays valid.
   logprobs);
 * echo with logprobs: the prompt's tokens come first, from the engine's prompt logprobs:
   the first prompt token has ``null`` logprob and top logprobs; each other's top
-  logprobs are the top ``logprobs`` of its position plus the token itself; offsets start
+  logprobs are the token itself, then the top ``logprobs`` of its position; offsets start
   at 0 at the start of the prompt and run on through the completion;
 * ``prompt_logprobs`` (vLLM): ``[null, {"<id>": {"logprob", "rank", "decoded_token"},
   ...}, ...]``, one entry per prompt token: the actual token first, then the top
@@ -101,19 +101,18 @@ class TokenTexts:
     def completion(self, entries: Sequence[p.TokenLogprobs], top: int,
                    offset: int, with_token: bool = False) -> tuple[CompletionLogprobs, int]:
         """The logprobs of ``entries`` whose text starts at ``offset``; and the offset
-        after them. ``with_token``: each entry's own token joins its top logprobs."""
+        after them. ``with_token``: each entry's own token leads its top logprobs."""
         text = self.text
         result = CompletionLogprobs([], [], [], [])
         for entry in entries:
             token = text(entry.token_id)
             result.tokens.append(token)
             result.token_logprobs.append(clamp(entry.logprob))
-            tops: dict[str, float] = {}
+            # vLLM's order: the token itself first (echoed prompt tokens), then the top k
+            tops: dict[str, float] = {token: clamp(entry.logprob)} if with_token else {}
             for tid, lp in zip(entry.top_token_ids[:top], entry.top_logprobs[:top],
                                strict=False):
                 tops.setdefault(text(tid), clamp(lp))
-            if with_token:
-                tops.setdefault(token, clamp(entry.logprob))
             result.top_logprobs.append(tops)
             result.text_offset.append(offset)
             offset += len(token)

@@ -32,8 +32,9 @@ REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
 COUNT_BUCKETS = tuple(float(m * 10**e) for e in range(9) for m in (1, 2, 5)) + (1e9,)
 REASONS = ("stop", "length", "abort")  # what vLLM pre-creates for vllm:request_success
 
-(TTFT, ITL, E2E, DECODE, PROMPT_LEN, GENERATION_LEN, MAX_GENERATION, QUEUE, PREFILL,
- INFERENCE) = range(10)
+# vLLM's own order (vllm/v1/metrics/loggers.py), as vrs-rs writes them.
+(TTFT, ITL, E2E, QUEUE, INFERENCE, PREFILL, DECODE, PROMPT_LEN, GENERATION_LEN,
+ MAX_GENERATION) = range(10)
 # (name, help, bounds, bounds are token counts)
 HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
     ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
@@ -42,6 +43,12 @@ HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
      TOKEN_LATENCY_BUCKETS, False),
     ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
      REQUEST_BUCKETS, False),
+    ("vllm:request_queue_time_seconds",
+     "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS, False),
+    ("vllm:request_inference_time_seconds",
+     "Histogram of time spent in RUNNING phase for request.", REQUEST_BUCKETS, False),
+    ("vllm:request_prefill_time_seconds",
+     "Histogram of time spent in PREFILL phase for request.", REQUEST_BUCKETS, False),
     ("vllm:request_decode_time_seconds",
      "Histogram of time spent in DECODE phase for request.", REQUEST_BUCKETS, False),
     ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", COUNT_BUCKETS, True),
@@ -49,12 +56,6 @@ HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
      COUNT_BUCKETS, True),
     ("vllm:request_max_num_generation_tokens",
      "Histogram of maximum number of requested generation tokens.", COUNT_BUCKETS, True),
-    ("vllm:request_queue_time_seconds",
-     "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS, False),
-    ("vllm:request_prefill_time_seconds",
-     "Histogram of time spent in PREFILL phase for request.", REQUEST_BUCKETS, False),
-    ("vllm:request_inference_time_seconds",
-     "Histogram of time spent in RUNNING phase for request.", REQUEST_BUCKETS, False),
 )
 
 # Engine state from SchedulerStats: (name, type, help, value).

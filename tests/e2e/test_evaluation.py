@@ -119,6 +119,7 @@ def test_echo_logprobs_with_max_tokens_zero(real_server: Server, tokenizer: Any,
     expected = prompt_logprobs(reference, ids)
     for i in range(1, len(ids)):
         assert abs(logprobs["token_logprobs"][i] - expected[i - 1, ids[i]].item()) < TOL
+        assert next(iter(logprobs["top_logprobs"][i])) == logprobs["tokens"][i], "token first"
         assert math.isclose(max(logprobs["top_logprobs"][i].values()),
                             expected[i - 1].max().item(), abs_tol=TOL)
     offsets = [0]

@@ -4,6 +4,7 @@ reasons, usage and every other field but the request id and the clock."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -73,6 +74,9 @@ def test_same_request_same_body(pool: Pool, path: str, body: dict[str, Any]) -> 
     assert first[0] == 200, first
     for mode in MODES[1:]:
         assert answers[mode] == first, f"{mode} differs from {MODES[0]}"
+        # and in the same order: objects keyed by token (top_logprobs, prompt_logprobs)
+        # list the actual token and the top-k in an order clients read
+        assert json.dumps(answers[mode]) == json.dumps(first), f"{mode}: key order differs"
 
 
 def stream(pool: Pool, mode: str, path: str, body: dict[str, Any]) -> list[Any]:
