@@ -6,7 +6,8 @@
 //! ([`crate::validate::prompt`]) and answer with what the engine would receive (`request_id`,
 //! `model`, `prompt`, `prompt_token_ids`, `sampling_params` with the wire's field names);
 //! chat requests may carry `tools` (rendered by the template) with `tool_choice` `none`
-//! or `auto`. `GET /v1/models`, `GET /health`.
+//! or `auto`. A completions request with a batch of prompts gets a JSON list, one answer
+//! per prompt, in order. `GET /v1/models`, `GET /health`.
 //!
 //! The service's start, limits and shutdown are in [`crate::lifecycle::render`].
 
@@ -22,7 +23,6 @@ use vrs_wire::SamplingParams;
 
 use crate::dispatch::request_id;
 use crate::edge::body::body_bytes;
-use crate::edge::error::ApiError;
 use crate::state::RenderState;
 use crate::validate::prompt::{self, Prompt};
 
@@ -36,15 +36,18 @@ struct Rendered<'a> {
     sampling_params: SamplingParams,
 }
 
-fn rendered(state: &RenderState, prefix: &str, prompt: Prompt) -> Response {
-    Json(Rendered {
+fn answer<'a>(state: &'a RenderState, prefix: &str, prompt: Prompt) -> Rendered<'a> {
+    Rendered {
         request_id: request_id(prefix),
         model: &state.model_name,
         prompt: prompt.text,
         prompt_token_ids: prompt.ids,
         sampling_params: prompt.settings.sampling,
-    })
-    .into_response()
+    }
+}
+
+fn rendered(state: &RenderState, prefix: &str, prompt: Prompt) -> Response {
+    Json(answer(state, prefix, prompt)).into_response()
 }
 
 pub async fn chat(
@@ -69,23 +72,17 @@ pub async fn completion(
         Ok(body) => body,
         Err(err) => return err.into_response(),
     };
-    match prompt::completion(&state, body).await.and_then(single) {
-        Ok(prompt) => rendered(&state, "cmpl", prompt),
+    match prompt::completion(&state, body).await {
+        Ok(mut prompts) if prompts.len() == 1 => rendered(&state, "cmpl", prompts.swap_remove(0)),
+        // A batch of prompts: one answer per prompt, in order.
+        Ok(prompts) => Json(
+            prompts
+                .into_iter()
+                .map(|prompt| answer(&state, "cmpl", prompt))
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
         Err(err) => err.into_response(),
-    }
-}
-
-/// The render service renders one prompt per request.
-fn single(mut prompts: Vec<Prompt>) -> Result<Prompt, ApiError> {
-    match prompts.len() {
-        1 => Ok(prompts.swap_remove(0)),
-        n => Err(ApiError::bad(
-            "prompt",
-            format!(
-                "the render service renders one prompt per request; `prompt` holds {n} \
-                 (send one request per prompt)"
-            ),
-        )),
     }
 }
 

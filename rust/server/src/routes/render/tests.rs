@@ -115,13 +115,18 @@ async fn chat_render_is_what_the_engine_would_receive() {
 }
 
 #[tokio::test]
-async fn completion_render_takes_one_prompt() {
+async fn completion_render_answers_a_batch_with_a_list() {
     let f = fixture();
     let body = json!({"prompt": ["hello", "foo"], "echo": true, "max_tokens": 0,
                       "logprobs": 2, "logit_bias": {"3": 1}});
     let (status, out) = call(&f, "POST", "/v1/completions/render", body).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
-    assert_eq!(out["error"]["param"], "prompt");
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let answers = out.as_array().expect("a list for a batch");
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0]["prompt"], "hello");
+    assert_eq!(answers[1]["prompt"], "foo");
+    assert_ne!(answers[0]["request_id"], answers[1]["request_id"]);
+    assert_eq!(answers[1]["sampling_params"]["prompt_logprobs"], 2);
     // One prompt of a list renders, with what the engine would be sent.
     let body = json!({"prompt": ["hello"], "echo": true, "max_tokens": 0, "logprobs": 2,
                       "logit_bias": {"3": 1}});
