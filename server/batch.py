@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
 _SHAPES = (
-    "invalid value for `prompt`: expected a string, a list of strings, a list of token "
+    "invalid value for `prompt`: a string, a list of strings, a list of token "
     "ids, or a list of lists of token ids"
 )
 

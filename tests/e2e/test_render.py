@@ -224,7 +224,8 @@ def test_sampling_params_are_lowered_like_serving(servers: dict[str, RenderServe
         "max_tokens": 100, "min_tokens": 5, "temperature": 0.0, "top_p": 0.9, "top_k": 50,
         "min_p": 0.05, "seed": 42, "stop_token_ids": [1, 2], "ignore_eos": True,
         "presence_penalty": 0.5, "frequency_penalty": -0.25, "repetition_penalty": 1.1,
-        "logprobs": None,
+        "logprobs": None, "prompt_logprobs": None, "logit_bias": [],
+        "allowed_token_ids": None, "bad_words_token_ids": [],
     }
     from engine import protocol
 

@@ -131,7 +131,7 @@ def test_completion_prompt_logprobs(
     python_server: PythonServer, backend: tokenizers.Tokenizer
 ) -> None:
     ids = backend.encode("abc def ghi", add_special_tokens=True).ids
-    body = {"prompt": ["abc def ghi", ids], "n": 2, "max_tokens": 2, "prompt_logprobs": 2}
+    body = {"prompt": [ids, ids], "n": 2, "max_tokens": 2, "prompt_logprobs": 2}
     answer = python_server.post("/v1/completions", body).json()
     entries = [c["prompt_logprobs"] for c in answer["choices"]]
     assert len(entries) == 4 and all(e == entries[0] for e in entries)

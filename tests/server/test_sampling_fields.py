@@ -124,7 +124,7 @@ def test_the_render_route_shows_the_wire_fields(demo_model: Path, tmp_path: Path
             except httpx.HTTPError:
                 time.sleep(0.1)
         body = {
-            "prompt": ["abc", [5, 6]],
+            "prompt": [[4, 8], [5, 6]],
             "max_tokens": 0,
             "echo": True,
             "logprobs": 2,
@@ -134,7 +134,7 @@ def test_the_render_route_shows_the_wire_fields(demo_model: Path, tmp_path: Path
             "bad_words": ["hi"],
         }
         rendered = httpx.post(f"{url}/v1/completions/render", json=body, timeout=30).json()
-        assert [r["prompt_token_ids"] for r in rendered] == [backend.encode("abc").ids, [5, 6]]
+        assert [r["prompt_token_ids"] for r in rendered] == [[4, 8], [5, 6]]
         sampling = rendered[1]["sampling_params"]
         assert sampling["max_tokens"] == 1  # the prompt is prefilled, the token dropped
         assert sampling["prompt_logprobs"] == 3 and sampling["logprobs"] == 2

@@ -89,13 +89,13 @@ def test_queue_prefill_and_inference_times_come_from_the_engine() -> None:
         assert f'{series}_bucket{{{labels},le="1.0"}} 1' in lines, name
         assert f'{series}_bucket{{{labels},le="7680.0"}} 1' in lines, name
     helps = [line for line in lines if line.startswith("# HELP vllm:request_") and "phase" in line]
-    assert helps == [
-        "# HELP vllm:request_decode_time_seconds Histogram of time spent in DECODE phase for "
-        "request.",
+    assert helps == [  # vLLM's order (vllm/v1/metrics/loggers.py)
         "# HELP vllm:request_queue_time_seconds Histogram of time spent in WAITING phase for "
-        "request.",
-        "# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for "
         "request.",
         "# HELP vllm:request_inference_time_seconds Histogram of time spent in RUNNING phase "
         "for request.",
+        "# HELP vllm:request_prefill_time_seconds Histogram of time spent in PREFILL phase for "
+        "request.",
+        "# HELP vllm:request_decode_time_seconds Histogram of time spent in DECODE phase for "
+        "request.",
     ]
