@@ -171,7 +171,13 @@ fn custom_template_matches_transformers() {
 
 #[test]
 fn demo_template_matches_transformers() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+    // The checkout cargo runs the test from: a compile-time `env!` path may name another
+    // checkout when the target dir is shared (cargo reuses the artifact).
+    let path = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+            std::path::PathBuf::from,
+        )
         .join("../../engine/mock/templates/demo_chat_template.jinja");
     let template = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let mut thinking = serde_json::Map::new();
