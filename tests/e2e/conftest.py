@@ -1,5 +1,6 @@
-"""Fixtures of the end-to-end suite: the demo model, its tokenizer, and one shared mock
-server per frontend mode (started on first use, stopped and checked at the end)."""
+"""Fixtures of the end-to-end suite: the demo model, its tokenizer, transformers' fp32 copy
+of it, one shared mock server per frontend mode (started on first use, stopped and checked
+at the end), and per test module a server per mode on the real engine."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from features import FeaturePool
-from servers import MODES, Pool, Server
+from servers import MODES, REAL_ENGINE_ARGS, Pool, Server
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +25,27 @@ def tokenizer(demo_model: Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(demo_model)
+
+
+@pytest.fixture(scope="session")
+def reference(demo_model: Path) -> Any:
+    """The demo model in transformers, fp32: what the real engine must agree with."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module", params=MODES)
+def real_server(request: pytest.FixtureRequest, demo_model: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo model on the real engine (no --mock) behind each frontend, with a small
+    prefill budget so that prompts prefill in chunks."""
+    log = tmp_path_factory.mktemp("real") / f"{request.param}.log"
+    server = Server(request.param, demo_model, log, mock=False, cli_args=REAL_ENGINE_ARGS)
+    yield server
+    assert server.stop() == 0, server.log()
+    server.assert_all_gone()
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
 MAX_MODEL_LEN = 2048
 MODES = ("rust-serve", "rust-frontend", "python")
+# The real engine in the e2e suite: KV blocks of 4 tokens, prefill chunks of 32 tokens.
+PREFILL_BUDGET = 32
+REAL_ENGINE_ARGS = ("--block-size", "4", "--max-num-batched-tokens", str(PREFILL_BUDGET),
+                    "--device", "cpu")
 CLI = "from cli.main import main; main()"
 DIRECT_FRONTEND = """
 import json, sys

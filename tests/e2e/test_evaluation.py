@@ -10,38 +10,15 @@ batched prompts come back at index ``i * n + j``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import torch
-from servers import MODEL, MODES, Server
+from servers import MODEL, PREFILL_BUDGET, Server
 
-BUDGET = 32  # --max-num-batched-tokens: prompts longer than this prefill in chunks
 LONG = "The quick brown fox jumps over the lazy dog. 数据 " * 12
 TOL = 1e-4
-
-
-@pytest.fixture(scope="module", params=MODES)
-def real_server(request: pytest.FixtureRequest, demo_model: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("evaluation") / f"{request.param}.log"
-    server = Server(request.param, demo_model, log, mock=False,
-                    cli_args=("--block-size", "4", "--max-num-batched-tokens", str(BUDGET),
-                              "--device", "cpu"))
-    yield server
-    assert server.stop() == 0, server.log()
-    server.assert_all_gone()
-
-
-@pytest.fixture(scope="module")
-def reference(demo_model: Path) -> Any:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
 
 
 def prompt_logprobs(reference: Any, ids: list[int]) -> torch.Tensor:
@@ -76,7 +53,7 @@ def check_vllm_prompt_logprobs(entries: list[Any], ids: list[int], expected: tor
 def test_prompt_logprobs_longer_than_the_prefill_budget(real_server: Server, tokenizer: Any,
                                                         reference: Any) -> None:
     ids = tokenizer(LONG, add_special_tokens=False).input_ids
-    assert len(ids) > 3 * BUDGET
+    assert len(ids) > 3 * PREFILL_BUDGET
     body = post(real_server, "completions", {"prompt": ids, "max_tokens": 2,
                                              "prompt_logprobs": 3, "temperature": 0})
     check_vllm_prompt_logprobs(body["choices"][0]["prompt_logprobs"], ids,

@@ -13,13 +13,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
-from servers import MODEL, MODES, Server
+from servers import MODEL, Server
 
 QUESTIONS = [
     ("What colour is the sky on a clear day?", ["blue", "green", "red"], 0),
@@ -61,25 +59,6 @@ generation_kwargs:
 metric_list:
   - metric: exact_match
 """
-
-
-@pytest.fixture(scope="module", params=MODES)
-def real_server(request: pytest.FixtureRequest, demo_model: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("lm-eval") / f"{request.param}.log"
-    server = Server(request.param, demo_model, log, mock=False,
-                    cli_args=("--block-size", "4", "--max-num-batched-tokens", "32",
-                              "--device", "cpu"))
-    yield server
-    assert server.stop() == 0, server.log()
-    server.assert_all_gone()
-
-
-@pytest.fixture(scope="module")
-def reference(demo_model: Path) -> Any:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32).eval()
 
 
 def write_tasks(directory: Path) -> Path:

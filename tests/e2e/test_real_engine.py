@@ -6,25 +6,16 @@ paged-KV engine; the same prompts through transformers must give the same tokens
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from servers import MODEL, MODES, Server
+from servers import MODEL, Server
 
 MAX_TOKENS = 12
 PROMPTS = ["The weather in 北京 today", "def fibonacci(n):", "🌍 hello", "a " * 40]
-
-
-@pytest.fixture(scope="module")
-def reference(demo_model: Path) -> Any:
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(demo_model, dtype=torch.float32)
-    return model.eval()
 
 
 def greedy(reference: Any, ids: list[int]) -> list[int]:
@@ -32,18 +23,6 @@ def greedy(reference: Any, ids: list[int]) -> list[int]:
         out = reference.generate(torch.tensor([ids]), max_new_tokens=MAX_TOKENS,
                                  min_new_tokens=MAX_TOKENS, do_sample=False)
     return out[0, len(ids):].tolist()
-
-
-@pytest.fixture(scope="module", params=MODES)
-def real_server(request: pytest.FixtureRequest, demo_model: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("real") / f"{request.param}.log"
-    server = Server(request.param, demo_model, log, mock=False,
-                    cli_args=("--block-size", "4", "--max-num-batched-tokens", "32",
-                              "--device", "cpu"))
-    yield server
-    assert server.stop() == 0, server.log()
-    server.assert_all_gone()
 
 
 def test_completions_greedy_equal_transformers(real_server: Server, tokenizer: Any,
