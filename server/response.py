@@ -9,9 +9,10 @@ chunk unless it carries logprobs or the finish reason; with
 together) comes before ``[DONE]``; with ``continuous_usage_stats`` too, every chunk
 carries its choice's usage so far (its prompt's length, the tokens generated for it). Chat
 with ``echo`` sends each choice's echoed text as its first content chunk, after the role
-chunks; chat's ``prompt_logprobs`` ride on the first chunk after those (and on the whole
-body, top level). A failure after the stream started, or the deadline
-(``--request-timeout``), is an error event, then ``[DONE]``; not streamed, they are the
+chunks; with chat's ``prompt_logprobs`` those opening chunks wait for the engine's first
+output and the first of them carries them (the whole body has them top level). A
+failure after the stream started, or the deadline (``--request-timeout``), is an error
+event, then ``[DONE]``; not streamed, they are the
 error's status (504 for the deadline).
 """
 
@@ -90,13 +91,28 @@ class ChatShapes(_Shapes):
         return event(chunk)
 
     def start(self) -> bytes:
+        """The role (and echo) chunks; with ``prompt_logprobs`` they wait for the engine's
+        first output, so that the prompt logprobs ride on the very first chunk."""
+        if self._prompt_top is not None and not self._prompt_sent:
+            return b""
+        return self._opening(None)
+
+    def _opening(self, prompt_logprobs: PromptLogprobs | None) -> bytes:
         role = s.Delta(role="assistant", content="")
-        chunks = [self._chunk([s.ChatChunkChoice(c.index, role, None, None)],
-                              self.running(c.index, 0)) for c in self.choices]
-        chunks += [self._chunk([s.ChatChunkChoice(c.index, s.Delta(content=c.echo), None,
-                                                  None)], self.running(c.index, 0))
-                   for c in self.choices if c.echo]
-        return b"".join(chunks)
+        chunks = [s.ChatCompletionChunk(
+            id=self.rid, created=self.created, model=self.model,
+            choices=[s.ChatChunkChoice(c.index, role, None, None)]) for c in self.choices]
+        chunks += [s.ChatCompletionChunk(
+            id=self.rid, created=self.created, model=self.model,
+            choices=[s.ChatChunkChoice(c.index, s.Delta(content=c.echo), None, None)])
+            for c in self.choices if c.echo]
+        for chunk in chunks:
+            usage = self.running(chunk.choices[0].index, 0)
+            if usage is not None:
+                chunk.usage = usage
+        if chunks and prompt_logprobs is not None:
+            chunks[0].prompt_logprobs = prompt_logprobs
+        return b"".join(event(chunk) for chunk in chunks)
 
     def _take_prompt_logprobs(self, piece: Piece) -> None:
         if (self._prompt_top is not None and self.prompt_logprobs is None
@@ -105,9 +121,13 @@ class ChatShapes(_Shapes):
 
     def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
         self._take_prompt_logprobs(piece)
+        opening = b""
+        if self._prompt_top is not None and not self._prompt_sent:
+            self._prompt_sent = True  # the deferred opening chunks, the first carrying them
+            opening = self._opening(self.prompt_logprobs or [None])
         delta = self.choices[index].step(piece)
         if delta.is_empty():
-            return b""
+            return opening
         logprobs = None if delta.logprobs is None else s.ChatLogprobs(delta.logprobs)
         chunk = s.ChatCompletionChunk(
             id=self.rid, created=self.created, model=self.model,
@@ -115,10 +135,7 @@ class ChatShapes(_Shapes):
         usage = self.running(index, completion_tokens)
         if usage is not None:
             chunk.usage = usage
-        if self.prompt_logprobs is not None and not self._prompt_sent:
-            self._prompt_sent = True
-            chunk.prompt_logprobs = self.prompt_logprobs
-        return event(chunk)
+        return opening + event(chunk)
 
     def usage(self, usage: s.Usage) -> bytes:
         return self._chunk([], usage)

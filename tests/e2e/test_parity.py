@@ -140,3 +140,27 @@ def test_same_stop_string_cut(pool: Pool) -> None:
     answers = ask(pool, "/v1/completions", {**base, "stop": [text[10:13]]})
     assert len({repr(answer) for answer in answers.values()}) == 1, answers
     assert answers[MODES[0]][1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_chat_opening_chunks_are_the_same(pool: Pool) -> None:
+    """Role chunks, then echo chunks; with prompt_logprobs they wait for the engine's first
+    output and the very first chunk carries them; continuous usage on each."""
+    body = {"model": MODEL, "messages": [*CHAT, {"role": "assistant", "content": "Sure"}],
+            "add_generation_prompt": False, "continue_final_message": True, "echo": True,
+            "n": 2, "prompt_logprobs": 1, "max_tokens": 3, "seed": 14, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    openings = {}
+    for mode in MODES:
+        with httpx.stream("POST", f"{pool.get(mode).url}/v1/chat/completions", json=body,
+                          timeout=60) as resp:
+            assert resp.status_code == 200
+            openings[mode] = [normalised(e) for e in sse_events(resp.iter_lines())][:4]
+    first = openings[MODES[0]]
+    assert [c["choices"][0]["delta"] for c in first] == [
+        {"role": "assistant", "content": ""}, {"role": "assistant", "content": ""},
+        {"content": "Sure"}, {"content": "Sure"}]
+    assert first[0]["prompt_logprobs"][0] is None
+    assert all("prompt_logprobs" not in c for c in first[1:])
+    assert all(c["usage"]["completion_tokens"] == 0 for c in first)
+    for mode in MODES[1:]:
+        assert json.dumps(openings[mode]) == json.dumps(first), mode

@@ -189,7 +189,7 @@ def test_chat_echo_and_prompt_logprobs(
         (1, {"content": "The answer\nis"}),
     ]
     carrying = [e for e in events if "prompt_logprobs" in e]
-    assert len(carrying) == 1 and carrying[0] is events[4]
+    assert len(carrying) == 1 and carrying[0] is events[0], "on the very first chunk"
     assert carrying[0]["prompt_logprobs"] == answer["prompt_logprobs"]
     # Echo needs the last message to be the assistant's: otherwise it changes nothing.
     user_last = {"messages": messages[:1], "echo": True, "max_tokens": 3, "seed": 5}
