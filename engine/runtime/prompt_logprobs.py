@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from engine import protocol as p
+from engine.runtime.logprobs import token_logprobs
 from engine.runtime.request import Request
 
 ROWS_PER_SLICE = 256
@@ -50,32 +51,7 @@ def compute_prompt_logprobs(
             first = span.first + lo
             targets = request.token_ids[first + 1 : first + 1 + n]
             logits = logits_of(hidden[row + lo : row + lo + n]).float()
-            entries.extend(_entries(torch.log_softmax(logits, dim=-1), targets, k))
+            entries.extend(token_logprobs(torch.log_softmax(logits, dim=-1), targets, k))
         results.append((request, entries))
         row += span.count
     return results
-
-
-def _entries(logprobs: torch.Tensor, targets: list[int], k: int) -> list[p.TokenLogprobs]:
-    target = torch.tensor(targets, dtype=torch.long, device=logprobs.device)[:, None]
-    values = logprobs.gather(1, target)
-    ranks = ((logprobs > values).sum(dim=1) + 1).tolist()
-    values_list = values[:, 0].tolist()
-    k = min(k, logprobs.shape[1])
-    if k == 1:  # a max is cheaper than a top-k of one
-        best = logprobs.max(dim=1, keepdim=True)
-        top_ids, top_vals = best.indices.tolist(), best.values.tolist()
-    elif k > 1:
-        top = torch.topk(logprobs, k, dim=1)
-        top_ids, top_vals = top.indices.tolist(), top.values.tolist()
-    else:
-        top_ids = [[] for _ in targets]
-        top_vals = [[] for _ in targets]
-    return [
-        p.TokenLogprobs(
-            token_id=token, logprob=value, rank=rank, top_token_ids=ids, top_logprobs=vals
-        )
-        for token, value, rank, ids, vals in zip(
-            targets, values_list, ranks, top_ids, top_vals, strict=True
-        )
-    ]

@@ -21,6 +21,7 @@ import torch
 
 from engine import protocol as p
 from engine.runtime.logits_processors import apply_logits_processors
+from engine.runtime.logprobs import token_logprobs
 from engine.runtime.request import Request
 
 MAX_LOGPROBS = 20
@@ -84,9 +85,8 @@ class Sampler:
         logprobs: list[p.TokenLogprobs | None] = [None] * n
         if raw_logprobs is not None:
             for row, i in enumerate(want_logprobs):
-                logprobs[i] = self._logprobs(
-                    raw_logprobs[row], token_list[i], requests[i].params.logprobs or 0
-                )
+                k = min(requests[i].params.logprobs or 0, MAX_LOGPROBS)
+                (logprobs[i],) = token_logprobs(raw_logprobs[row : row + 1], [token_list[i]], k)
         return SamplerOutput(token_list, logprobs)
 
     def _apply_penalties(
@@ -156,21 +156,3 @@ class Sampler:
             for i, r in enumerate(requests):
                 q[i].exponential_(generator=r.generator or self.generator)
         return (probs / q.to(dev)).argmax(dim=-1)
-
-    @staticmethod
-    def _logprobs(row: torch.Tensor, token_id: int, k: int) -> p.TokenLogprobs:
-        value = row[token_id]
-        rank = int((row > value).sum().item()) + 1
-        k = min(k, MAX_LOGPROBS, row.shape[0])
-        if k > 0:
-            top = torch.topk(row, k)
-            top_ids, top_vals = top.indices.tolist(), top.values.tolist()
-        else:
-            top_ids, top_vals = [], []
-        return p.TokenLogprobs(
-            token_id=token_id,
-            logprob=float(value.item()),
-            rank=rank,
-            top_token_ids=top_ids,
-            top_logprobs=top_vals,
-        )

@@ -1,0 +1,35 @@
+"""Log-probability entries (``TokenLogprobs``) from rows of log-probabilities: the one
+computation behind sampled-token logprobs (the sampler) and prompt logprobs."""
+
+from __future__ import annotations
+
+import torch
+
+from engine import protocol as p
+
+
+def token_logprobs(logprobs: torch.Tensor, targets: list[int], k: int) -> list[p.TokenLogprobs]:
+    """One entry per row of ``logprobs`` (``rows x vocab``, already ``log_softmax``-ed):
+    the row's target token with its logprob and 1-based rank, and the row's top ``k``."""
+    target = torch.tensor(targets, dtype=torch.long, device=logprobs.device)[:, None]
+    values = logprobs.gather(1, target)
+    ranks = ((logprobs > values).sum(dim=1) + 1).tolist()
+    values_list = values[:, 0].tolist()
+    k = min(k, logprobs.shape[1])
+    if k == 1:  # a max is cheaper than a top-k of one
+        best = logprobs.max(dim=1, keepdim=True)
+        top_ids, top_vals = best.indices.tolist(), best.values.tolist()
+    elif k > 1:
+        top = torch.topk(logprobs, k, dim=1)
+        top_ids, top_vals = top.indices.tolist(), top.values.tolist()
+    else:
+        top_ids = [[] for _ in targets]
+        top_vals = [[] for _ in targets]
+    return [
+        p.TokenLogprobs(
+            token_id=token, logprob=value, rank=rank, top_token_ids=ids, top_logprobs=vals
+        )
+        for token, value, rank, ids, vals in zip(
+            targets, values_list, ranks, top_ids, top_vals, strict=True
+        )
+    ]
