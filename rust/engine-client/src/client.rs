@@ -332,26 +332,32 @@ impl Shared {
         let mut overflowed = Vec::new();
         for output in outputs.outputs {
             let id = output.request_id.clone();
-            let finished = output.finish_reason.is_some();
+            if output.finish_reason.is_some() {
+                // Removed before the finish is handed over: a consumer that has seen its
+                // finish never finds its request still in flight.
+                let Some(route) = self.remove(&id) else {
+                    continue;
+                };
+                if let Err(mpsc::error::TrySendError::Full(_)) =
+                    route.tx.try_send(EngineEvent::Output(output))
+                {
+                    route.overflow.store(true, Ordering::SeqCst);
+                    tracing::warn!(request_id = %id, "the client stopped reading; dropped its finish");
+                }
+                continue;
+            }
             let sent = match self.requests.get(&id) {
                 Some(route) => route.tx.try_send(EngineEvent::Output(output)),
                 None => continue,
             };
-            match sent {
-                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {
-                    if finished {
-                        self.remove(&id);
-                    }
-                }
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    let engine = self.remove(&id).map(|route| {
-                        route.overflow.store(true, Ordering::SeqCst);
-                        route.engine
-                    });
-                    tracing::warn!(request_id = %id, "the client stopped reading; aborting");
-                    if let (Some(engine), false) = (engine, finished) {
-                        overflowed.push((engine, id));
-                    }
+            if let Err(mpsc::error::TrySendError::Full(_)) = sent {
+                let engine = self.remove(&id).map(|route| {
+                    route.overflow.store(true, Ordering::SeqCst);
+                    route.engine
+                });
+                tracing::warn!(request_id = %id, "the client stopped reading; aborting");
+                if let Some(engine) = engine {
+                    overflowed.push((engine, id));
                 }
             }
         }
