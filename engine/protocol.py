@@ -51,6 +51,13 @@ class RequestType(enum.IntEnum):
     UTILITY = 0x02
 
 
+class ErrorKind(enum.StrEnum):
+    """``EngineCoreOutput.error_kind``: why a request ended with ``error`` (None: the
+    engine failed it)."""
+
+    INVALID_REQUEST = "invalid_request"
+
+
 class FinishReason(enum.StrEnum):
     STOP = "stop"
     LENGTH = "length"
@@ -99,6 +106,18 @@ class Failed(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
 # --------------------------------------------------------------------------- requests
 
 
+class StructuredOutputs(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A grammar the output must follow (vLLM's ``structured_outputs``), enforced by the
+    engine token by token. The frontend sends exactly one of these fields set."""
+
+    json: str | None = None  # a JSON Schema, as compact JSON text
+    regex: str | None = None
+    choice: list[str] | None = None  # the output is exactly one of these strings
+    grammar: str | None = None  # EBNF, in xgrammar's dialect (as vLLM's xgrammar backend)
+    json_object: bool = False  # any JSON object (OpenAI's JSON mode)
+    structural_tag: str | None = None  # an xgrammar structural tag, as JSON text
+
+
 class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     max_tokens: int
     min_tokens: int = 0
@@ -122,6 +141,8 @@ class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True
     # Token-id sequences never to generate (vLLM bad_words, tokenized by the frontend):
     # the last id of a sequence is banned where the output ends with the rest of it.
     bad_words_token_ids: list[list[int]] = []
+    # None = free text; else the grammar the output must follow (engine/grammar/).
+    structured_outputs: StructuredOutputs | None = None
 
 
 class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -175,6 +196,10 @@ class EngineCoreOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=Tr
     # its first scheduling (queue), and from then to its first token (prefill).
     queue_time: float | None = None
     prefill_time: float | None = None
+    # With finish_reason "error": "invalid_request" when the request itself is at fault
+    # (its structured-output spec does not compile, or not within the compile timeout):
+    # the frontend answers 400. None: the engine failed it (500).
+    error_kind: str | None = None
 
 
 class UtilityOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=True):

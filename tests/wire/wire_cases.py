@@ -63,6 +63,19 @@ def _full_sampling() -> p.SamplingParams:
         logit_bias=[(0, -100.0), (128_000, 2.5), (65_536, 100.0)],
         allowed_token_ids=[0, 7, 128_815],
         bad_words_token_ids=[[42], [1, 2, 65_536], []],
+        structured_outputs=_full_structured_outputs(),
+    )
+
+
+def _full_structured_outputs() -> p.StructuredOutputs:
+    # Every field set, so the fixture checks each one's position (a frontend sets one).
+    return p.StructuredOutputs(
+        json='{"type":"object","properties":{"名前":{"type":"string","maxLength":8}}}',
+        regex="[a-z]{1,3}\\d+",
+        choice=["yes", "no", "日本", ""],
+        grammar='root ::= "a" | "b"',
+        json_object=True,
+        structural_tag='{"type":"structural_tag","format":{"type":"const_string","value":"x"}}',
     )
 
 
@@ -78,6 +91,7 @@ def _full_output() -> p.EngineCoreOutput:
         prompt_logprobs=_logprobs(),
         queue_time=0.015625,
         prefill_time=1.5e-4,
+        error_kind=p.ErrorKind.INVALID_REQUEST.value,
     )
 
 
@@ -140,6 +154,8 @@ def cases() -> list[Case]:
         ),
         Case("failed", p.Failed(engine_index=1, message="CUDA out of memory: 显存不足 💥")),
         Case("sampling_params", _full_sampling(), full=True),
+        Case("structured_outputs", _full_structured_outputs(), full=True),
+        Case("structured_outputs_regex", p.StructuredOutputs(regex="[0-9]+")),
         Case("sampling_params_defaults", p.SamplingParams(max_tokens=16)),
         Case(
             "sampling_params_short",
