@@ -91,6 +91,10 @@ EnablePrefixCaching = Annotated[bool, typer.Option(
     "--enable-prefix-caching/--no-enable-prefix-caching",
     help="Reuse KV blocks of shared prompt prefixes.")]
 Seed = Annotated[int, typer.Option(help="Engine random seed.")]
+StructuredOutputsCompileTimeout = Annotated[float, typer.Option(
+    min=0.001,
+    help="Seconds a structured-output grammar (JSON schema, regex, choice, grammar) may "
+         "take to compile; a request whose grammar takes longer gets a 400.")]
 MockStepDelayMs = Annotated[float, typer.Option(
     min=0, help="Mock engine: sleep per step, to imitate a model's step time.")]
 Frontend = Annotated[FrontendKind, typer.Option(

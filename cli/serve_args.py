@@ -42,6 +42,7 @@ class ServeOptions:
     enable_prefix_caching: bool
     seed: int
     mock_step_delay_ms: float
+    structured_outputs_compile_timeout: float = 5.0
     mock_replies: Path | None = None
     api_key: str | None = None
     max_request_body: int = 32 * 1024 * 1024
@@ -178,8 +179,9 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "seed": options.seed,
         "mock_step_delay_ms": options.mock_step_delay_ms,
         "mock_replies": _mock_replies(options.mock_replies),
-        # The mock encodes its scripted replies with the frontend's tokenizer.
-        "mock_tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
+        "structured_outputs_compile_timeout": options.structured_outputs_compile_timeout,
+        # Grammars are built from, and mock replies encoded with, the frontend's tokenizer.
+        "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "log_level": options.log_level,
     }
     from engine.config import ConfigError, config_from_map

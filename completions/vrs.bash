@@ -65,6 +65,7 @@ _vrs() {
         --kv-cache-memory) return ;;
         --gpu-memory-utilization) return ;;
         --seed) return ;;
+        --structured-outputs-compile-timeout) return ;;
         --mock-step-delay-ms) return ;;
         --mock-replies) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --api-key) return ;;
@@ -80,7 +81,7 @@ _vrs() {
         --data-parallel-rpc-port) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -115,6 +116,7 @@ _vrs() {
         --kv-cache-memory) return ;;
         --gpu-memory-utilization) return ;;
         --seed) return ;;
+        --structured-outputs-compile-timeout) return ;;
         --mock-step-delay-ms) return ;;
         --mock-replies) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --api-key) return ;;
@@ -132,7 +134,7 @@ _vrs() {
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

@@ -45,9 +45,12 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     # Scripted answers: a request whose prompt text contains ``when`` gets the tokens of
     # ``reply`` (then EOS) instead of random ones (see engine/mock/replies.py).
     mock_replies: list[MockReply] = []
-    # The directory of the tokenizer.json the replies are encoded with (the frontend's
-    # --tokenizer); None: the model directory's.
-    mock_tokenizer: str | None = None
+    # The directory of the frontend's tokenizer (--tokenizer); None: the model directory's.
+    # Structured-output grammars are built from it, and mock replies are encoded with it.
+    tokenizer: str | None = None
+    # Seconds a structured-output grammar may take to compile before the request is
+    # refused (--structured-outputs-compile-timeout).
+    structured_outputs_compile_timeout: float = 5.0
     log_level: str = "info"
 
     def validate(self) -> EngineConfig:
@@ -65,6 +68,9 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
                    self.kv_cache_memory_bytes)
         _check(0.0 < self.gpu_memory_utilization <= 1.0, "gpu_memory_utilization",
                "(0, 1]", self.gpu_memory_utilization)
+        _check(self.structured_outputs_compile_timeout > 0.0,
+               "structured_outputs_compile_timeout", "> 0",
+               self.structured_outputs_compile_timeout)
         _check(self.mock_step_delay_ms >= 0.0, "mock_step_delay_ms", ">= 0",
                self.mock_step_delay_ms)
         for reply in self.mock_replies:

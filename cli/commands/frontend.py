@@ -35,6 +35,7 @@ def frontend(
     gpu_memory_utilization: o.GpuMemoryUtilization = 0.9,
     enable_prefix_caching: o.EnablePrefixCaching = True,
     seed: o.Seed = 0,
+    structured_outputs_compile_timeout: o.StructuredOutputsCompileTimeout = 5.0,
     mock_step_delay_ms: o.MockStepDelayMs = 0.0,
     mock_replies: o.MockReplies = None,
     api_key: o.ApiKey = None,

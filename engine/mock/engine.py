@@ -11,6 +11,13 @@ replies (``mock_replies``, see engine/mock/replies.py) replace the random tokens
 matching requests; replies are scripted or random, never sampled from logits, so
 ``logit_bias``, ``allowed_token_ids`` and ``bad_words_token_ids`` do not apply to them.
 
+Structured outputs are honoured: a constrained request's grammar is compiled as in the
+real engine (off the step loop, the request waiting meanwhile; a spec that does not
+compile ends it with an ``invalid_request`` error), and each token is drawn at random
+from the tokens the grammar allows next, EOS as soon as the grammar may end (so a
+grammar that can end does end, as a model's output would). A scripted reply is followed
+while the grammar accepts its tokens, then random allowed tokens take over.
+
 ``prompt_logprobs`` are answered with synthetic, well-formed entries (with the first
 output): one per prompt token from the second on, ``token_id`` the prompt token, its
 rank, logprob and top ``k`` made up as above, from a generator seeded by the prompt's ids
@@ -32,6 +39,9 @@ from typing import Any
 
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
+from engine.grammar.bitmask import allowed_token_ids
+from engine.grammar.compiler import GrammarCompiler
+from engine.grammar.pending import PendingGrammars
 from engine.mock.replies import MockReplies
 
 # Ids below this are the tokenizer's control tokens (bos, eos, pad) in most vocabularies;
@@ -49,7 +59,7 @@ _MAX_MOCK_RANK = 10
 
 class _MockRequest:
     __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script",
-                 "prompt_ids", "received")
+                 "prompt_ids", "received", "grammar")
     lp_rng: random.Random | None
 
     def __init__(self, request: p.EngineCoreRequest, base_seed: int,
@@ -70,6 +80,7 @@ class _MockRequest:
         self.prompt_ids = (request.prompt_token_ids
                            if self.params.prompt_logprobs is not None else None)
         self.received = time.perf_counter()
+        self.grammar: Any = None  # the xgrammar matcher of a constrained request
 
 
 class MockEngine:
@@ -84,6 +95,7 @@ class MockEngine:
         seed: int = 0,
         step_delay_s: float = 0.0,
         replies: MockReplies | None = None,
+        grammars: GrammarCompiler | None = None,
     ) -> None:
         if vocab_size <= _FIRST_SAMPLED_ID:
             raise ConfigError(f"mock engine: vocab_size={vocab_size} is too small")
@@ -96,6 +108,8 @@ class MockEngine:
         self.replies = replies
         self._span = vocab_size - _FIRST_SAMPLED_ID  # the ids the mock draws from
         self._running: dict[str, _MockRequest] = {}
+        self.grammars = grammars
+        self.pending: PendingGrammars[_MockRequest] = PendingGrammars()
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> MockEngine:
@@ -108,6 +122,7 @@ class MockEngine:
         eos = _eos_ids(model_dir, hf)
         native_len = int(hf.get("max_position_embeddings") or 4096)
         max_model_len = config.max_model_len or native_len
+        tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
         return cls(
             model_name=config.served_model_name or model_dir.name,
             vocab_size=int(hf["vocab_size"]),
@@ -116,7 +131,9 @@ class MockEngine:
             seed=config.seed,
             step_delay_s=config.mock_step_delay_ms / 1000.0,
             replies=MockReplies(model_dir, config.mock_replies,
-                                Path(config.mock_tokenizer) if config.mock_tokenizer else None),
+                                Path(config.tokenizer) if config.tokenizer else None),
+            grammars=GrammarCompiler(tokenizer_dir, int(hf["vocab_size"]), eos,
+                                     config.structured_outputs_compile_timeout),
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -139,27 +156,40 @@ class MockEngine:
             return [_error(request.request_id,
                            f"prompt has {prompt_len} tokens; max_model_len is "
                            f"{self.max_model_len}")]
-        if request.request_id in self._running:
+        if request.request_id in self._running or request.request_id in self.pending:
             return [_error(request.request_id, "duplicate request id")]
         script = self.replies.script_for(request.prompt_token_ids) if self.replies else None
-        self._running[request.request_id] = _MockRequest(request, self.seed, script)
+        mock = _MockRequest(request, self.seed, script)
+        spec = request.sampling_params.structured_outputs
+        if spec is None:
+            self._running[request.request_id] = mock
+        elif self.grammars is None:
+            return [_error(request.request_id, "structured outputs need the model's tokenizer, "
+                           "and this mock engine was started without one", invalid=True)]
+        else:
+            self.pending.add(request.request_id, mock, self.grammars.submit(spec))
         return []
 
     def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
         outputs = []
         for request_id in request_ids:
-            if self._running.pop(request_id, None) is not None:
+            if (self._running.pop(request_id, None) is not None
+                    or self.pending.pop(request_id) is not None):
                 outputs.append(p.EngineCoreOutput(request_id, [], finish_reason="abort"))
         return outputs
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self._running)
+        return bool(self._running) or bool(self.pending)
 
     def step(self) -> list[p.EngineCoreOutput]:
+        outputs = self._admit_grammars() if self.pending else []
+        if not self._running:
+            if self.pending and not outputs:
+                self.pending.wait(0.005)  # every request waits for its grammar
+            return outputs
         scheduled = time.perf_counter()
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
-        outputs = []
         finished = []
         for request in self._running.values():
             output = self._advance(request)
@@ -176,7 +206,7 @@ class MockEngine:
         return outputs
 
     def stats(self) -> p.SchedulerStats:
-        return p.SchedulerStats(num_running=len(self._running))
+        return p.SchedulerStats(num_running=len(self._running), num_waiting=len(self.pending))
 
     def utility(self, method: str, args: list[Any]) -> Any:
         if method == "ping":
@@ -187,10 +217,37 @@ class MockEngine:
 
     # ------------------------------------------------------------- internals
 
+    def _admit_grammars(self) -> list[p.EngineCoreOutput]:
+        ready, failed = self.pending.take()
+        for request, matcher in ready:
+            request.grammar = matcher
+            self._running[request.request_id] = request
+        return [_error(request.request_id, message, invalid=True) for request, message in failed]
+
+    def _constrained_token(self, request: _MockRequest) -> int:
+        """The next token of a constrained request: its script's while the grammar takes
+        it, else EOS when the grammar may end, else a random allowed token."""
+        matcher = request.grammar
+        script = request.script
+        if script and matcher.accept_token(script[0]):
+            return script.pop(0)
+        request.script = []
+        allowed = allowed_token_ids(matcher, self.vocab_size)
+        may_end = request.generated >= request.params.min_tokens
+        token = next((t for t in self.eos_token_ids if may_end and _has(allowed, t)), None)
+        if token is None:
+            choices = [t for t in allowed.tolist() if t not in self.eos_token_ids] or allowed
+            token = int(choices[int(request.rng.random() * len(choices))])
+        if not matcher.accept_token(token):
+            raise RuntimeError(f"the grammar rejected token {token} it allowed")
+        return token
+
     def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
         params = request.params
         script = request.script
-        if script:
+        if request.grammar is not None:
+            token = self._constrained_token(request)
+        elif script:
             token = script.pop(0)
         elif script is not None and self.eos_token_ids and not params.ignore_eos:
             token = self.eos_token_ids[0]  # the scripted reply is over
@@ -205,7 +262,9 @@ class MockEngine:
             out = p.EngineCoreOutput(request.request_id, [token],
                                      new_logprobs=[self._logprobs(request, token)])
         may_stop = generated > params.min_tokens
-        if may_stop and token in params.stop_token_ids:
+        if request.grammar is not None and request.grammar.is_terminated():
+            out.finish_reason, out.stop_token_id = "stop", token
+        elif may_stop and token in params.stop_token_ids:
             out.finish_reason, out.stop_token_id = "stop", token
         elif may_stop and not params.ignore_eos and token in self.eos_token_ids:
             out.finish_reason, out.stop_token_id = "stop", token
@@ -251,8 +310,14 @@ class MockEngine:
                                top_token_ids=ids[:k], top_logprobs=logprobs[:k])
 
 
-def _error(request_id: str, message: str) -> p.EngineCoreOutput:
-    return p.EngineCoreOutput(request_id, [], finish_reason="error", error_message=message)
+def _error(request_id: str, message: str, invalid: bool = False) -> p.EngineCoreOutput:
+    return p.EngineCoreOutput(request_id, [], finish_reason="error", error_message=message,
+                              error_kind=p.ErrorKind.INVALID_REQUEST.value if invalid else None)
+
+
+def _has(sorted_ids: Any, token: int) -> bool:
+    i = int(sorted_ids.searchsorted(token))
+    return i < len(sorted_ids) and int(sorted_ids[i]) == token
 
 
 def _eos_ids(model_dir: Path, hf_config: dict[str, Any]) -> list[int]:

@@ -4,7 +4,7 @@
 whose prompt, decoded, contains ``when`` (the first entry that matches wins) is answered
 with the tokens of ``reply`` (encoded without special tokens, so markers such as
 ``<｜tool▁call▁begin｜>`` or ``<think>`` are single added tokens), then EOS. Replies are
-encoded, and prompts decoded, with the frontend's tokenizer: ``engine_config.mock_tokenizer``
+encoded, and prompts decoded, with the frontend's tokenizer: ``engine_config.tokenizer``
 (what ``--tokenizer`` names), else the model directory's. Everything
 else about the request (max_tokens, stop_token_ids, aborts, logprobs) behaves as for
 random tokens. This is how end-to-end tests make the mock produce tool calls, reasoning

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,6 +21,8 @@ import torch
 
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
+from engine.grammar.compiler import GrammarCompiler, load_xgrammar
+from engine.grammar.pending import PendingGrammars
 from engine.runtime.device import resolve_device, resolve_dtype
 from engine.runtime.kv_cache import KVCacheManager, cdiv
 from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
@@ -35,6 +38,7 @@ from engine.runtime.validation import request_error
 logger = logging.getLogger("vrs.engine")
 
 CPU_DEFAULT_KV_BYTES = 1 << 30
+GRAMMAR_POLL_S = 0.005  # the idle wait while every request waits for its grammar
 _SampleResult = tuple[Request, int, p.TokenLogprobs | None]
 _Failure = tuple[Request, str]  # a request and why it failed
 _PromptLogprobs = list[tuple[Request, list[p.TokenLogprobs]]]
@@ -49,6 +53,7 @@ class ModelEngine:
         eos_token_ids: list[int],
         max_model_len: int,
         num_blocks: int,
+        tokenizer_dir: Path | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -65,6 +70,15 @@ class ModelEngine:
         )
         self.runner = ModelRunner(model, num_blocks, config.block_size)
         self.sampler = Sampler(self.vocab_size, config.seed, model.device)
+        # Structured outputs: grammars compile off the step loop; a constrained request
+        # waits in ``pending`` (counted as waiting) until its grammar is ready.
+        self.grammars = (
+            GrammarCompiler(tokenizer_dir, self.vocab_size, eos_token_ids,
+                            config.structured_outputs_compile_timeout)
+            if tokenizer_dir is not None
+            else None
+        )
+        self.pending: PendingGrammars[Request] = PendingGrammars()
 
     # ------------------------------------------------------------------ construction
 
@@ -132,7 +146,9 @@ class ModelEngine:
         )
         eos = read_eos_token_ids(model_dir, hf_config)
         name = config.served_model_name or model_dir.name
-        return cls(config, model, name, eos, max_model_len, num_blocks)
+        tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
+        load_xgrammar()  # here, on one thread: the grammar threads only use it
+        return cls(config, model, name, eos, max_model_len, num_blocks, tokenizer_dir)
 
     @staticmethod
     def _kv_budget(
@@ -187,7 +203,7 @@ class ModelEngine:
 
     def validate_request(self, request: p.EngineCoreRequest) -> str | None:
         """Why ``request`` can never be served, or None."""
-        if request.request_id in self.scheduler.requests:
+        if request.request_id in self.scheduler.requests or request.request_id in self.pending:
             return f"request id {request.request_id!r} is already in use"
         return request_error(
             request, self.vocab_size, self.max_model_len, self.block_size, self.num_blocks
@@ -204,16 +220,24 @@ class ModelEngine:
         req = Request(
             request.request_id, request.prompt_token_ids, sp, request.arrival_time, self._eos
         )
-        self.scheduler.add_request(req)
+        if sp.structured_outputs is None:
+            self.scheduler.add_request(req)
+            return []
+        if self.grammars is None:
+            return [_error_output(request.request_id, "structured outputs need the model's "
+                                  "tokenizer, and this engine was started without one",
+                                  kind=p.ErrorKind.INVALID_REQUEST.value)]
+        self.pending.add(req.request_id, req, self.grammars.submit(sp.structured_outputs))
         return []
 
     def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
         outputs = []
         for request_id in request_ids:
-            req = self.scheduler.requests.get(request_id)
+            req = self.scheduler.requests.get(request_id) or self.pending.pop(request_id)
             if req is None:
                 continue
-            self.scheduler.finish_request(req, p.FinishReason.ABORT.value)
+            if req.request_id in self.scheduler.requests:
+                self.scheduler.finish_request(req, p.FinishReason.ABORT.value)
             outputs.append(
                 p.EngineCoreOutput(
                     request_id,
@@ -225,18 +249,36 @@ class ModelEngine:
         return outputs
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished_requests()
+        return self.scheduler.has_unfinished_requests() or bool(self.pending)
 
     # ------------------------------------------------------------------ step
 
     def step(self) -> list[p.EngineCoreOutput]:
-        """One engine step: schedule -> run -> sample -> update."""
+        """One engine step: admit compiled grammars -> schedule -> run -> sample -> update."""
+        admitted = self._admit_grammars() if self.pending else []
         with torch.inference_mode():
             sched = self.scheduler.schedule()
             if not sched.requests:
-                return []
+                if self.pending and not admitted:
+                    self.pending.wait(GRAMMAR_POLL_S)  # nothing else to do: no busy spin
+                return admitted
             results, prompt, failed = self._run_and_sample(sched.requests, sched.num_new_tokens)
-            return self._update(sched.requests, sched.num_new_tokens, results, prompt, failed)
+            outputs = self._update(sched.requests, sched.num_new_tokens, results, prompt, failed)
+        return admitted + outputs if admitted else outputs
+
+    def _admit_grammars(self) -> list[p.EngineCoreOutput]:
+        """Requests whose grammar is ready enter the scheduler; those whose grammar failed
+        (or timed out) end with an ``invalid_request`` error."""
+        ready, failed = self.pending.take()
+        for req, matcher in ready:
+            req.grammar = matcher
+            self.scheduler.add_request(req)
+        outputs = []
+        for req, message in failed:
+            logger.warning("request %s refused: %s", req.request_id, message)
+            outputs.append(_error_output(req.request_id, message,
+                                         kind=p.ErrorKind.INVALID_REQUEST.value))
+        return outputs
 
     def _run_and_sample(
         self, requests: list[Request], num_new: list[int]
@@ -300,6 +342,8 @@ class ModelEngine:
             first = req.num_output_tokens == 0
             try:
                 done = req.append_token(token, max_len)
+                if req.grammar is not None:
+                    done = _advance_grammar(req, token, done)
             except Exception as exc:
                 failed.append((req, f"{type(exc).__name__}: {exc}"))
                 continue
@@ -328,7 +372,7 @@ class ModelEngine:
         kv = self.kv_cache
         return p.SchedulerStats(
             num_running=self.scheduler.num_running,
-            num_waiting=self.scheduler.num_waiting,
+            num_waiting=self.scheduler.num_waiting + len(self.pending),
             kv_cache_usage=kv.usage,
             prefix_cache_queries=kv.prefix_cache_queries,
             prefix_cache_hits=kv.prefix_cache_hits,
@@ -377,11 +421,26 @@ def _first_output(req: Request, out: p.EngineCoreOutput) -> None:
     out.prefill_time = max(now - scheduled, 0.0)
 
 
-def _error_output(request_id: str, message: str, num_cached: int = 0) -> p.EngineCoreOutput:
+def _advance_grammar(req: Request, token: int, done: bool) -> bool:
+    """Feed the sampled ``token`` to the request's matcher; True when the request is done
+    (it already was, or the grammar has ended: finish ``stop``)."""
+    if not req.grammar.accept_token(token):
+        raise RuntimeError(f"the grammar rejected the sampled token {token}")
+    if req.grammar.is_terminated() and not done:
+        # The stop token ended the grammar (ignore_eos kept append_token going).
+        req.finish_reason = p.FinishReason.STOP.value
+        req.stop_token_id = token
+        return True
+    return done
+
+
+def _error_output(request_id: str, message: str, num_cached: int = 0,
+                  kind: str | None = None) -> p.EngineCoreOutput:
     return p.EngineCoreOutput(
         request_id,
         [],
         p.FinishReason.ERROR.value,
         error_message=message,
         num_cached_tokens=num_cached,
+        error_kind=kind,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import time
+from typing import Any
 
 import torch
 
@@ -49,6 +50,7 @@ class Request:
         "received_at",
         "scheduled_at",
         "prompt_logprobs",
+        "grammar",
     )
 
     def __init__(
@@ -90,6 +92,10 @@ class Request:
         self.prompt_logprobs: list[p.TokenLogprobs] | None = (
             [] if params.prompt_logprobs is not None else None
         )
+        # The xgrammar matcher of a structured-output request (set once its grammar is
+        # compiled): it has accepted every output token so far, and it survives
+        # preemption as the tokens do.
+        self.grammar: Any = None
 
     # ------------------------------------------------------------------ views
 

@@ -4,8 +4,11 @@ Order, as in vLLM: logprobs are taken from the raw logits; then the per-request 
 processors (``allowed_token_ids``, ``logit_bias``, ``bad_words_token_ids``: see
 engine/runtime/logits_processors.py, only for the rows that set them), penalties
 (repetition over prompt and output, presence and frequency over the output), the
-``min_tokens`` mask on EOS / stop tokens, greedy argmax for temperature 0, and for the
-rest temperature, top-k, top-p, min-p and a draw.
+``min_tokens`` mask on EOS / stop tokens, the structured-output grammar's token bitmask
+(engine/grammar/bitmask.py, only for constrained rows), greedy argmax for temperature 0,
+and for the rest temperature, top-k, top-p, min-p and a draw. When the earlier masks
+leave a constrained row nothing the grammar allows (``min_tokens`` against a finished
+grammar, say), the grammar wins: that row is its raw logits under the grammar's mask.
 
 The draw is an exponential race (``argmax(p / q)``, ``q ~ Exp(1)``), which samples
 exactly from ``p``. A request with a ``seed`` draws its ``q`` from its own
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from engine import protocol as p
+from engine.grammar.bitmask import apply_grammars
 from engine.runtime.logits_processors import apply_logits_processors
 from engine.runtime.logprobs import token_logprobs
 from engine.runtime.request import Request
@@ -47,6 +51,7 @@ class Sampler:
             and not r.has_penalties
             and not r.needs_min_tokens_mask
             and not r.has_logits_processors
+            and r.grammar is None
             for r in requests
         )
         if fast:
@@ -62,7 +67,9 @@ class Sampler:
         processed = [i for i, r in enumerate(requests) if r.has_logits_processors]
         penalized = [i for i, r in enumerate(requests) if r.has_penalties]
         masked = [i for i, r in enumerate(requests) if r.needs_min_tokens_mask]
-        if processed or penalized or masked:
+        constrained = [i for i, r in enumerate(requests) if r.grammar is not None]
+        raw = logits
+        if processed or penalized or masked or constrained:
             logits = logits.clone()
         if processed:
             apply_logits_processors(logits, requests, processed)
@@ -74,6 +81,8 @@ class Sampler:
                 banned = [t for t in r.eos_token_ids | r.stop_ids if 0 <= t < logits.shape[1]]
                 if banned:
                     logits[i, banned] = float("-inf")
+        if constrained:
+            self._apply_grammars(logits, raw, requests, constrained)
 
         tokens = logits.argmax(dim=-1)
         random_rows = [i for i, r in enumerate(requests) if not r.is_greedy]
@@ -88,6 +97,17 @@ class Sampler:
                 k = min(requests[i].params.logprobs or 0, MAX_LOGPROBS)
                 (logprobs[i],) = token_logprobs(raw_logprobs[row : row + 1], [token_list[i]], k)
         return SamplerOutput(token_list, logprobs)
+
+    @staticmethod
+    def _apply_grammars(
+        logits: torch.Tensor, raw: torch.Tensor, requests: list[Request], rows: list[int]
+    ) -> None:
+        apply_grammars(logits, rows, [requests[i].grammar for i in rows])
+        empty = torch.isneginf(logits[rows]).all(dim=-1).nonzero().flatten().tolist()
+        if empty:  # the earlier masks left nothing the grammar allows: the grammar wins
+            lost = [rows[j] for j in empty]
+            logits[lost] = raw[lost]
+            apply_grammars(logits, lost, [requests[i].grammar for i in lost])
 
     def _apply_penalties(
         self, logits: torch.Tensor, requests: list[Request], rows: list[int]

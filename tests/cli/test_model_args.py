@@ -121,11 +121,11 @@ def test_trust_remote_code_is_accepted_with_a_note(demo_copy: Path, tmp_path: Pa
     assert result.returncode == 1 and "cannot listen on 256.0.0.1" in message
 
 
-def test_max_batch_prompts_and_the_mock_tokenizer_reach_the_args_json(demo_copy: Path,
+def test_max_batch_prompts_and_the_engine_tokenizer_reach_the_args_json(demo_copy: Path,
                                                                       tmp_path: Path) -> None:
     """`--max-batch-prompts` is the args-json's max_batch_prompts (default 256), for
     `vrs serve` and `vrs frontend` alike; `--tokenizer` also reaches the engine config as
-    mock_tokenizer, so that `--mock-replies` are encoded with the frontend's tokenizer."""
+    tokenizer, so that `--mock-replies` are encoded with the frontend's tokenizer."""
     import inspect
 
     from rich.console import Console
@@ -147,10 +147,10 @@ def test_max_batch_prompts_and_the_mock_tokenizer_reach_the_args_json(demo_copy:
     given = build_args(ServeOptions.from_params(
         {**base, "max_batch_prompts": 7, "tokenizer": str(demo_copy)}), console)
     assert given["max_batch_prompts"] == 7
-    assert given["engine_config"]["mock_tokenizer"] == str(demo_copy.resolve())
+    assert given["engine_config"]["tokenizer"] == str(demo_copy.resolve())
     default = build_args(ServeOptions.from_params({**base, "tokenizer": None}), console)
     assert default["max_batch_prompts"] == 256
-    assert default["engine_config"]["mock_tokenizer"] is None
+    assert default["engine_config"]["tokenizer"] is None
 
 
 def test_max_batch_prompts_is_checked_by_the_cli(tmp_path: Path) -> None:

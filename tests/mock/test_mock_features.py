@@ -138,7 +138,7 @@ def test_prompt_logprobs_and_times_come_with_the_first_output(tmp_path: Path,
 
 def test_scripted_replies_use_the_frontends_tokenizer(tmp_path: Path,
                                                       demo_model: Path) -> None:
-    """With ``mock_tokenizer`` (``--tokenizer``), replies are encoded with that
+    """With ``tokenizer`` (``--tokenizer``), replies are encoded with that
     tokenizer.json: here one with a token the model's own does not have."""
     import tokenizers
 
@@ -153,7 +153,7 @@ def test_scripted_replies_use_the_frontends_tokenizer(tmp_path: Path,
     reply = [{"when": "mark it", "reply": "ok <zz-marker>"}]
     prompt = own.encode("please mark it", add_special_tokens=False).ids
     scripted = {}
-    for name, extra in (("own", {}), ("other", {"mock_tokenizer": str(directory)})):
+    for name, extra in (("own", {}), ("other", {"tokenizer": str(directory)})):
         config = {"model": str(demo_model), "mock": True, "mock_replies": reply, **extra}
         (tmp_path / name).mkdir()
         frontend, group = start(tmp_path / name, config)
