@@ -387,7 +387,8 @@ class App:
         try:
             if settings.stream:
                 await response.stream(send, generations, shapes,
-                                      settings.include_usage, deadline, timeout)
+                                      settings.include_usage, deadline, timeout,
+                                      constrained=settings.constraint is not None)
             else:
                 status, body = await response.whole(generations, shapes, deadline, timeout)
                 await send_json(send, status, body)
