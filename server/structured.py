@@ -85,7 +85,7 @@ def constraint(response_format: Any, structured_outputs: Any) -> Constraint | No
     found += structured_outputs_specs(structured_outputs)
     if len(found) > 1:
         names = [f"`{c.name}`" for c in found]
-        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        listed = ", ".join(names[:-1]) + " and " + names[-1]
         raise bad_request(
             f"only one structured-output constraint may be given; this request sets {listed}",
             found[1].name,

@@ -371,3 +371,20 @@ def test_guided_fields_point_to_structured_outputs(key: str) -> None:
             f"`{key}` is not supported; use `structured_outputs.{new}`",
         )
         assert lowered(chat, **{key: None}).constraint is None
+
+
+def test_every_constraint_at_once_is_named_in_order() -> None:
+    everything = {
+        "json": {},
+        "regex": "a",
+        "choice": ["a"],
+        "grammar": "g",
+        "json_object": True,
+        "structural_tag": "{}",
+    }
+    names = [f"`{name}`" for name in structured.CONSTRAINTS]
+    assert refused(response_format={"type": "json_object"}, structured_outputs=everything) == (
+        400,
+        structured.CONSTRAINTS[1],
+        ONE + ", ".join(names[:-1]) + " and " + names[-1],
+    )
