@@ -122,6 +122,7 @@ def fan_out(
                         arrival,
                         siblings,
                         echo_only=settings.echo_only,
+                        constraint=settings.constraint,
                     )
                 )
     except APIError:

@@ -2,7 +2,8 @@
 deltas (streamed) and accumulated into its final form (not streamed).
 
 Mirrors ``rust/server/src/output/choice.rs``. Chat: text -> reasoning parser (when the server has
-one and the prompt does not force a tool call) -> tool-call parser (when the request's
+one, the prompt does not force a tool call and no structured-output constraint applies: the
+grammar starts at the first generated token) -> tool-call parser (when the request's
 tool_choice is not ``none``) -> content / reasoning_content / tool_calls; a request that
 made tool calls and stopped finishes with ``tool_calls``; with ``echo``, the last
 (assistant) message's content goes before the content. Completions: the echoed prompt
@@ -68,7 +69,7 @@ class ChatChoice:
     def __init__(self, index: int, chat: ChatOutput, reasoning_parser: bool,
                  top_logprobs: int | None, texts: TokenTexts) -> None:
         self.index = index
-        use_reasoning = reasoning_parser and not chat.prefilled
+        use_reasoning = reasoning_parser and not (chat.prefilled or chat.constrained)
         self._reasoning = ReasoningParser(chat.reasoning_inside) if use_reasoning else None
         fmt = chat.tool_format
         self._tools = ToolCallParser(fmt, chat.tools) if fmt is not None else None

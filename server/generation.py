@@ -4,7 +4,9 @@ strings -> text pieces, with the token counts for ``usage``.
 Mirrors ``rust/server/src/output/generation.rs``: outputs already queued are merged into one piece
 (a slow client gets fewer, larger events), a stop token is counted but not shown, a stop
 string aborts the engine request and finishes with ``stop``, and an engine failure
-raises :class:`APIError` (503 when the engine died, 500 when it failed this request).
+raises :class:`APIError` (503 when the engine died, 500 when it failed this request, 400
+naming the constraint's field when the engine refused the request's structured-output
+spec: ``error_kind`` ``invalid_request``).
 The prompt logprobs (sent with the first output) ride on the first piece; an
 ``echo_only`` request (completions ``max_tokens`` 0 with ``echo``) drops the one token the
 engine generated and finishes with ``length``. The engine's queue and prefill times go
@@ -26,6 +28,7 @@ from server.vllm_metrics import Siblings
 
 _ERROR = p.FinishReason.ERROR.value
 _LENGTH = p.FinishReason.LENGTH.value
+_INVALID = p.ErrorKind.INVALID_REQUEST.value
 
 
 class Piece(msgspec.Struct):
@@ -44,7 +47,7 @@ class Generation:
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
                  "finish_reason", "_detok", "_stop", "_stream", "_metrics", "_arrival",
                  "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
-                 "_echo_only", "_queue", "_prefill")
+                 "_echo_only", "_queue", "_prefill", "_constraint")
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class Generation:
         siblings: Siblings,
         *,
         echo_only: bool = False,
+        constraint: str | None = None,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -75,6 +79,7 @@ class Generation:
         self._failed = False  # the engine failed it or died: no vllm:request_success
         self._siblings: Siblings | None = siblings  # the request's n choices
         self._echo_only = echo_only
+        self._constraint = constraint  # the field of its structured-output constraint
         self._queue: float | None = None  # the engine's queue and prefill times
         self._prefill: float | None = None
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
@@ -174,8 +179,7 @@ class Generation:
             self._end()
         if finish == _ERROR:
             self.finish_reason = _ERROR
-            raise APIError(ErrorKind.INTERNAL,
-                           output.error_message or "the engine failed this request")
+            raise self._error(output)
         return finish
 
     def _absorb_dropped(self, output: p.EngineCoreOutput) -> str | None:
@@ -184,8 +188,7 @@ class Generation:
         if output.finish_reason == _ERROR:
             self._end()
             self.finish_reason = _ERROR
-            raise APIError(ErrorKind.INTERNAL,
-                           output.error_message or "the engine failed this request")
+            raise self._error(output)
         reason = output.finish_reason
         if reason is None and not output.new_token_ids:
             return None
@@ -194,6 +197,14 @@ class Generation:
         if reason is None:
             self.client.abort(self._stream)
         return _LENGTH if reason in (None, _LENGTH, p.FinishReason.STOP.value) else reason
+
+    def _error(self, output: p.EngineCoreOutput) -> APIError:
+        """The engine failed the request: a 400 naming the constraint when its spec is at
+        fault (it did not compile, or not in time), else a 500."""
+        message = output.error_message or "the engine failed this request"
+        if self._constraint is not None and output.error_kind == _INVALID:
+            return APIError(ErrorKind.BAD_REQUEST, message, self._constraint)
+        return APIError(ErrorKind.INTERNAL, message)
 
     def _end(self) -> None:
         self._ended = time.perf_counter()

@@ -67,14 +67,15 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     logit_bias: Any = None
     allowed_token_ids: Any = None
     bad_words: Any = None
+    # Checked by server.structured (raw JSON, as Rust keeps them).
+    response_format: Any = None
+    structured_outputs: Any = None
     # Known, not implemented: accepted only with a value that asks for nothing.
     best_of: Any = None
-    response_format: Any = None
     guided_json: Any = None
     guided_regex: Any = None
     guided_choice: Any = None
     guided_grammar: Any = None
-    structured_outputs: Any = None
     service_tier: Any = None
     store: Any = None
     metadata: Any = None
@@ -117,8 +118,7 @@ class CompletionRequest(_Request, kw_only=True):
 
 COMMON_FIELDS = frozenset(
     f for f in _Request.__struct_fields__ if f not in
-    {"best_of", "response_format",
-     "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
+    {"best_of", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
      "service_tier", "store", "metadata", "mm_processor_kwargs", "priority",
      "truncate_prompt_tokens"})
 CHAT_FIELDS = frozenset({"messages", "max_completion_tokens", "chat_template_kwargs",

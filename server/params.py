@@ -7,7 +7,8 @@ frontends answer a bad request with the same status, type and ``param``:
 2. keys: a known-but-unimplemented key with a value that asks for something is refused
    (:func:`refusal`, keys in sorted order); then unknown keys are refused together;
 3. types (``invalid value for `path`: ...``, param = the path);
-4. values (:func:`validate`); the model (404) is checked by the caller after this.
+4. values (:func:`validate`), the structured-output constraint last
+   (:mod:`server.structured`); the model (404) is checked by the caller after this.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import msgspec
 from engine import protocol as p
 from server import openai as s
 from server import sampling as sampling_fields
+from server import structured
 from server.error import APIError, bad_request
 from server.text import NO_CHAT_TEMPLATE
 
@@ -36,8 +38,6 @@ _POLICY_FIELDS = {
 _INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens", "n",
                "logprobs", "top_logprobs", "prompt_logprobs")
 MAX_N = 128
-# what a response_format refusal accepts (plain text is all this server produces)
-RESPONSE_FORMAT_ACCEPTED = 'the accepted value is `{"type": "text"}` (or null)'
 MAX_LOGPROBS = sampling_fields.MAX_LOGPROBS
 
 
@@ -61,6 +61,8 @@ class Settings(msgspec.Struct):
     prompt_logprobs: int | None = None  # the request's prompt_logprobs (what is shown)
     echo_logprobs: int | None = None  # completions: echo with logprobs k
     echo_only: bool = False  # completions: max_tokens 0 with echo (the prompt only)
+    # the field that set sampling.structured_outputs (the param of its engine errors)
+    constraint: str | None = None
 
 
 # --------------------------------------------------------------------------- decoding
@@ -147,13 +149,8 @@ def _check_refusal(chat: bool, key: str, value: Any) -> None:
         return
     if key == "best_of":
         raise bad_request("`best_of` > 1 is not supported", key)
-    if key == "response_format":
-        kind = value.get("type") if isinstance(value, dict) else None
-        if isinstance(kind, str):
-            raise bad_request(f"`response_format` of type `{kind}` is not supported; "
-                              f"{RESPONSE_FORMAT_ACCEPTED}", key)
-        raise bad_request("`response_format` must be an object with a string `type`; "
-                          f"{RESPONSE_FORMAT_ACCEPTED}", key)
+    if key in structured.GUIDED:
+        raise bad_request(structured.guided_refusal(key), key)
     raise bad_request(f"`{key}` is not supported", key)
 
 
@@ -163,8 +160,6 @@ def refusal(chat: bool, key: str, value: Any) -> bool:
         return type(value) is int and value == 1
     if key == "suffix":
         return value == "" and type(value) is str
-    if key == "response_format":
-        return isinstance(value, dict) and value.get("type") == "text"
     if key == "functions":
         return value == [] and type(value) is list
     if key == "function_call":
@@ -249,13 +244,16 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
     n = 1 if request.n is None else request.n
     _check("n", 1 <= n <= MAX_N, f"must be in [1, {MAX_N}]", n)
     bad_words = sampling_fields.apply(request, sampling, vocab_size)
+    found = structured.constraint(request.response_format, request.structured_outputs)
+    if found is not None:
+        sampling.structured_outputs = found.spec
     skip = request.skip_special_tokens
     return Settings(sampling=sampling, max_tokens=max_tokens, stop=stop,
                     skip_special_tokens=True if skip is None else skip, stream=stream,
                     include_usage=include_usage, model=request.model, n=n,
                     max_tokens_field=max_field, continuous_usage=continuous,
                     bad_words=bad_words, prompt_logprobs=sampling.prompt_logprobs,
-                    echo_only=echo_only)
+                    echo_only=echo_only, constraint=None if found is None else found.name)
 
 
 def chat_logprobs(request: s.ChatCompletionRequest, settings: Settings) -> None:

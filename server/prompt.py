@@ -3,7 +3,8 @@ sampling parameters. One implementation for the serving routes (``app``) and the
 service (``render``); mirrors ``rust/server/src/validate/prompt.rs``.
 
 Check order (the same in both frontends): JSON, keys, types, values (400) -> model (404)
--> messages / prompt (400) -> tools -> template + tokenization, off the
+-> messages / prompt (400) -> tools (a forcing ``tool_choice`` with a structured-output
+constraint is a 400) -> template + tokenization, off the
 event loop (400 on a template error) -> context length (400), which also fills in
 ``max_tokens`` (default: what the context leaves after the prompt). A completions
 request may carry a batch of prompts (:mod:`server.batch`): each is checked on its own,
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from engine import protocol as p
 from server import params, sampling
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS, completion_prompts
 from server.error import bad_request, model_not_found
@@ -31,6 +33,8 @@ from server.tools import (
     TOOL_CALL_PARSERS,
     ToolFormat,
     ToolSettings,
+    choice_text,
+    forced_tag,
     prefill,
     tool_settings,
 )
@@ -54,6 +58,7 @@ class ChatOutput(msgspec.Struct):
     prefilled: bool  # the prompt forces a tool call (tool_choice required / named)
     reasoning_inside: bool  # the prompt leaves a <think> open
     echo: str = ""  # echo: the last (assistant) message's content, put before the answer
+    constrained: bool = False  # a structured-output constraint: no reasoning split
 
 
 class Prompt(msgspec.Struct):
@@ -120,12 +125,20 @@ class PromptBuilder:
         self._check_model(settings.model)
         messages = params.chat_messages(request, self.text.has_chat_template)
         tools = tool_settings(request, self.tool_parser)
+        forcing = tools.mode in ("required", "named")
+        if forcing and settings.constraint is not None:
+            raise bad_request(f"`tool_choice` {choice_text(tools.mode, tools.name)} cannot be "
+                              f"combined with `{settings.constraint}`", "tool_choice")
         fmt = None
         if tools.mode != "none" and self.tool_parser is not None:
             fmt = TOOL_CALL_PARSERS[self.tool_parser]
         forced = prefill(fmt, tools) if fmt is not None else None
         if fmt is not None and tools.mode == "named":
             settings.stop.append(fmt.end)  # one call, then stop
+        tag = forced_tag(fmt, tools) if fmt is not None else None
+        if tag is not None:  # the call's format and arguments, enforced by the engine
+            settings.sampling.structured_outputs = p.StructuredOutputs(structural_tag=tag)
+            settings.constraint = "tools"
         continue_final = bool(request.continue_final_message)
         add_generation = request.add_generation_prompt
         text, ids = await self.off_loop(
@@ -140,7 +153,7 @@ class PromptBuilder:
             echo = last.get("content") or ""
         chat = ChatOutput(tools=tools, tool_format=fmt, prefilled=forced is not None,
                           reasoning_inside=starts_inside(text[:len(text) - len(forced or "")]),
-                          echo=echo)
+                          echo=echo, constrained=settings.constraint is not None)
         await self._bad_words(settings)
         return self._finish(text, ids, settings, "messages", chat)
 

@@ -7,10 +7,11 @@ shapes and errors as ``rust/server/src/routes/render.rs``):
 * ``POST /v1/chat/completions/render``, ``POST /v1/completions/render``: the request
   goes through the serving path's own prompt builder (:mod:`server.prompt`) and
   the answer is what the engine would receive: ``request_id``, ``model``, ``prompt``,
-  ``prompt_token_ids`` and ``sampling_params`` (the wire's field names; ``max_tokens``
-  resolved against the context length). Chat requests may carry ``tools`` (rendered by
-  the template) and any ``tool_choice`` (``required`` and a named function show their
-  prefill at the end of the prompt); the tool-call parser is picked from the template.
+  ``prompt_token_ids`` and ``sampling_params`` (the wire's field names, an object for
+  ``structured_outputs`` too; ``max_tokens`` resolved against the context length). Chat
+  requests may carry ``tools`` (rendered by the template) and any ``tool_choice``
+  (``required`` and a named function show their prefill at the end of the prompt, and
+  their structural tag in ``structured_outputs``); the tool-call parser is picked from the template.
   A completions request with a batch of prompts is answered with a JSON list, one answer
   per prompt (in order).
 * ``GET /v1/models``, ``GET /health``.
@@ -34,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from engine.protocol import SamplingParams
 from server import openai as s
 from server.lifecycle import (
     DEFAULT_HOST,
@@ -99,12 +101,19 @@ def model_limits(model_dir: str, max_model_len: int | None, tokenizer_vocab: int
     return Limits(vocab_size=vocab, max_model_len=max_model_len or native)
 
 
+def sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
+    """The sampling parameters field by field (``structured_outputs`` too, by name)."""
+    fields = msgspec.structs.asdict(sampling)
+    if sampling.structured_outputs is not None:
+        fields["structured_outputs"] = msgspec.structs.asdict(sampling.structured_outputs)
+    return fields
+
+
 def rendered(prefix: str, model: str, prompt: Prompt) -> bytes:
     """The render answer for ``prompt`` (a fresh request id with the serving prefix)."""
     return _encode(s.Rendered(
         request_id=f"{prefix}-{uuid.uuid4().hex}", model=model, prompt=prompt.text,
-        prompt_token_ids=prompt.ids,
-        sampling_params=msgspec.structs.asdict(prompt.settings.sampling)))
+        prompt_token_ids=prompt.ids, sampling_params=sampling_fields(prompt.settings.sampling)))
 
 
 class RenderApp:

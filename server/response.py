@@ -11,7 +11,9 @@ carries its choice's usage so far (its prompt's length, the tokens generated for
 with ``echo`` sends each choice's echoed text as its first content chunk, after the role
 chunks; with chat's ``prompt_logprobs`` those opening chunks wait for the engine's first
 output and the first of them carries them (the whole body has them top level). A
-failure after the stream started, or the deadline (``--request-timeout``), is an error
+request with a structured-output constraint sends its head only after the engine's first
+output of choice 0: when the engine refused its spec, the answer is that 400 (JSON), not
+a stream. A failure after the stream started, or the deadline (``--request-timeout``), is an error
 event, then ``[DONE]``; not streamed, they are the
 error's status (504 for the deadline).
 """
@@ -188,8 +190,12 @@ class CompletionShapes(_Shapes):
 Shapes = ChatShapes | CompletionShapes
 
 
-async def pieces(generations: list[Generation]) -> AsyncIterator[list[tuple[int, Piece]]]:
-    """The choices' pieces as they come (each batch in index order)."""
+async def pieces(generations: list[Generation],
+                 first: Piece | None = None) -> AsyncIterator[list[tuple[int, Piece]]]:
+    """The choices' pieces as they come (each batch in index order); ``first``: choice 0's
+    first piece, already taken."""
+    if first is not None:
+        yield [(0, first)]
     if len(generations) == 1:
         generation = generations[0]
         while (piece := await generation.next()) is not None:
@@ -243,8 +249,28 @@ async def whole(generations: list[Generation], shapes: Shapes,
 
 
 async def stream(send: Send, generations: list[Generation], shapes: Shapes,
-                 include_usage: bool, deadline: float | None, timeout_s: float) -> None:
-    """The SSE response (its status line already decided: 200)."""
+                 include_usage: bool, deadline: float | None, timeout_s: float,
+                 constrained: bool = False) -> None:
+    """The SSE response. Its status is 200, except for a ``constrained`` request whose
+    spec the engine refused: it waits for choice 0's first piece before the head, and
+    answers that refusal (a 400) as a JSON error body."""
+    first: Piece | None = None
+    early: APIError | TimeoutError | None = None  # what ends the stream before it starts
+    if constrained:
+        try:
+            async with _deadline(deadline):
+                first = await generations[0].next()
+        except APIError as error:
+            if error.kind is ErrorKind.BAD_REQUEST:
+                body = error.to_json()
+                await send({"type": "http.response.start", "status": error.status,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+            early = error
+        except TimeoutError as error:
+            early = error
     await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
     message: dict[str, Any] = {"type": "http.response.body", "more_body": True}
     start = shapes.start()
@@ -252,8 +278,10 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
         message["body"] = start
         await send(message)
     try:
+        if early is not None:
+            raise early
         async with _deadline(deadline):
-            async for batch in pieces(generations):
+            async for batch in pieces(generations, first):
                 body = b"".join(shapes.step(index, piece, generations[index].completion_tokens)
                                 for index, piece in batch)
                 if body:

@@ -386,8 +386,8 @@ class App:
         watcher = asyncio.ensure_future(_watch_disconnect(receive, generations))
         try:
             if settings.stream:
-                await response.stream(send, generations, shapes,
-                                      settings.include_usage, deadline, timeout)
+                await response.stream(send, generations, shapes, settings.include_usage,
+                                      deadline, timeout, settings.constraint is not None)
             else:
                 status, body = await response.whole(generations, shapes, deadline, timeout)
                 await send_json(send, status, body)

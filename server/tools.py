@@ -18,6 +18,10 @@ it writes ``<tool_call>``, else none. ``tool_choice``:
 * a named function: prefilled with the begin marker and ``{"name": "N", "arguments": ``;
   generation stops at the first end marker.
 
+Under ``required`` and a named function the engine also enforces the call format after the
+prefill (:func:`forced_tag`, an xgrammar structural tag): each call's arguments follow its
+function's ``parameters``; with ``parallel_tool_calls`` false, one call.
+
 A call body is accepted when it is a JSON object with a string ``name`` and an
 ``arguments`` value (an object's raw JSON text is kept byte for byte; a JSON string is
 used as its decoded text). A body that does not parse is given back as content, exactly
@@ -35,6 +39,7 @@ import msgspec
 
 from server.error import bad_request
 from server.markers import held_suffix
+from server.structured import compact
 
 
 class ToolFormat(msgspec.Struct, frozen=True):
@@ -109,13 +114,13 @@ def tool_settings(request: Any, parser: str | None) -> ToolSettings:
                           "{\"type\": \"function\", \"function\": {\"name\": ...}}",
                           "tool_choice")
     if mode in ("required", "named") and not names:
-        raise bad_request(f"`tool_choice` {_choice_text(mode, name)} needs `tools`",
+        raise bad_request(f"`tool_choice` {choice_text(mode, name)} needs `tools`",
                           "tool_choice")
     if name is not None and name not in names:
         raise bad_request(f"`tool_choice` names the function `{name}`, which is not in "
                           "`tools`", "tool_choice")
     if mode != "none" and parser is None:
-        raise bad_request(f"`tool_choice` {_choice_text(mode, name)} needs a tool-call parser, "
+        raise bad_request(f"`tool_choice` {choice_text(mode, name)} needs a tool-call parser, "
                           "and this server has none for its chat template; start it with "
                           "--tool-call-parser", "tool_choice")
     parallel = request.parallel_tool_calls
@@ -123,7 +128,8 @@ def tool_settings(request: Any, parser: str | None) -> ToolSettings:
                         parallel=True if parallel is None else parallel)
 
 
-def _choice_text(mode: str, name: str | None) -> str:
+def choice_text(mode: str, name: str | None) -> str:
+    """How the messages name a forcing ``tool_choice``."""
     return f"naming `{name}`" if mode == "named" else f"\"{mode}\""
 
 
@@ -139,6 +145,42 @@ def prefill(fmt: ToolFormat, settings: ToolSettings) -> str | None:
 def call_prefix(name: str) -> str:
     """The start of a named call's body, up to its arguments."""
     return '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": '
+
+
+_NO_PARAMETERS = {"type": "object", "properties": {}}
+
+
+def _arguments(tool: dict[str, Any]) -> dict[str, Any]:
+    """The structural-tag element of a call's arguments: the function's ``parameters``
+    (an object with no properties when it has none), at most one whitespace in a row."""
+    parameters = tool["function"].get("parameters")
+    schema = parameters if isinstance(parameters, dict) else _NO_PARAMETERS
+    return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": 1}
+
+
+def _const(value: str) -> dict[str, Any]:
+    return {"type": "const_string", "value": value}
+
+
+def forced_tag(fmt: ToolFormat, settings: ToolSettings) -> str | None:
+    """The xgrammar structural tag (compact JSON text) that constrains what follows the
+    :func:`prefill` of a forced call to the tools' call format, each call's arguments to
+    its function's ``parameters``; None when nothing is forced."""
+    tools = settings.tools or []
+    close = _const("}" + fmt.end)
+    if settings.mode == "named":
+        tool = next(t for t in tools if t["function"]["name"] == settings.name)
+        form: dict[str, Any] = {"type": "sequence", "elements": [_arguments(tool), close]}
+    elif settings.mode == "required":
+        calls = [{"type": "sequence", "elements": [
+            _const(call_prefix(t["function"]["name"])), _arguments(t), close]} for t in tools]
+        form = calls[0] if len(calls) == 1 else {"type": "or", "elements": calls}
+        if settings.parallel:
+            more = {"type": "sequence", "elements": [_const(fmt.begin), form]}
+            form = {"type": "sequence", "elements": [form, {"type": "star", "content": more}]}
+    else:
+        return None
+    return compact({"type": "structural_tag", "format": form})
 
 
 def new_call_id() -> str:

@@ -108,11 +108,38 @@ BAD_REQUESTS = [
     ("max-completion-tokens-over-max-tokens", "chat", {
         "messages": USER, "max_tokens": 5, "max_completion_tokens": 10**6}, 400,
      "max_completion_tokens", "maximum context length"),
-    ("response-format", "chat", {"messages": USER, "response_format": {"type": "json_schema"}},
-     400, "response_format", "`response_format` of type `json_schema` is not supported; the "
-     'accepted value is `{"type": "text"}` (or null)'),
+    ("response-format-json-schema-without-it", "chat", {
+        "messages": USER, "response_format": {"type": "json_schema"}}, 400,
+     "response_format.json_schema",
+     "`response_format.json_schema` must be an object with `name` and `schema`"),
     ("response-format-not-an-object", "chat", {"messages": USER, "response_format": "json"},
-     400, "response_format", 'the accepted value is `{"type": "text"}` (or null)'),
+     400, "response_format", "the accepted types are `text`, `json_object` and `json_schema`"),
+    ("response-format-unknown-type", "completions", {
+        "prompt": "x", "response_format": {"type": "xml"}}, 400, "response_format",
+     "`response_format` of type `xml` is not supported"),
+    ("response-format-schema-not-an-object", "chat", {"messages": USER, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "n", "schema": "{}"}}}, 400,
+     "response_format.json_schema.schema", "must be a JSON Schema object"),
+    ("structured-outputs-empty", "completions", {"prompt": "x", "structured_outputs": {}},
+     400, "structured_outputs", "`structured_outputs` must set one of `json`, `regex`"),
+    ("structured-outputs-unknown-key", "chat", {"messages": USER, "structured_outputs": {
+        "regex": "a", "backend": "outlines"}}, 400, "structured_outputs.backend",
+     "unknown field `backend` in `structured_outputs`"),
+    ("structured-outputs-empty-choice", "chat", {"messages": USER, "structured_outputs": {
+        "choice": []}}, 400, "structured_outputs.choice", "must be a non-empty list of strings"),
+    ("structured-outputs-json-text", "completions", {"prompt": "x", "structured_outputs": {
+        "json": "{oops"}}, 400, "structured_outputs.json", "must be a JSON Schema"),
+    ("two-constraints", "chat", {"messages": USER, "response_format": {"type": "json_object"},
+                                 "structured_outputs": {"regex": "[a-z]+"}}, 400,
+     "structured_outputs.regex", "only one structured-output constraint may be given; this "
+     "request sets `response_format` and `structured_outputs.regex`"),
+    ("tool-choice-with-a-constraint", "chat", {
+        "messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}],
+        "tool_choice": "required", "structured_outputs": {"choice": ["a"]}}, 400,
+     "tool_choice", '`tool_choice` "required" cannot be combined with '
+     "`structured_outputs.choice`"),
+    ("guided-json", "chat", {"messages": USER, "guided_json": {"type": "object"}}, 400,
+     "guided_json", "`guided_json` is not supported; use `structured_outputs.json`"),
     ("negative-max-tokens", "completions", {"prompt": "x", "max_tokens": -1}, 400,
      "max_tokens", "at least 1"),
     ("negative-temperature", "completions", {"prompt": "x", "temperature": -0.1}, 400,

@@ -1,6 +1,7 @@
 """Property test: generated JSON bodies (well-formed, half-right and junk) thrown at every
 route of every frontend mode never get a 5xx, streams always end with [DONE], and the
-server keeps answering."""
+server keeps answering. The structured-output fields get random schemas, regexes and
+grammars, most of which the engine cannot compile (a 400, never a 500 nor a hang)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,41 @@ CONTENT = st.one_of(st.text(max_size=30), st.none(), JSON, st.lists(st.fixed_dic
 MESSAGE = st.one_of(st.fixed_dictionaries({"role": ROLE, "content": CONTENT}), JSON)
 TOOL = st.one_of(st.just({"type": "function", "function": {"name": "f", "parameters": {}}}),
                  JSON)
+# Structured outputs: random (often unsatisfiable or malformed) schemas, regexes, grammars.
+SCHEMA = st.recursive(
+    st.fixed_dictionaries({"type": st.sampled_from(
+        ["string", "integer", "number", "boolean", "null", "object", "array", "bogus"])},
+        optional={"minimum": st.integers(-5, 5), "maxLength": st.integers(-1, 4),
+                  "pattern": st.text("ab()[]*+?|.", max_size=6),
+                  "enum": st.lists(JSON, max_size=3)}),
+    lambda children: st.fixed_dictionaries(
+        {"type": st.just("object"),
+         "properties": st.dictionaries(st.text(max_size=6), children, max_size=3)},
+        optional={"required": st.lists(st.text(max_size=6), max_size=2),
+                  "additionalProperties": st.booleans()})
+    | st.fixed_dictionaries({"type": st.just("array"), "items": children},
+                            optional={"minItems": st.integers(-1, 3),
+                                      "maxItems": st.integers(0, 3)})
+    | st.fixed_dictionaries({"anyOf": st.lists(children, max_size=3)}),
+    max_leaves=8)
+REGEX = st.text("ab01()[]{}*+?|.^$\\-,", max_size=12)
+GRAMMAR = st.one_of(st.just('root ::= "yes" | "no"'), st.just("root ::= [a-z]+"),
+                    st.text(max_size=20))
+STRUCTURED = st.one_of(
+    st.fixed_dictionaries({"json": st.one_of(SCHEMA, SCHEMA.map(json.dumps))}),
+    st.fixed_dictionaries({"regex": REGEX}),
+    st.fixed_dictionaries({"choice": st.lists(st.text(max_size=6), max_size=3)}),
+    st.fixed_dictionaries({"grammar": GRAMMAR}),
+    st.fixed_dictionaries({}, optional={
+        "json": JSON, "regex": st.one_of(REGEX, JSON), "json_object": st.one_of(
+            st.booleans(), JSON), "disable_any_whitespace": st.one_of(st.booleans(), JSON),
+        "x": JSON}),
+    JSON)
+RESPONSE_FORMAT = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "json_object", "json_schema", "x"])},
+                          optional={"json_schema": st.one_of(st.fixed_dictionaries(
+                              {"name": st.text(max_size=5), "schema": SCHEMA}), JSON)}),
+    JSON)
 CHOICE = st.one_of(st.sampled_from(["none", "auto", "required", "x"]),
                    st.just({"type": "function", "function": {"name": "f"}}), JSON)
 COMMON = {
@@ -41,7 +77,8 @@ COMMON = {
     "ignore_eos": st.one_of(st.booleans(), JSON),
     "min_tokens": st.one_of(st.integers(-1, 5), JSON),
     "user": st.one_of(st.text(max_size=5), JSON),
-    "response_format": JSON,
+    "response_format": RESPONSE_FORMAT,
+    "structured_outputs": STRUCTURED,
     "skip_special_tokens": st.one_of(st.booleans(), JSON),
     "logit_bias": JSON,
     "frobnicate": JSON,

@@ -143,7 +143,8 @@ def test_stop_strings_on_a_scripted_reply(feature_server: Server, stream: bool) 
 
 
 REFUSED = [
-    ("chat", {"response_format": {"type": "json_object"}}, "response_format"),
+    ("chat", {"guided_regex": "[a-z]+"}, "guided_regex"),
+    ("chat", {"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
     ("chat", {"functions": [{"name": "f"}]}, "functions"),
     ("chat", {"reasoning_effort": "high"}, "reasoning_effort"),
     ("completions", {"best_of": 2}, "best_of"),

@@ -60,6 +60,8 @@ def load(name: str) -> list[dict[str, Any]]:
 REQUESTS = load("requests.jsonl")
 ERRORS = load("errors.jsonl")
 CHATS = [r for r in REQUESTS if r["endpoint"] == "chat"]
+# what the override template renders too (it needs every tool's `parameters`)
+OVERRIDE_CHATS = [r for r in CHATS if r.get("template_override", True)]
 PATHS = {"chat": "/v1/chat/completions/render", "completions": "/v1/completions/render"}
 
 
@@ -157,8 +159,26 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# The tool-call markers of the templates' formats (docs/api.md): a forcing tool_choice
+# appends the begin marker (and, naming a function, the start of its call) to the prompt.
+MARKERS = ("<｜tool▁call▁begin｜>", "<tool_call>")
+
+
+def forced_prefill(body: dict[str, Any], template: str) -> str:
+    """What a forcing ``tool_choice`` appends to the rendered prompt ("" when none)."""
+    choice = body.get("tool_choice")
+    if choice != "required" and not isinstance(choice, dict):
+        return ""
+    begin = next(marker for marker in MARKERS if marker in template)
+    if choice == "required":
+        return begin
+    name = json.dumps(choice["function"]["name"], ensure_ascii=False)
+    return f'{begin}{{"name": {name}, "arguments": '
+
+
 def truth(tokenizer: Any, entry: dict[str, Any], template: str | None = None) -> dict[str, Any]:
-    """Prompt text and ids by transformers itself, or {"error": message}."""
+    """Prompt text and ids by transformers itself (plus a forced call's prefill), or
+    {"error": message}."""
     body = entry["body"]
     if entry["endpoint"] == "completions":
         prompt = body["prompt"]
@@ -177,6 +197,7 @@ def truth(tokenizer: Any, entry: dict[str, Any], template: str | None = None) ->
             continue_final_message=continue_final, **body.get("chat_template_kwargs", {}))
     except Exception as exc:  # noqa: BLE001 - the template's own error is the expectation
         return {"error": str(exc)}
+    text += forced_prefill(body, template or tokenizer.chat_template)
     return {"prompt": text, "ids": tokenizer(text, add_special_tokens=False)["input_ids"]}
 
 
@@ -194,7 +215,10 @@ def test_corpus_covers_the_issue() -> None:
     assert len(REQUESTS) >= 30
     assert {"short", "long", "tools", "tool_round_trip", "thinking_on", "thinking_off",
             "empty_content", "whitespace_content", "emoji", "cjk_chinese",
-            "continue_final", "no_generation_prompt"} <= names
+            "continue_final", "no_generation_prompt", "rf_json_object", "rf_json_schema",
+            "so_json_object_schema", "so_json_text", "so_regex", "so_choice", "so_grammar",
+            "so_json_object", "so_structural_tag", "forced_tool_required",
+            "forced_tool_required_one_call", "forced_tool_named"} <= names
     long_turns = next(r for r in REQUESTS if r["name"] == "long")["body"]["messages"]
     assert sum(m["role"] == "user" for m in long_turns) == 8
     assert len(next(r for r in REQUESTS if r["name"] == "tools")["body"]["tools"]) == 8
@@ -208,6 +232,8 @@ def test_rust_equals_python_equals_transformers(servers: dict[str, RenderServer]
     assert rust["prompt"] == python["prompt"] == want["prompt"]
     assert rust["prompt_token_ids"] == python["prompt_token_ids"] == want["ids"]
     assert rust["sampling_params"] == python["sampling_params"]
+    # the structured-output constraint, field by field (null: free text)
+    assert python["sampling_params"]["structured_outputs"] == entry.get("structured_outputs")
     assert rust["model"] == python["model"] == MODEL
     prefix = "chatcmpl-" if entry["endpoint"] == "chat" else "cmpl-"
     assert rust["request_id"].startswith(prefix) and python["request_id"].startswith(prefix)
@@ -225,14 +251,14 @@ def test_sampling_params_are_lowered_like_serving(servers: dict[str, RenderServe
         "min_p": 0.05, "seed": 42, "stop_token_ids": [1, 2], "ignore_eos": True,
         "presence_penalty": 0.5, "frequency_penalty": -0.25, "repetition_penalty": 1.1,
         "logprobs": None, "prompt_logprobs": None, "logit_bias": [],
-        "allowed_token_ids": None, "bad_words_token_ids": [],
+        "allowed_token_ids": None, "bad_words_token_ids": [], "structured_outputs": None,
     }
     from engine import protocol
 
     assert list(params) == list(protocol.SamplingParams.__struct_fields__)
 
 
-@pytest.mark.parametrize("entry", CHATS, ids=[r["name"] for r in CHATS])
+@pytest.mark.parametrize("entry", OVERRIDE_CHATS, ids=[r["name"] for r in OVERRIDE_CHATS])
 def test_chat_template_override(override_servers: dict[str, RenderServer], tokenizer: Any,
                                 entry: dict[str, Any]) -> None:
     want = truth(tokenizer, entry, QWEN3_STYLE.read_text(encoding="utf-8"))

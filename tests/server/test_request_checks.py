@@ -1,5 +1,5 @@
 """The Python frontend's request checks that have no engine in them: the /invocations
-routing, the 413 message, the ``response_format`` refusal and the field a
+routing, the 413 message, the ``guided_*`` refusals and the field a
 context-length error names (the e2e suite runs the same cases over HTTP on every
 frontend; these pin the exact words shared with the Rust unit tests)."""
 
@@ -55,17 +55,14 @@ def test_too_large_names_the_limit_in_mib_and_the_flag() -> None:
     assert (mib(3 * 1024 * 1024 + 512 * 1024), mib(0)) == ("3.5", "0")
 
 
-@pytest.mark.parametrize("value, message", [
-    ({"type": "json_object"}, "`response_format` of type `json_object` is not supported; "
-     'the accepted value is `{"type": "text"}` (or null)'),
-    ("json", "`response_format` must be an object with a string `type`; "
-     'the accepted value is `{"type": "text"}` (or null)'),
-])
-def test_response_format_refusal_names_what_is_accepted(value: object, message: str) -> None:
-    body = json.dumps({"messages": USER, "response_format": value}).encode()
+@pytest.mark.parametrize("key", ["guided_json", "guided_regex", "guided_choice",
+                                 "guided_grammar"])
+def test_guided_fields_name_their_structured_outputs_key(key: str) -> None:
+    body = json.dumps({"messages": USER, key: {"type": "object"}}).encode()
     error = error_of(params.decode, body, True)
-    assert (error.status, error.param, error.message) == (400, "response_format", message)
-    for accepted in ({"type": "text"}, None):
+    message = f"`{key}` is not supported; use `structured_outputs.{key.removeprefix('guided_')}`"
+    assert (error.status, error.param, error.message) == (400, key, message)
+    for accepted in ({"type": "json_object"}, {"type": "text"}, None):  # checked later
         params.decode(json.dumps({"messages": USER, "response_format": accepted}).encode(),
                       True)
 
