@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from engine import protocol as p
+from engine.grammar.bitmask import Grammar, control_token_ids
 from engine.grammar.errors import GrammarError
 from engine.grammar.schema import check_schema
 
@@ -101,6 +102,7 @@ class GrammarCompiler:
         self._xgr_compiler: Any = None  # built by the first job, under _build_lock
         self._build_lock = threading.Lock()
         self.tokenizer_info: Any = None
+        self.control_token_ids: Any = None  # banned in JSON (see engine/grammar/bitmask.py)
         self.info_ready_at: float | None = None  # monotonic time the tokenizer info was built
 
     # ------------------------------------------------------------------ API
@@ -164,6 +166,7 @@ class GrammarCompiler:
             tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids
         )
         self.tokenizer_info = info
+        self.control_token_ids = control_token_ids(info.decoded_vocab)
         self.info_ready_at = time.monotonic()
         logger.info(
             "structured outputs: tokenizer info built in %.2fs (%s vocabulary)",
@@ -177,7 +180,9 @@ class GrammarCompiler:
         compiler = self._compiler()
         start = time.perf_counter()
         try:
-            compiled = _compile_spec(compiler, spec)
+            compiled = Grammar(
+                _compile_spec(compiler, spec), self.control_token_ids if _is_json(spec) else None
+            )
         except GrammarError:
             raise
         except Exception as exc:
@@ -221,6 +226,11 @@ def _compile_spec(compiler: Any, spec: p.StructuredOutputs) -> Any:
     if spec.structural_tag is not None:
         return compiler.compile_structural_tag(spec.structural_tag)
     raise GrammarError("the structured-output spec sets no constraint")
+
+
+def _is_json(spec: p.StructuredOutputs) -> bool:
+    """JSON grammars (schema, JSON mode, structural tags: tool calls' JSON arguments)."""
+    return spec.json is not None or spec.json_object or spec.structural_tag is not None
 
 
 def _kind(spec: p.StructuredOutputs) -> str:

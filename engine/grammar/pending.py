@@ -9,9 +9,9 @@ waiting) instead of entering the scheduler. Each step the engine takes out the r
 from __future__ import annotations
 
 from concurrent.futures import FIRST_COMPLETED, wait
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from engine.grammar.bitmask import new_matcher
+from engine.grammar.bitmask import Matcher
 from engine.grammar.compiler import GrammarJob
 from engine.grammar.errors import GrammarError
 
@@ -35,10 +35,10 @@ class PendingGrammars(Generic[T]):
         entry = self._jobs.pop(request_id, None)
         return None if entry is None else entry[0]
 
-    def take(self) -> tuple[list[tuple[T, Any]], list[tuple[T, str]]]:
+    def take(self) -> tuple[list[tuple[T, Matcher]], list[tuple[T, str]]]:
         """(request, matcher) for each grammar now compiled, and (request, message) for
         each that failed or ran out of time; both leave the waiting set, in arrival order."""
-        ready: list[tuple[T, Any]] = []
+        ready: list[tuple[T, Matcher]] = []
         failed: list[tuple[T, str]] = []
         for request_id, (request, job) in list(self._jobs.items()):
             try:
@@ -48,7 +48,7 @@ class PendingGrammars(Generic[T]):
             else:
                 if compiled is None:
                     continue
-                ready.append((request, new_matcher(compiled)))
+                ready.append((request, Matcher(compiled)))
             del self._jobs[request_id]
         return ready, failed
 

@@ -229,7 +229,7 @@ class MockEngine:
         it, else EOS when the grammar may end, else a random allowed token."""
         matcher = request.grammar
         script = request.script
-        if script and matcher.accept_token(script[0]):
+        if script and not matcher.bans(script[0]) and matcher.accept_token(script[0]):
             return script.pop(0)
         request.script = []
         allowed = allowed_token_ids(matcher, self.vocab_size)

@@ -107,7 +107,7 @@ class Sampler:
         if empty:  # the earlier masks left nothing the grammar allows: the grammar wins
             lost = [rows[j] for j in empty]
             logits[lost] = raw[lost]
-            apply_grammars(logits, lost, [requests[i].grammar for i in lost])
+            apply_grammars(logits, lost, [requests[i].grammar for i in lost], with_bans=False)
 
     def _apply_penalties(
         self, logits: torch.Tensor, requests: list[Request], rows: list[int]

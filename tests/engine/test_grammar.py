@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine import protocol as p
-from engine.grammar.bitmask import allowed_token_ids, new_matcher
+from engine.grammar.bitmask import Matcher, allowed_token_ids
 from engine.grammar.compiler import GrammarCompiler
 from engine.grammar.errors import GrammarError
 from engine.grammar.schema import ENFORCED, check_schema
@@ -133,7 +133,7 @@ def compiled(compiler: GrammarCompiler, spec: p.StructuredOutputs) -> Any:
 
 
 def takes(grammar: Any, text: str) -> bool:
-    matcher = new_matcher(grammar)
+    matcher = Matcher(grammar).xgr
     return bool(matcher.accept_string(text)) and matcher.is_completed()
 
 
@@ -298,10 +298,23 @@ def test_allowed_token_ids_follow_the_grammar(compiler: GrammarCompiler) -> None
     from engine.mock.demo_model import ensure_demo_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_demo_model()))
-    matcher = new_matcher(compiled(compiler, p.StructuredOutputs(choice=["yes", "no"])))
+    matcher = Matcher(compiled(compiler, p.StructuredOutputs(choice=["yes", "no"])))
     first = allowed_token_ids(matcher, VOCAB)
     texts = {tokenizer.decode([t]) for t in first.tolist()}
     assert texts and all("yes".startswith(t) or "no".startswith(t) for t in texts)
     assert EOS[0] not in first.tolist()
-    assert matcher.accept_string("yes")
+    assert matcher.xgr.accept_string("yes")
     assert allowed_token_ids(matcher, VOCAB).tolist() == EOS  # only the end is left
+
+
+def test_json_grammars_ban_control_characters(compiler: GrammarCompiler) -> None:
+    """xgrammar lets a raw NUL into a string with maxLength; JSON must never carry one."""
+    nul = 191  # the byte-level token of b"\x00" in the demo tokenizer
+    json_spec = p.StructuredOutputs(json='{"type": "string", "maxLength": 6}')
+    matcher = Matcher(compiled(compiler, json_spec))
+    assert matcher.xgr.accept_string('"ab')
+    assert matcher.bans(nul) and nul not in allowed_token_ids(matcher, VOCAB)
+    assert len(matcher.banned) > 1000  # every token with a byte below 0x20
+    regex = Matcher(compiled(compiler, p.StructuredOutputs(regex=r"a[\x00-\x7f]")))
+    assert regex.banned is None and regex.xgr.accept_string("a")
+    assert nul in allowed_token_ids(regex, VOCAB)
