@@ -21,7 +21,8 @@ _BATCH_FILLER: Any = None
 
 
 class Grammar:
-    """A compiled grammar, and the tokens banned on top of it (None: none)."""
+    """A compiled grammar, and the tokens banned on top of it: None, or bitmask words
+    (xgrammar's layout) whose bits are cleared for the banned tokens."""
 
     __slots__ = ("compiled", "banned")
 
@@ -39,7 +40,7 @@ class Matcher:
         import xgrammar as xgr
 
         self.xgr = xgr.GrammarMatcher(grammar.compiled)
-        self.banned = grammar.banned
+        self.banned = grammar.banned  # ban words, or None
 
     def accept_token(self, token: int) -> bool:
         return bool(self.xgr.accept_token(token))
@@ -48,14 +49,20 @@ class Matcher:
         return bool(self.xgr.is_terminated())
 
     def bans(self, token: int) -> bool:
-        return self.banned is not None and bool((self.banned == token).any())
+        if self.banned is None:
+            return False
+        return not (int(self.banned[token // 32]) >> (token % 32)) & 1
 
 
-def control_token_ids(decoded_vocab: list[bytes]) -> torch.Tensor:
-    """The ids of the tokens whose bytes hold a control character."""
+def control_ban(decoded_vocab: list[bytes], vocab_size: int) -> torch.Tensor:
+    """Ban words (see Grammar) clearing the tokens whose bytes hold a control character."""
     table = bytes(range(32))
-    ids = [i for i, piece in enumerate(decoded_vocab) if piece != piece.translate(None, table)]
-    return torch.tensor(ids, dtype=torch.long)
+    bits = np.ones(-(-vocab_size // 32) * 32, dtype=np.uint8)
+    for i, piece in enumerate(decoded_vocab[:vocab_size]):
+        if piece != piece.translate(None, table):
+            bits[i] = 0
+    words = np.packbits(bits, bitorder="little").view(np.int32)
+    return torch.from_numpy(words.copy())
 
 
 def _filler() -> Any:
@@ -77,13 +84,16 @@ def apply_grammars(
     vocab = logits.shape[1]
     bitmask = xgr.allocate_token_bitmask(logits.shape[0], vocab)
     _filler().batch_fill_next_token_bitmask([m.xgr for m in matchers], bitmask, indices=rows)
+    if with_bans:
+        bans: dict[int, tuple[torch.Tensor, list[int]]] = {}
+        for row, matcher in zip(rows, matchers, strict=True):
+            if matcher.banned is not None:
+                bans.setdefault(id(matcher.banned), (matcher.banned, []))[1].append(row)
+        for words, banned_rows in bans.values():  # one AND per ban (all JSON rows share one)
+            bitmask[banned_rows] &= words
     if logits.device.type != "cpu":
         bitmask = bitmask.to(logits.device, non_blocking=True)
     xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab, indices=rows)
-    if with_bans:
-        for row, matcher in zip(rows, matchers, strict=True):
-            if matcher.banned is not None:
-                logits[row, matcher.banned.to(logits.device)] = float("-inf")
 
 
 def allowed_token_ids(matcher: Matcher, vocab_size: int) -> np.ndarray:
@@ -92,7 +102,7 @@ def allowed_token_ids(matcher: Matcher, vocab_size: int) -> np.ndarray:
 
     bitmask = xgr.allocate_token_bitmask(1, vocab_size)
     matcher.xgr.fill_next_token_bitmask(bitmask, 0)
-    bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab_size]
     if matcher.banned is not None:
-        bits[matcher.banned.numpy()] = 0
+        bitmask[0] &= matcher.banned
+    bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab_size]
     return np.flatnonzero(bits)

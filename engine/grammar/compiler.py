@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from engine import protocol as p
-from engine.grammar.bitmask import Grammar, control_token_ids
+from engine.grammar.bitmask import Grammar, control_ban
 from engine.grammar.errors import GrammarError
 from engine.grammar.schema import check_schema
 
@@ -102,7 +102,7 @@ class GrammarCompiler:
         self._xgr_compiler: Any = None  # built by the first job, under _build_lock
         self._build_lock = threading.Lock()
         self.tokenizer_info: Any = None
-        self.control_token_ids: Any = None  # banned in JSON (see engine/grammar/bitmask.py)
+        self.control_ban: Any = None  # JSON's banned tokens (see engine/grammar/bitmask.py)
         self.info_ready_at: float | None = None  # monotonic time the tokenizer info was built
 
     # ------------------------------------------------------------------ API
@@ -166,7 +166,7 @@ class GrammarCompiler:
             tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_token_ids
         )
         self.tokenizer_info = info
-        self.control_token_ids = control_token_ids(info.decoded_vocab)
+        self.control_ban = control_ban(info.decoded_vocab, self.vocab_size)
         self.info_ready_at = time.monotonic()
         logger.info(
             "structured outputs: tokenizer info built in %.2fs (%s vocabulary)",
@@ -181,7 +181,7 @@ class GrammarCompiler:
         start = time.perf_counter()
         try:
             compiled = Grammar(
-                _compile_spec(compiler, spec), self.control_token_ids if _is_json(spec) else None
+                _compile_spec(compiler, spec), self.control_ban if _is_json(spec) else None
             )
         except GrammarError:
             raise
