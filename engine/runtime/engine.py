@@ -29,6 +29,7 @@ from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model
 from engine.runtime.model_runner import ModelRunner, RunOutput, kv_cache_bytes_per_block
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.outputs import advance_grammar, error_output, first_output
 from engine.runtime.prompt_logprobs import ROWS_PER_SLICE
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
@@ -213,7 +214,7 @@ class ModelEngine:
         error = self.validate_request(request)
         if error is not None:
             logger.warning("request %s refused: %s", request.request_id, error)
-            return [_error_output(request.request_id, error)]
+            return [error_output(request.request_id, error)]
         sp = request.sampling_params
         if sp.seed is not None and not 0 <= sp.seed < 2**64:
             sp = msgspec.structs.replace(sp, seed=sp.seed % 2**64)
@@ -224,7 +225,7 @@ class ModelEngine:
             self.scheduler.add_request(req)
             return []
         if self.grammars is None:
-            return [_error_output(request.request_id, "structured outputs need the model's "
+            return [error_output(request.request_id, "structured outputs need the model's "
                                   "tokenizer, and this engine was started without one",
                                   kind=p.ErrorKind.INVALID_REQUEST.value)]
         self.pending.add(req.request_id, req, self.grammars.submit(sp.structured_outputs))
@@ -276,7 +277,7 @@ class ModelEngine:
         outputs = []
         for req, message in failed:
             logger.warning("request %s refused: %s", req.request_id, message)
-            outputs.append(_error_output(req.request_id, message,
+            outputs.append(error_output(req.request_id, message,
                                          kind=p.ErrorKind.INVALID_REQUEST.value))
         return outputs
 
@@ -343,7 +344,7 @@ class ModelEngine:
             try:
                 done = req.append_token(token, max_len)
                 if req.grammar is not None:
-                    done = _advance_grammar(req, token, done)
+                    done = advance_grammar(req, token, done)
             except Exception as exc:
                 failed.append((req, f"{type(exc).__name__}: {exc}"))
                 continue
@@ -356,14 +357,14 @@ class ModelEngine:
                 req.num_cached_tokens,
             )
             if first:
-                _first_output(req, out)
+                first_output(req, out)
             outputs.append(out)
             if done:
                 finished.append(req)
         self.scheduler.finish_requests(finished)
         for req, message in failed:
             self.scheduler.finish_request(req, p.FinishReason.ERROR.value)
-            outputs.append(_error_output(req.request_id, message, req.num_cached_tokens))
+            outputs.append(error_output(req.request_id, message, req.num_cached_tokens))
         return outputs
 
     # ------------------------------------------------------------------ introspection
@@ -407,40 +408,3 @@ class ModelEngine:
             f"unknown utility method {method!r}; known: ping, get_stats, reset_prefix_cache, "
             "get_model_info"
         )
-
-
-def _first_output(req: Request, out: p.EngineCoreOutput) -> None:
-    """What only a request's first output carries: its prompt logprobs (sent once, then
-    dropped: a recompute after preemption does not make them again) and its timings."""
-    if req.prompt_logprobs is not None:
-        out.prompt_logprobs = req.prompt_logprobs
-        req.prompt_logprobs = None
-    now = time.monotonic()
-    scheduled = req.scheduled_at if req.scheduled_at is not None else now
-    out.queue_time = max(scheduled - req.received_at, 0.0)
-    out.prefill_time = max(now - scheduled, 0.0)
-
-
-def _advance_grammar(req: Request, token: int, done: bool) -> bool:
-    """Feed the sampled ``token`` to the request's matcher; True when the request is done
-    (it already was, or the grammar has ended: finish ``stop``)."""
-    if not req.grammar.accept_token(token):
-        raise RuntimeError(f"the grammar rejected the sampled token {token}")
-    if req.grammar.is_terminated() and not done:
-        # The stop token ended the grammar (ignore_eos kept append_token going).
-        req.finish_reason = p.FinishReason.STOP.value
-        req.stop_token_id = token
-        return True
-    return done
-
-
-def _error_output(request_id: str, message: str, num_cached: int = 0,
-                  kind: str | None = None) -> p.EngineCoreOutput:
-    return p.EngineCoreOutput(
-        request_id,
-        [],
-        p.FinishReason.ERROR.value,
-        error_message=message,
-        num_cached_tokens=num_cached,
-        error_kind=kind,
-    )
