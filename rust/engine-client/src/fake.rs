@@ -264,6 +264,7 @@ fn output_of(
         prompt_logprobs: None,
         queue_time: None,
         prefill_time: None,
+        error_kind: None,
     }
 }
 
