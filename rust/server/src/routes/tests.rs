@@ -332,3 +332,4 @@ async fn invocations_route_by_the_body() {
 }
 
 mod loopback;
+mod structured;

@@ -109,8 +109,37 @@ async fn chat_render_is_what_the_engine_would_receive() {
             "prompt_logprobs",
             "logit_bias",
             "allowed_token_ids",
-            "bad_words_token_ids"
+            "bad_words_token_ids",
+            "structured_outputs"
         ]
+    );
+    assert_eq!(sampling["structured_outputs"], Value::Null);
+}
+
+#[tokio::test]
+async fn render_shows_the_constraint_by_field_name() {
+    let f = fixture();
+    let body = json!({"prompt": "hello", "max_tokens": 1,
+                      "structured_outputs": {"choice": ["a", "日本"], "disable_fallback": true}});
+    let (status, out) = call(&f, "POST", "/v1/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["sampling_params"]["structured_outputs"],
+        json!({"json": null, "regex": null, "choice": ["a", "日本"], "grammar": null,
+               "json_object": false, "structural_tag": null})
+    );
+    let body = json!({"messages": [{"role": "user", "content": "hello"}],
+                      "response_format": {"type": "json_object"},
+                      "structured_outputs": {"json": {"type": "object"}}});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert_eq!(
+        error_of(&out),
+        (
+            "only one structured-output constraint may be given; this request sets \
+             `response_format` and `structured_outputs.json`",
+            Some("structured_outputs.json")
+        )
     );
 }
 
@@ -230,6 +259,12 @@ async fn forced_tool_calls_show_their_prefill() {
             prompt.text.as_deref().unwrap().ends_with(tail),
             "{prompt:?}"
         );
+        let tag = prompt.settings.sampling.structured_outputs.unwrap();
+        assert!(tag
+            .structural_tag
+            .unwrap()
+            .contains(r#""value":"}</tool_call>"}"#));
+        assert_eq!(prompt.settings.constraint, Some("tools"));
         assert!(prompt.chat.unwrap().prefilled);
     }
     let body = json!({"messages": messages, "tools": [tool], "tool_choice": "auto"});
@@ -237,6 +272,7 @@ async fn forced_tool_calls_show_their_prefill() {
         .await
         .unwrap();
     assert!(!prompt.text.as_deref().unwrap().contains("<tool_call>"));
+    assert_eq!(prompt.settings.sampling.structured_outputs, None);
 }
 
 #[tokio::test]
