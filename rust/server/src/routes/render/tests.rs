@@ -19,7 +19,17 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(None)
+}
+
+/// The fixture, with `--chat-template` (a file in the model directory) when given.
+fn fixture_with(template: Option<&str>) -> Fixture {
     let dir = tiny_model_dir();
+    let chat_template = template.map(|source| {
+        let path = dir.path().join("override.jinja");
+        std::fs::write(&path, source).unwrap();
+        path.display().to_string()
+    });
     std::fs::write(
         dir.path().join("config.json"),
         json!({"vocab_size": 11, "max_position_embeddings": 4096}).to_string(),
@@ -31,7 +41,7 @@ fn fixture() -> Fixture {
         host: None,
         port: None,
         log_level: None,
-        chat_template: None,
+        chat_template,
         tokenizer: None,
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
@@ -229,6 +239,13 @@ async fn tools_need_a_parser_unless_tool_choice_is_none() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{extra}");
         assert_eq!(error_of(&out).1, Some(param), "{out}");
     }
+}
+
+#[test]
+fn the_template_in_use_picks_the_tool_call_format() {
+    assert_eq!(fixture().state.tool_parser, None);
+    let hermes = "{% for m in messages %}{{ m.content }}{% endfor %}<tool_call></tool_call>";
+    assert_eq!(fixture_with(Some(hermes)).state.tool_parser, Some("hermes"));
 }
 
 #[tokio::test]
