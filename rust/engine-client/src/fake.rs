@@ -1,15 +1,18 @@
 //! A fake engine for tests (feature `test-util`): it speaks the real wire, handshake
 //! included, and emits scripted tokens, one per step. Logprobs are synthetic and
 //! deterministic ([`prompt_logprobs`], [`token_logprobs`]); a request's first output
-//! carries [`QUEUE_TIME`] and [`PREFILL_TIME`].
+//! carries [`QUEUE_TIME`] and [`PREFILL_TIME`]. A request whose structured-output regex
+//! is [`INVALID_REGEX`] ends at once with `error` and `error_kind` `invalid_request` (as
+//! the engine refuses a spec that does not compile); one whose regex is
+//! [`FAILING_REGEX`] ends with `error` and no kind (the engine failed it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vrs_wire::{
-    AbortRequests, EngineCoreOutput, EngineCoreRequest, EngineOutputs, HandshakeKind, Hello, Init,
-    Ready, RequestType, TokenLogprobs, ENGINE_DEAD_SENTINEL,
+    AbortRequests, EngineCoreOutput, EngineCoreRequest, EngineOutputs, ErrorKind, HandshakeKind,
+    Hello, Init, Ready, RequestType, TokenLogprobs, ENGINE_DEAD_SENTINEL,
 };
 
 use crate::client::EngineClient;
@@ -24,6 +27,32 @@ pub const VOCAB_SIZE: u64 = 11;
 pub const QUEUE_TIME: f64 = 0.25;
 /// The prefill time (seconds) it reports with it.
 pub const PREFILL_TIME: f64 = 0.125;
+
+/// A structured-output regex the fake engine refuses as the request's fault.
+pub const INVALID_REGEX: &str = "(unclosed";
+/// The fake engine's message refusing [`INVALID_REGEX`].
+pub const INVALID_MESSAGE: &str = "the regex does not compile: missing ) at 9 — `(unclosed`";
+/// A structured-output regex the fake engine fails as its own fault.
+pub const FAILING_REGEX: &str = "engine fault";
+
+/// The error output of a request the fake engine fails at once, if it does.
+fn refused(req: &EngineCoreRequest) -> Option<EngineCoreOutput> {
+    let regex = req
+        .sampling_params
+        .structured_outputs
+        .as_ref()?
+        .regex
+        .as_deref()?;
+    let (message, kind) = match regex {
+        INVALID_REGEX => (INVALID_MESSAGE, Some(ErrorKind::InvalidRequest.as_str())),
+        FAILING_REGEX => ("grammar backend crashed", None),
+        _ => return None,
+    };
+    let mut out = output_of(req.request_id.clone(), vec![], Some("error"), None);
+    out.error_message = Some(message.to_owned());
+    out.error_kind = kind.map(str::to_owned);
+    Some(out)
+}
 
 /// The synthetic prompt logprobs of `prompt` with the top `k`: entry i (prompt token
 /// i+1) has logprob `-(i + 1)`, rank `k + 1`, and as its top the `k` ids after the
@@ -189,7 +218,10 @@ pub fn run_fake_engine(
                     .lock()
                     .unwrap()
                     .push(Received::Add(req.clone()));
-                running.push((req, 0));
+                match refused(&req) {
+                    Some(out) => outputs.push(out),
+                    None => running.push((req, 0)),
+                }
             } else {
                 let abort: AbortRequests = vrs_wire::decode(&frames[1]).unwrap();
                 fake.received
@@ -264,6 +296,7 @@ fn output_of(
         prompt_logprobs: None,
         queue_time: None,
         prefill_time: None,
+        error_kind: None,
     }
 }
 

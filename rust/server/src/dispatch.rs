@@ -16,7 +16,7 @@ use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
 use crate::output::batch;
 use crate::output::generation::{Generation, Observer};
-use crate::output::response::{self, Deadline, Shapes};
+use crate::output::response::{self, Deadline, Shapes, StreamOptions};
 use crate::state::{unix_now, AppState, SharedState};
 use crate::validate::prompt::Prompt;
 
@@ -143,7 +143,10 @@ impl AcceptedRequest {
                 ids.len(),
                 observers[index / n].clone(),
             ) {
-                Ok(g) => generations.push(g.echo_only(settings.echo_only)),
+                Ok(g) => generations.push(
+                    g.echo_only(settings.echo_only)
+                        .constraint(settings.constraint),
+                ),
                 Err(err) => return text_error(err).into_response(),
             }
         }
@@ -162,14 +165,13 @@ impl AcceptedRequest {
             timeout,
         });
         if settings.stream {
-            response::stream(
-                generations,
-                shapes,
-                settings.include_usage,
+            let options = StreamOptions {
+                include_usage: settings.include_usage,
                 n,
                 deadline,
-                permit,
-            )
+                constrained: settings.constraint.is_some(),
+            };
+            response::stream(generations, shapes, options, permit).await
         } else {
             response::complete(generations, shapes, n, deadline, permit).await
         }

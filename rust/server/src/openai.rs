@@ -56,6 +56,8 @@ pub const COMMON_KEYS: &[&str] = &[
     "allowed_token_ids",
     "bad_words",
     "prompt_logprobs",
+    "response_format",
+    "structured_outputs",
 ];
 
 /// The sampling fields both endpoints take and `validate::sampling` checks (kept raw

@@ -75,13 +75,18 @@ pub struct Harness {
 
 impl Harness {
     pub fn start(script: Vec<u32>, delay: Duration) -> Self {
+        Self::with_options(script, delay, HttpOptions::default())
+    }
+
+    /// A harness whose server has `options` (the body limit always the default).
+    pub fn with_options(script: Vec<u32>, delay: Duration, options: HttpOptions) -> Self {
         let model = tiny_model_dir();
         let connection = fake::connect(script, delay);
         let client = connection.client;
         let (tokenizer, template) = crate::text::load_text(model.path(), None).unwrap();
         let options = HttpOptions {
             max_request_body: MAX_BODY_BYTES,
-            ..HttpOptions::default()
+            ..options
         };
         let state = Arc::new(AppState {
             client: Arc::clone(&client),

@@ -199,6 +199,30 @@ impl FromStr for FinishReason {
     }
 }
 
+/// Why a request ended with [`FinishReason::Error`]; travels as its string value in
+/// [`EngineCoreOutput::error_kind`] (`None` there: the engine failed it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The request itself is at fault (its structured-output spec does not compile, or
+    /// not within the compile timeout): the frontend answers 400.
+    InvalidRequest,
+}
+
+impl ErrorKind {
+    /// The wire string ("invalid_request").
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid_request",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 // ------------------------------------------------------------------------- handshake
 
 /// HELLO (engine → launcher), the engine's first handshake message.
@@ -264,6 +288,30 @@ fn nil() -> rmpv::Value {
     rmpv::Value::Nil
 }
 
+/// A grammar the output must follow (vLLM's `structured_outputs`), enforced by the
+/// engine token by token. The frontend sends exactly one of these fields set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StructuredOutputs {
+    /// A JSON Schema, as compact JSON text.
+    #[serde(default)]
+    pub json: Option<String>,
+    /// A regular expression the whole output matches.
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// The output is exactly one of these strings.
+    #[serde(default)]
+    pub choice: Option<Vec<String>>,
+    /// EBNF, in xgrammar's dialect (as vLLM's xgrammar backend).
+    #[serde(default)]
+    pub grammar: Option<String>,
+    /// Any JSON object (OpenAI's JSON mode).
+    #[serde(default)]
+    pub json_object: bool,
+    /// An xgrammar structural tag, as JSON text.
+    #[serde(default)]
+    pub structural_tag: Option<String>,
+}
+
 /// Sampling settings of one request; defaults equal the Python struct's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SamplingParams {
@@ -318,6 +366,9 @@ pub struct SamplingParams {
     /// frontend): the last id is banned where the output ends with the rest.
     #[serde(default)]
     pub bad_words_token_ids: Vec<Vec<u32>>,
+    /// `None` = free text; else the grammar the output must follow.
+    #[serde(default)]
+    pub structured_outputs: Option<StructuredOutputs>,
 }
 
 impl SamplingParams {
@@ -341,6 +392,7 @@ impl SamplingParams {
             logit_bias: Vec::new(),
             allowed_token_ids: None,
             bad_words_token_ids: Vec::new(),
+            structured_outputs: None,
         }
     }
 }
@@ -428,6 +480,10 @@ pub struct EngineCoreOutput {
     /// token.
     #[serde(default)]
     pub prefill_time: Option<f64>,
+    /// With finish_reason "error": an [`ErrorKind`] string when the request itself is at
+    /// fault (the frontend answers 400); `None`: the engine failed it (500).
+    #[serde(default)]
+    pub error_kind: Option<String>,
 }
 
 impl EngineCoreOutput {
@@ -435,6 +491,13 @@ impl EngineCoreOutput {
     /// this version does not know.
     pub fn finish(&self) -> Result<Option<FinishReason>, WireError> {
         self.finish_reason.as_deref().map(str::parse).transpose()
+    }
+
+    /// Whether this output ends the request as [`ErrorKind::InvalidRequest`] (the
+    /// request's own fault: a 400).
+    pub fn is_invalid_request(&self) -> bool {
+        self.finish_reason.as_deref() == Some(FinishReason::Error.as_str())
+            && self.error_kind.as_deref() == Some(ErrorKind::InvalidRequest.as_str())
     }
 }
 
@@ -567,7 +630,8 @@ mod tests {
         assert!(matches!(err, WireError::Decode(_)), "{err}");
         // Also nested: a SamplingParams with 14 elements inside a request.
         let mut sp = encode(&SamplingParams::new(1)).unwrap();
-        sp[0] += 1; // fixarray 13 -> 14
+        assert_eq!(sp[..3], [0xdc, 0x00, 18], "an array16 of 18 fields");
+        sp[2] += 1; // 18 -> 19 elements
         sp.push(0xc0);
         assert!(decode::<SamplingParams>(&sp).is_err());
     }
@@ -597,11 +661,12 @@ mod tests {
             prompt_logprobs: None,
             queue_time: None,
             prefill_time: None,
+            error_kind: None,
         };
-        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil ]
+        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil, nil ]
         assert_eq!(
             encode(&out).unwrap(),
-            vec![0x9a, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0]
+            vec![0x9b, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0]
         );
         let bytes = encode(&SchedulerStats {
             kv_cache_usage: 0.0,
@@ -609,6 +674,43 @@ mod tests {
         })
         .unwrap();
         assert_eq!(bytes[3], 0xcb, "floats are always float64");
+    }
+
+    #[test]
+    fn error_kind_marks_an_invalid_request() {
+        assert_eq!(ErrorKind::InvalidRequest.as_str(), "invalid_request");
+        let bytes = encode(&("r", Vec::<u32>::new(), "error")).unwrap();
+        let mut out: EngineCoreOutput = decode(&bytes).unwrap();
+        assert_eq!(out.error_kind, None, "an older engine's output has no kind");
+        assert!(!out.is_invalid_request());
+        out.error_kind = Some(ErrorKind::InvalidRequest.to_string());
+        assert!(out.is_invalid_request());
+        out.finish_reason = Some("stop".into());
+        assert!(!out.is_invalid_request(), "only an error ending is a 400");
+    }
+
+    #[test]
+    fn structured_outputs_travel_positionally() {
+        let so = StructuredOutputs {
+            regex: Some("[0-9]+".into()),
+            ..Default::default()
+        };
+        // msgspec: [nil, "[0-9]+", nil, nil, false, nil]
+        let mut expected = vec![0x96, 0xc0, 0xa6];
+        expected.extend_from_slice(b"[0-9]+");
+        expected.extend_from_slice(&[0xc0, 0xc0, 0xc2, 0xc0]);
+        assert_eq!(encode(&so).unwrap(), expected);
+        let mut sp = SamplingParams::new(4);
+        sp.structured_outputs = Some(so);
+        assert_eq!(decode::<SamplingParams>(&encode(&sp).unwrap()).unwrap(), sp);
+        // An older frontend's 17-field SamplingParams means "no constraint".
+        let old = encode(&SamplingParams::new(4)).unwrap();
+        let mut short = vec![0xdc, 0x00, 17];
+        short.extend_from_slice(&old[3..old.len() - 1]);
+        assert_eq!(
+            decode::<SamplingParams>(&short).unwrap(),
+            SamplingParams::new(4)
+        );
     }
 
     #[test]

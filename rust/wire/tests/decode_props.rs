@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use vrs_wire::{
     decode, encode, AbortRequests, EngineCoreOutput, EngineCoreRequest, EngineOutputs,
-    SamplingParams, SchedulerStats, TokenLogprobs, UtilityOutput,
+    SamplingParams, SchedulerStats, StructuredOutputs, TokenLogprobs, UtilityOutput,
 };
 
 fn finite() -> impl Strategy<Value = f64> {
@@ -40,9 +40,10 @@ fn output() -> impl Strategy<Value = EngineCoreOutput> {
         prop::option::of(prop::collection::vec(logprobs(), 0..3)),
         any::<u64>(),
         prop::option::of("\\PC{0,20}"),
+        prop::option::of(prop::sample::select(vec!["invalid_request", "other"])),
     )
         .prop_map(
-            |(id, ids, finish, stop, lps, cached, error)| EngineCoreOutput {
+            |(id, ids, finish, stop, lps, cached, error, kind)| EngineCoreOutput {
                 request_id: id,
                 new_token_ids: ids,
                 finish_reason: finish.map(str::to_owned),
@@ -53,6 +54,7 @@ fn output() -> impl Strategy<Value = EngineCoreOutput> {
                 prompt_logprobs: None,
                 queue_time: None,
                 prefill_time: None,
+                error_kind: kind.map(str::to_owned),
             },
         )
 }
@@ -94,6 +96,27 @@ fn outputs() -> impl Strategy<Value = EngineOutputs> {
         )
 }
 
+fn structured_outputs() -> impl Strategy<Value = StructuredOutputs> {
+    (
+        prop::option::of("\\PC{0,16}"),
+        prop::option::of("\\PC{0,8}"),
+        prop::option::of(prop::collection::vec("\\PC{0,4}", 0..3)),
+        prop::option::of("\\PC{0,8}"),
+        any::<bool>(),
+        prop::option::of("\\PC{0,8}"),
+    )
+        .prop_map(
+            |(json, regex, choice, grammar, json_object, structural_tag)| StructuredOutputs {
+                json,
+                regex,
+                choice,
+                grammar,
+                json_object,
+                structural_tag,
+            },
+        )
+}
+
 fn request() -> impl Strategy<Value = EngineCoreRequest> {
     (
         "\\PC{0,12}",
@@ -102,11 +125,13 @@ fn request() -> impl Strategy<Value = EngineCoreRequest> {
         prop::option::of(any::<i64>()),
         prop::option::of(0u32..21),
         finite(),
+        prop::option::of(structured_outputs()),
     )
-        .prop_map(|(id, prompt, max_tokens, seed, logprobs, arrival)| {
+        .prop_map(|(id, prompt, max_tokens, seed, logprobs, arrival, so)| {
             let mut sampling = SamplingParams::new(max_tokens);
             sampling.seed = seed;
             sampling.logprobs = logprobs;
+            sampling.structured_outputs = so;
             EngineCoreRequest {
                 request_id: id,
                 prompt_token_ids: prompt,

@@ -110,6 +110,28 @@ fn full_sampling() -> SamplingParams {
         logit_bias: vec![(0, -100.0), (128_000, 2.5), (65_536, 100.0)],
         allowed_token_ids: Some(vec![0, 7, 128_815]),
         bad_words_token_ids: vec![vec![42], vec![1, 2, 65_536], vec![]],
+        structured_outputs: Some(full_structured_outputs()),
+    }
+}
+
+/// Every field set, so the fixture checks each one's position (a frontend sets one).
+fn full_structured_outputs() -> StructuredOutputs {
+    StructuredOutputs {
+        json: Some(
+            r#"{"type":"object","properties":{"名前":{"type":"string","maxLength":8}}}"#.into(),
+        ),
+        regex: Some("[a-z]{1,3}\\d+".into()),
+        choice: Some(vec![
+            "yes".into(),
+            "no".into(),
+            "日本".into(),
+            String::new(),
+        ]),
+        grammar: Some(r#"root ::= "a" | "b""#.into()),
+        json_object: true,
+        structural_tag: Some(
+            r#"{"type":"structural_tag","format":{"type":"const_string","value":"x"}}"#.into(),
+        ),
     }
 }
 
@@ -125,6 +147,7 @@ fn full_output() -> EngineCoreOutput {
         prompt_logprobs: Some(logprobs()),
         queue_time: Some(0.015625),
         prefill_time: Some(1.5e-4),
+        error_kind: Some(ErrorKind::InvalidRequest.as_str().into()),
     }
 }
 
@@ -175,6 +198,7 @@ fn output(id: &str, ids: Vec<u32>, finish: Option<FinishReason>) -> EngineCoreOu
         prompt_logprobs: None,
         queue_time: None,
         prefill_time: None,
+        error_kind: None,
     }
 }
 
@@ -246,6 +270,14 @@ fn cases() -> BTreeMap<&'static str, Case> {
             }),
         ),
         ("sampling_params", case(full_sampling())),
+        ("structured_outputs", case(full_structured_outputs())),
+        (
+            "structured_outputs_regex",
+            case(StructuredOutputs {
+                regex: Some("[0-9]+".into()),
+                ..Default::default()
+            }),
+        ),
         ("sampling_params_defaults", case(SamplingParams::new(16))),
         ("sampling_params_short", case(short_sampling)),
         (

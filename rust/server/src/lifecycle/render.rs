@@ -63,8 +63,9 @@ pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
         args.specific.max_model_len,
         tokenizer.vocab_size() as u64,
     )?;
-    let tool_parser =
-        crate::parsers::tools::pick_parser(None, tokenizer.config().chat_template("default"))?;
+    // The template in use (`--chat-template` when given) decides the tool-call format.
+    let source = crate::text::template_source(&tokenizer, args.chat_template.as_deref());
+    let tool_parser = crate::parsers::tools::pick_parser(None, source.as_deref())?;
     Ok(RenderState {
         tokenizer,
         template,

@@ -2,8 +2,9 @@
 //! (streamed) and accumulated into its final form (not streamed). Mirrors
 //! `server/choice.py`.
 //!
-//! Chat: text → reasoning parser (when the server has one and the prompt does not force
-//! a tool call) → tool-call parser (when tool_choice is not `none`) → content /
+//! Chat: text → reasoning parser (when the server has one, the prompt does not force a
+//! tool call and no structured-output constraint applies: the grammar starts at the
+//! first generated token) → tool-call parser (when tool_choice is not `none`) → content /
 //! reasoning_content / tool_calls; a request that made tool calls and stopped finishes
 //! with `tool_calls`. Completions: the echoed prompt (text, and with `logprobs` its
 //! tokens' logprobs) and `prompt_logprobs` go with the first piece.
@@ -87,7 +88,7 @@ impl ChatChoiceState {
         top: Option<usize>,
         texts: Arc<TokenTexts>,
     ) -> Self {
-        let use_reasoning = reasoning_parser && !chat.prefilled;
+        let use_reasoning = reasoning_parser && !(chat.prefilled || chat.constrained);
         Self {
             index,
             reasoning_parser: use_reasoning.then(|| ReasoningParser::new(chat.reasoning_inside)),

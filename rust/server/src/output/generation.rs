@@ -2,7 +2,9 @@
 //! strings → text pieces, with the token counts for `usage`; the prompt's logprobs
 //! (with the first output) ride on the first piece. An echo-only request (`max_tokens`
 //! 0 with `echo`) drops its one generated token: no text, no completion tokens, and
-//! finish reason `length`.
+//! finish reason `length`. An engine failure is a 500, except when the engine refused
+//! the request's structured-output spec (`error_kind` `invalid_request`): a 400 naming
+//! the constraint's field, the engine's message verbatim.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,6 +78,9 @@ pub struct Generation {
     prefill: Option<f64>,
     /// `max_tokens` 0 with `echo`: the generated token is dropped.
     echo_only: bool,
+    /// The field of the request's structured-output constraint (the `param` of a 400
+    /// when the engine refuses it).
+    constraint: Option<&'static str>,
 }
 
 impl Generation {
@@ -107,6 +112,7 @@ impl Generation {
             engine,
             prefill: None,
             echo_only: false,
+            constraint: None,
         })
     }
 
@@ -114,6 +120,24 @@ impl Generation {
     pub fn echo_only(mut self, echo_only: bool) -> Self {
         self.echo_only = echo_only;
         self
+    }
+
+    /// Names the request's structured-output constraint (see the module doc).
+    pub fn constraint(mut self, constraint: Option<&'static str>) -> Self {
+        self.constraint = constraint;
+        self
+    }
+
+    /// The error of an output that ended with `error`.
+    fn engine_error(&self, output: &EngineCoreOutput) -> ApiError {
+        let message = output
+            .error_message
+            .clone()
+            .unwrap_or_else(|| "the engine failed this request".into());
+        match self.constraint {
+            Some(field) if output.is_invalid_request() => ApiError::bad(field, message),
+            _ => ApiError::EngineError(message),
+        }
     }
 
     pub fn usage(&self) -> Usage {
@@ -221,11 +245,7 @@ impl Generation {
         }
         match finish {
             None => Ok(None),
-            Some(FinishReason::Error) => Err(ApiError::EngineError(
-                output
-                    .error_message
-                    .unwrap_or_else(|| "the engine failed this request".into()),
-            )),
+            Some(FinishReason::Error) => Err(self.engine_error(&output)),
             Some(reason) => Ok(Some(reason.as_str())),
         }
     }
@@ -256,12 +276,7 @@ impl Generation {
         }
         match finish {
             None => Ok(None),
-            Some(FinishReason::Error) => Err(ApiError::EngineError(
-                output
-                    .error_message
-                    .clone()
-                    .unwrap_or_else(|| "the engine failed this request".into()),
-            )),
+            Some(FinishReason::Error) => Err(self.engine_error(output)),
             Some(_) => Ok(Some(FinishReason::Length.as_str())),
         }
     }

@@ -7,7 +7,10 @@
 //! chunk unless it carries logprobs or the finish reason; `include_usage` adds a chunk
 //! with no choices and the usage of all choices before `[DONE]`. A failure after the
 //! stream started, or the deadline (`--request-timeout`), is an error event then
-//! `[DONE]`; not streamed, they are the error's status (504 for the deadline).
+//! `[DONE]`; not streamed, they are the error's status (504 for the deadline). A
+//! request with a structured-output constraint sends its head only after the engine's
+//! first output of choice 0: when the engine refused its spec, the answer is that 400
+//! (JSON), not a stream; otherwise the stream starts with that output.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -59,22 +62,48 @@ impl Deadline {
 type Item = (usize, Result<Piece, ApiError>, Usage);
 type Pieces = SelectAll<Pin<Box<dyn Stream<Item = Item> + Send>>>;
 
-/// The choices' pieces as they come. Dropping it drops the generations (which aborts
-/// the unfinished ones).
-fn pieces(generations: Vec<Generation>) -> Pieces {
+/// The choices' pieces as they come; `first`: choice 0's first item, already taken.
+/// Dropping it drops the generations (which aborts the unfinished ones).
+fn pieces(generations: Vec<Generation>, mut first: Option<Item>) -> Pieces {
     stream::select_all(
         generations
             .into_iter()
             .enumerate()
             .map(|(index, generation)| {
+                let taken = if index == 0 { first.take() } else { None };
                 let each = stream::unfold(generation, move |mut g| async move {
                     let next = g.next().await?;
                     let usage = g.usage();
                     Some(((index, next, usage), g))
                 });
+                let each = stream::iter(taken).chain(each);
                 Box::pin(each) as Pin<Box<dyn Stream<Item = Item> + Send>>
             }),
     )
+}
+
+/// Choice 0's first item, awaited before a constrained stream's head: `Err` with the
+/// response when it is the engine's refusal of the spec (a 400). A deadline passed here
+/// is left to the stream (its next wait ends at once).
+async fn first_item(
+    generations: &mut [Generation],
+    deadline: Option<Deadline>,
+) -> Result<Option<Item>, Response> {
+    let Some(generation) = generations.first_mut() else {
+        return Ok(None);
+    };
+    let next = match deadline {
+        None => generation.next().await,
+        Some(d) => match tokio::time::timeout_at(d.at, generation.next()).await {
+            Ok(next) => next,
+            Err(_) => return Ok(None),
+        },
+    };
+    match next {
+        Some(Err(err @ ApiError::BadRequest { .. })) => Err(err.into_response()),
+        Some(next) => Ok(Some((0, next, generation.usage()))),
+        None => Ok(None),
+    }
 }
 
 /// The next item before the deadline; `Err` when it passed.
@@ -103,18 +132,41 @@ struct Streaming<S> {
     _permit: Permit,
 }
 
-/// The SSE response (`n` choices per prompt).
-pub fn stream<S: Shapes>(
-    generations: Vec<Generation>,
+/// Settings of a streamed response.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamOptions {
+    pub include_usage: bool,
+    /// Choices per prompt.
+    pub n: usize,
+    pub deadline: Option<Deadline>,
+    /// A structured-output constraint: the head waits for choice 0's first output.
+    pub constrained: bool,
+}
+
+/// The SSE response (or, constrained, the 400 of a refused spec).
+pub async fn stream<S: Shapes>(
+    mut generations: Vec<Generation>,
     shapes: S,
-    include_usage: bool,
-    n: usize,
-    deadline: Option<Deadline>,
+    options: StreamOptions,
     permit: Permit,
 ) -> Response {
+    let StreamOptions {
+        include_usage,
+        n,
+        deadline,
+        constrained,
+    } = options;
+    let first = if constrained {
+        match first_item(&mut generations, deadline).await {
+            Ok(first) => first,
+            Err(refused) => return refused,
+        }
+    } else {
+        None
+    };
     let state = Streaming {
         usages: generations.iter().map(Generation::usage).collect(),
-        pieces: pieces(generations),
+        pieces: pieces(generations, first),
         shapes,
         n,
         include_usage,
@@ -173,7 +225,7 @@ pub async fn complete<S: Shapes>(
     _permit: Permit,
 ) -> Response {
     let mut usages: Vec<Usage> = generations.iter().map(Generation::usage).collect();
-    let mut pieces = pieces(generations);
+    let mut pieces = pieces(generations, None);
     loop {
         match next_item(&mut pieces, deadline).await {
             Ok(Some((index, Ok(piece), usage))) => {

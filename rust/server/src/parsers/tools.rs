@@ -10,7 +10,8 @@
 //! the first end marker). A call body must be a JSON object with a string `name` and an
 //! `arguments` value (raw JSON text kept byte for byte; a JSON string gives its text);
 //! otherwise the text goes back as content, exactly as generated.
-//! `parallel_tool_calls: false` keeps the first call only.
+//! `parallel_tool_calls: false` keeps the first call only. Under `required` and a named
+//! function the engine also enforces the call format after the prefill ([`grammar`]).
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -18,6 +19,8 @@ use serde_json::Value;
 
 use crate::edge::error::ApiError;
 use crate::parsers::markers::held_suffix;
+
+pub mod grammar;
 
 /// The markers of one tool-call format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,7 +200,8 @@ pub fn tool_settings(
     })
 }
 
-fn choice_text(mode: ToolMode, name: Option<&str>) -> String {
+/// How the messages name a `tool_choice`.
+pub fn choice_text(mode: ToolMode, name: Option<&str>) -> String {
     match mode {
         ToolMode::Named => format!("naming `{}`", name.unwrap_or_default()),
         ToolMode::None => "\"none\"".into(),

@@ -7,6 +7,7 @@ use vrs_wire::SamplingParams;
 
 use crate::edge::error::ApiError;
 use crate::openai::{CommonFields, Stop, COMMON_KEYS};
+use crate::validate::structured::guided_refusal;
 
 /// Which request kind a body is for; decides the accepted keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,9 @@ pub struct Settings {
     pub echo_only: bool,
     /// `prompt_logprobs`: the top k shown per prompt token.
     pub prompt_logprobs: Option<u32>,
+    /// The field that set `sampling.structured_outputs` (the `param` of its engine
+    /// errors): `response_format`, `structured_outputs.<kind>`, or `tools`.
+    pub constraint: Option<&'static str>,
 }
 
 /// Most choices one request may ask for.
@@ -123,7 +127,6 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
             });
         }
         "suffix" if !chat => value.is_null() || value.as_str() == Some(""),
-        "response_format" => return Some(response_format(value)),
         "functions" if chat => value.is_null() || value.as_array().is_some_and(Vec::is_empty),
         "function_call" if chat => value.is_null() || value.as_str() == Some("none"),
         "reasoning_effort" | "modalities" | "audio" | "prediction" | "web_search_options"
@@ -132,12 +135,13 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
         {
             value.is_null()
         }
-        "guided_json"
-        | "guided_regex"
-        | "guided_choice"
-        | "guided_grammar"
-        | "structured_outputs"
-        | "service_tier"
+        "guided_json" | "guided_regex" | "guided_choice" | "guided_grammar" => {
+            return Some(match guided_refusal(key) {
+                Some(message) if !value.is_null() => Refusal::Refused(message),
+                _ => Refusal::Accepted,
+            });
+        }
+        "service_tier"
         | "store"
         | "metadata"
         | "mm_processor_kwargs"
@@ -150,25 +154,6 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
     } else {
         Refusal::Refused(format!("`{key}` is not supported"))
     })
-}
-
-/// The accepted `response_format`, as its refusal names it.
-pub const RESPONSE_FORMAT_ACCEPTED: &str = "the accepted value is `{\"type\": \"text\"}` (or null)";
-
-/// `response_format`: plain text (or null) is what this server produces; any other
-/// format (`json_object`, `json_schema`, …) is refused, naming what is accepted.
-fn response_format(value: &Value) -> Refusal {
-    match value.get("type").and_then(Value::as_str) {
-        _ if value.is_null() => Refusal::Accepted,
-        Some("text") => Refusal::Accepted,
-        Some(kind) => Refusal::Refused(format!(
-            "`response_format` of type `{kind}` is not supported; {RESPONSE_FORMAT_ACCEPTED}"
-        )),
-        None => Refusal::Refused(format!(
-            "`response_format` must be an object with a string `type`; \
-             {RESPONSE_FORMAT_ACCEPTED}"
-        )),
-    }
 }
 
 /// Deserializes `T` from the body's object, naming the field of any type error.
@@ -320,6 +305,7 @@ pub fn validate(
         echo: false,
         echo_only: false,
         prompt_logprobs: None,
+        constraint: None,
     })
 }
 

@@ -2,8 +2,9 @@
 //! sampling parameters. One implementation for the serving routes (`chat`,
 //! `completions`) and the render service (`render`); mirrors `server/prompt.py`.
 //!
-//! Check order (the same in both frontends): JSON, keys, types, values (400) → model
-//! (404) → messages / prompt (400) → tools → template + tokenization (400
+//! Check order (the same in both frontends): JSON, keys, types, values, the
+//! structured-output constraint (400) → model (404) → messages / prompt (400) → tools (a
+//! forcing `tool_choice` with a constraint is a 400) → template + tokenization (400
 //! on a template error) → context length (400), which also fills in `max_tokens`
 //! (default: what the context leaves after the prompt).
 //!
@@ -29,7 +30,7 @@ use crate::parsers::reasoning;
 use crate::parsers::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 use crate::text::{offload, Template};
 use crate::validate::params::{self, Endpoint, Settings};
-use crate::validate::sampling;
+use crate::validate::{sampling, structured};
 
 /// The default of `--max-batch-prompts`: the most prompts one completions request may
 /// carry.
@@ -67,6 +68,9 @@ pub struct ChatOutput {
     pub tool_format: Option<ToolFormat>,
     /// The prompt forces a tool call (tool_choice required / named).
     pub prefilled: bool,
+    /// A structured-output constraint applies: no reasoning split (the grammar starts at
+    /// the first generated token).
+    pub constrained: bool,
     /// The prompt leaves a `<think>` open.
     pub reasoning_inside: bool,
     /// `echo` with a last message from the assistant: its content, which goes before
@@ -135,6 +139,7 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
         .map(|v| ("max_completion_tokens", v));
     let mut settings = params::validate(common, max_override, false, state.vocab_size())?;
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
+    structured::apply(&value, &mut settings)?;
     sampling::chat_logprobs(&chat, &mut settings)?;
     state.check_model(settings.model.as_deref())?;
     let messages = match chat.messages {
@@ -167,6 +172,7 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
     let format = parser
         .filter(|_| tools.mode != ToolMode::None)
         .and_then(tools::format_of);
+    structured::with_tools(&tools, format, &mut settings)?;
     let forced = format.and_then(|f| tools::prefill(f, &tools));
     if let (Some(f), ToolMode::Named) = (format, tools.mode) {
         settings.stop.push(f.end.to_owned()); // one call, then stop
@@ -199,6 +205,7 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
         tools,
         tool_format: format,
         prefilled: forced.is_some(),
+        constrained: settings.constraint.is_some(),
         reasoning_inside,
         echo,
     };
@@ -227,6 +234,7 @@ pub async fn completion<S: TextModel>(
     let echo = fields.echo.unwrap_or(false);
     let mut settings = params::validate(common, None, echo, state.vocab_size())?;
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
+    structured::apply(&value, &mut settings)?;
     sampling::completion_output(&fields, &mut settings)?;
     state.check_model(settings.model.as_deref())?;
     let inputs = prompts(fields.prompt, state.max_batch_prompts())?;

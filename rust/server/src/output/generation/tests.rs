@@ -1,7 +1,8 @@
 use super::*;
 use crate::testutil::Harness;
 use std::time::Duration;
-use vrs_wire::{EngineCoreRequest, SamplingParams};
+use vrs_engine_client::fake::{FAILING_REGEX, INVALID_MESSAGE, INVALID_REGEX};
+use vrs_wire::{EngineCoreRequest, SamplingParams, StructuredOutputs};
 
 const PROMPT: [u32; 2] = [3, 4]; // "hello world"
 
@@ -129,6 +130,46 @@ async fn dropping_an_unfinished_generation_aborts() {
     assert!(h.engine.wait_for(|e| e.aborted() == ["gone"]));
 }
 
+fn regex(pattern: &str) -> SamplingParams {
+    let mut sampling = SamplingParams::new(10);
+    sampling.structured_outputs = Some(StructuredOutputs {
+        regex: Some(pattern.into()),
+        ..Default::default()
+    });
+    sampling
+}
+
+#[tokio::test]
+async fn a_refused_spec_is_a_400_naming_the_constraint() {
+    let h = Harness::start(vec![5], Duration::ZERO);
+    let g =
+        start(&h, "bad", regex(INVALID_REGEX), &[]).constraint(Some("structured_outputs.regex"));
+    let (text, reason, usage) = run(g).await;
+    assert_eq!((text.as_str(), usage.completion_tokens), ("", 0));
+    assert_eq!(
+        reason.unwrap_err(),
+        ApiError::bad("structured_outputs.regex", INVALID_MESSAGE)
+    );
+    for (pattern, constraint) in [
+        // The engine's own failure stays a 500, constraint or not.
+        (FAILING_REGEX, Some("structured_outputs.regex")),
+        // An invalid_request kind with no constraint named: nothing to blame, a 500.
+        (INVALID_REGEX, None),
+    ] {
+        let g = start(&h, pattern, regex(pattern), &[]).constraint(constraint);
+        let err = run(g).await.1.unwrap_err();
+        assert_eq!(err.status().as_u16(), 500, "{pattern}: {err:?}");
+    }
+    // An echo-only request maps the same way.
+    let g = start(&h, "echo", regex(INVALID_REGEX), &[])
+        .echo_only(true)
+        .constraint(Some("response_format"));
+    assert_eq!(
+        run(g).await.1.unwrap_err(),
+        ApiError::bad("response_format", INVALID_MESSAGE)
+    );
+}
+
 #[test]
 fn stop_token_hidden_only_when_last() {
     let mut out = EngineCoreOutput {
@@ -142,6 +183,7 @@ fn stop_token_hidden_only_when_last() {
         prompt_logprobs: None,
         queue_time: None,
         prefill_time: None,
+        error_kind: None,
     };
     assert_eq!(visible_ids(&out), &[5]);
     out.stop_token_id = None;

@@ -19,7 +19,17 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(None)
+}
+
+/// The fixture, with `--chat-template` (a file in the model directory) when given.
+fn fixture_with(template: Option<&str>) -> Fixture {
     let dir = tiny_model_dir();
+    let chat_template = template.map(|source| {
+        let path = dir.path().join("override.jinja");
+        std::fs::write(&path, source).unwrap();
+        path.display().to_string()
+    });
     std::fs::write(
         dir.path().join("config.json"),
         json!({"vocab_size": 11, "max_position_embeddings": 4096}).to_string(),
@@ -31,7 +41,7 @@ fn fixture() -> Fixture {
         host: None,
         port: None,
         log_level: None,
-        chat_template: None,
+        chat_template,
         tokenizer: None,
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
@@ -109,8 +119,37 @@ async fn chat_render_is_what_the_engine_would_receive() {
             "prompt_logprobs",
             "logit_bias",
             "allowed_token_ids",
-            "bad_words_token_ids"
+            "bad_words_token_ids",
+            "structured_outputs"
         ]
+    );
+    assert_eq!(sampling["structured_outputs"], Value::Null);
+}
+
+#[tokio::test]
+async fn render_shows_the_constraint_by_field_name() {
+    let f = fixture();
+    let body = json!({"prompt": "hello", "max_tokens": 1,
+                      "structured_outputs": {"choice": ["a", "日本"], "disable_fallback": true}});
+    let (status, out) = call(&f, "POST", "/v1/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["sampling_params"]["structured_outputs"],
+        json!({"json": null, "regex": null, "choice": ["a", "日本"], "grammar": null,
+               "json_object": false, "structural_tag": null})
+    );
+    let body = json!({"messages": [{"role": "user", "content": "hello"}],
+                      "response_format": {"type": "json_object"},
+                      "structured_outputs": {"json": {"type": "object"}}});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{out}");
+    assert_eq!(
+        error_of(&out),
+        (
+            "only one structured-output constraint may be given; this request sets \
+             `response_format` and `structured_outputs.json`",
+            Some("structured_outputs.json")
+        )
     );
 }
 
@@ -202,6 +241,13 @@ async fn tools_need_a_parser_unless_tool_choice_is_none() {
     }
 }
 
+#[test]
+fn the_template_in_use_picks_the_tool_call_format() {
+    assert_eq!(fixture().state.tool_parser, None);
+    let hermes = "{% for m in messages %}{{ m.content }}{% endfor %}<tool_call></tool_call>";
+    assert_eq!(fixture_with(Some(hermes)).state.tool_parser, Some("hermes"));
+}
+
 #[tokio::test]
 async fn forced_tool_calls_show_their_prefill() {
     let f = fixture();
@@ -230,6 +276,12 @@ async fn forced_tool_calls_show_their_prefill() {
             prompt.text.as_deref().unwrap().ends_with(tail),
             "{prompt:?}"
         );
+        let tag = prompt.settings.sampling.structured_outputs.unwrap();
+        assert!(tag
+            .structural_tag
+            .unwrap()
+            .contains(r#""value":"}</tool_call>"}"#));
+        assert_eq!(prompt.settings.constraint, Some("tools"));
         assert!(prompt.chat.unwrap().prefilled);
     }
     let body = json!({"messages": messages, "tools": [tool], "tool_choice": "auto"});
@@ -237,6 +289,7 @@ async fn forced_tool_calls_show_their_prefill() {
         .await
         .unwrap();
     assert!(!prompt.text.as_deref().unwrap().contains("<tool_call>"));
+    assert_eq!(prompt.settings.sampling.structured_outputs, None);
 }
 
 #[tokio::test]

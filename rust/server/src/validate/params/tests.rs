@@ -68,15 +68,23 @@ fn unsupported_features_are_refused_unless_neutral() {
         ),
         (
             Endpoint::Chat,
-            json!({"response_format": {"type": "json_object"}}),
-            "`response_format` of type `json_object` is not supported; the accepted value is \
-             `{\"type\": \"text\"}` (or null)",
+            json!({"guided_json": {"type": "object"}}),
+            "`guided_json` is not supported; use `structured_outputs.json`",
+        ),
+        (
+            Endpoint::Completions,
+            json!({"guided_regex": "a+"}),
+            "`guided_regex` is not supported; use `structured_outputs.regex`",
         ),
         (
             Endpoint::Chat,
-            json!({"response_format": "json"}),
-            "`response_format` must be an object with a string `type`; the accepted value is \
-             `{\"type\": \"text\"}` (or null)",
+            json!({"guided_choice": ["a"]}),
+            "`guided_choice` is not supported; use `structured_outputs.choice`",
+        ),
+        (
+            Endpoint::Completions,
+            json!({"guided_grammar": "root ::= \"a\""}),
+            "`guided_grammar` is not supported; use `structured_outputs.grammar`",
         ),
         (
             Endpoint::Chat,
@@ -100,7 +108,7 @@ fn unsupported_features_are_refused_unless_neutral() {
         (
             Endpoint::Completions,
             json!({"n": null, "logprobs": null, "echo": false, "suffix": null,
-            "best_of": 1}),
+            "best_of": 1, "guided_json": null, "guided_regex": null}),
         ),
     ];
     for (endpoint, body) in neutral {
@@ -110,6 +118,13 @@ fn unsupported_features_are_refused_unless_neutral() {
     for endpoint in [Endpoint::Chat, Endpoint::Completions] {
         let body = json!({"echo": true, "prompt_logprobs": 2, "logit_bias": {"1": 5},
                           "allowed_token_ids": [1], "bad_words": ["x"]});
+        check_keys(&map(body), endpoint).unwrap();
+    }
+    // Structured outputs pass the key policy on both endpoints (`validate::structured`
+    // checks their values after the sampling fields).
+    for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+        let body = json!({"response_format": {"type": "json_object"},
+                          "structured_outputs": "not checked here"});
         check_keys(&map(body), endpoint).unwrap();
     }
     // Chat-only features are plain unknown fields on completions.
