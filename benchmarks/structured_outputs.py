@@ -66,7 +66,6 @@ def one_round(
         params = p.SamplingParams(
             max_tokens=max_tokens,
             temperature=1.0,
-            seed=i,
             ignore_eos=spec is None,
             structured_outputs=spec,
         )

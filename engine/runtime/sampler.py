@@ -69,7 +69,7 @@ class Sampler:
         masked = [i for i, r in enumerate(requests) if r.needs_min_tokens_mask]
         constrained = [i for i, r in enumerate(requests) if r.grammar is not None]
         raw = logits
-        if processed or penalized or masked or constrained:
+        if processed or penalized or masked:
             logits = logits.clone()
         if processed:
             apply_logits_processors(logits, requests, processed)
@@ -82,7 +82,9 @@ class Sampler:
                 if banned:
                     logits[i, banned] = float("-inf")
         if constrained:
-            self._apply_grammars(logits, raw, requests, constrained)
+            touched = {*processed, *penalized, *masked}
+            self._apply_grammars(logits, raw, requests, constrained,
+                                 [i for i in constrained if i in touched])
 
         tokens = logits.argmax(dim=-1)
         random_rows = [i for i, r in enumerate(requests) if not r.is_greedy]
@@ -100,14 +102,22 @@ class Sampler:
 
     @staticmethod
     def _apply_grammars(
-        logits: torch.Tensor, raw: torch.Tensor, requests: list[Request], rows: list[int]
+        logits: torch.Tensor,
+        raw: torch.Tensor,
+        requests: list[Request],
+        rows: list[int],
+        touched: list[int],
     ) -> None:
+        """The grammars' masks, in place (``logits`` is this step's own tensor). Only the
+        ``touched`` rows (earlier masks applied) can end up with nothing allowed."""
         apply_grammars(logits, rows, [requests[i].grammar for i in rows])
-        empty = torch.isneginf(logits[rows]).all(dim=-1).nonzero().flatten().tolist()
+        if not touched:
+            return
+        empty = torch.isneginf(logits[touched]).all(dim=-1).nonzero().flatten().tolist()
         if empty:  # the earlier masks left nothing the grammar allows: the grammar wins
-            lost = [rows[j] for j in empty]
+            lost = [touched[j] for j in empty]
             logits[lost] = raw[lost]
-            apply_grammars(logits, lost, [requests[i].grammar for i in lost], with_bans=False)
+            apply_grammars(logits, lost, [requests[i].grammar for i in lost])
 
     def _apply_penalties(
         self, logits: torch.Tensor, requests: list[Request], rows: list[int]
