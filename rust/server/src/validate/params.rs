@@ -7,7 +7,6 @@ use vrs_wire::SamplingParams;
 
 use crate::edge::error::ApiError;
 use crate::openai::{CommonFields, Stop, COMMON_KEYS};
-use crate::validate::structured::guided_refusal;
 
 /// Which request kind a body is for; decides the accepted keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,3 +367,19 @@ pub fn resolve_max_tokens(
 
 #[cfg(test)]
 mod tests;
+
+/// The old vLLM names, refused with a pointer to the new one.
+pub const GUIDED: [(&str, &str); 4] = [
+    ("guided_json", "json"),
+    ("guided_regex", "regex"),
+    ("guided_choice", "choice"),
+    ("guided_grammar", "grammar"),
+];
+
+/// The message refusing the old `guided_*` field `key` (`None`: not one of them).
+pub fn guided_refusal(key: &str) -> Option<String> {
+    GUIDED
+        .iter()
+        .find(|(old, _)| *old == key)
+        .map(|(old, new)| format!("`{old}` is not supported; use `structured_outputs.{new}`"))
+}

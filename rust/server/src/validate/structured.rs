@@ -69,14 +69,6 @@ const ONLY_TRUE: [(&str, &str); 2] = [
     ),
 ];
 
-/// The old vLLM names, refused with a pointer to the new one.
-pub const GUIDED: [(&str, &str); 4] = [
-    ("guided_json", "json"),
-    ("guided_regex", "regex"),
-    ("guided_choice", "choice"),
-    ("guided_grammar", "grammar"),
-];
-
 /// A request's structured-output constraint: the field that set it (the `param` of the
 /// engine's compile errors) and what the engine enforces.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,14 +81,6 @@ pub struct Constraint {
 pub fn compact(value: &Value) -> String {
     // A `Value` always serializes; the fallback is never taken.
     serde_json::to_string(value).unwrap_or_default()
-}
-
-/// The message refusing the old `guided_*` field `key` (`None`: not one of them).
-pub fn guided_refusal(key: &str) -> Option<String> {
-    GUIDED
-        .iter()
-        .find(|(old, _)| *old == key)
-        .map(|(old, new)| format!("`{old}` is not supported; use `{SO}.{new}`"))
 }
 
 /// The request's one constraint (`None`: free text), or a 400.

@@ -8,7 +8,6 @@
 use serde_json::{json, Value};
 
 use super::{call_prefix, ToolFormat, ToolMode, ToolSettings};
-use crate::validate::structured::compact;
 
 /// The structural-tag element of a call's arguments.
 fn arguments(tool: &Value) -> Value {
@@ -62,7 +61,11 @@ pub fn forced_tag(format: ToolFormat, settings: &ToolSettings) -> Option<String>
         }
         ToolMode::None | ToolMode::Auto => return None,
     };
-    Some(compact(&json!({"type": "structural_tag", "format": form})))
+    // Compact JSON text (keys in order); a `Value` always serializes.
+    Some(
+        serde_json::to_string(&json!({"type": "structural_tag", "format": form}))
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]

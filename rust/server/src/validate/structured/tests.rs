@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::parsers::tools::{ToolFormat, TOOL_CALL_PARSERS};
-use crate::validate::params::validate;
+use crate::validate::params::{guided_refusal, validate};
 
 /// (param, message) of a 400.
 fn refusal(err: ApiError) -> (String, String) {
