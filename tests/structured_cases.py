@@ -9,7 +9,12 @@ what these tests check. Each output must validate (jsonschema), fullmatch or be 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+import jsonschema
+
+from engine import protocol as p
 
 SHORT = {"type": "string", "maxLength": 6}
 
@@ -135,3 +140,45 @@ GRAMMARS = [
 
 def schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+def cases() -> list[tuple[str, p.StructuredOutputs, str, Any]]:
+    """(name, spec, check kind, rule) for every schema, regex, choice list and grammar."""
+    out = [
+        (f"json-{n}", p.StructuredOutputs(json=schema_text(s)), "json", s)
+        for n, s in SCHEMAS.items()
+    ]
+    out += [(f"regex-{i}", p.StructuredOutputs(regex=r), "regex", r) for i, r in enumerate(REGEXES)]
+    out += [
+        (f"choice-{i}", p.StructuredOutputs(choice=c), "choice", c) for i, c in enumerate(CHOICES)
+    ]
+    out += [
+        (f"grammar-{i}", p.StructuredOutputs(grammar=g), "regex", r)
+        for i, (g, r) in enumerate(GRAMMARS)
+    ]
+    return out
+
+
+def check(kind: str, rule: Any, text: str) -> None:
+    """``text`` follows the constraint: ``json`` validates against the schema ``rule``,
+    ``object`` is a JSON object, ``choice`` is in ``rule``, ``regex`` fullmatches it."""
+    if kind == "json":
+        jsonschema.validate(json.loads(text), rule)
+    elif kind == "object":
+        assert isinstance(json.loads(text), dict), text
+    elif kind == "choice":
+        assert text in rule, text
+    else:
+        assert re.fullmatch(rule, text), (rule, text)
+
+
+def closing_bias(encode: Any) -> dict[int, float]:
+    """JSON mode on random weights never closes its strings by chance: logit_bias toward
+    `{}` keeps it short, and a stronger one toward arrays must lose to the grammar.
+    ``encode``: text -> token ids (without special tokens)."""
+    bias = {"{}": 30.0, "[": 50.0, "[]": 50.0}
+    out = {}
+    for text, value in bias.items():
+        (token,) = encode(text)
+        out[token] = value
+    return out

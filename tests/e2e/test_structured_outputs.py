@@ -12,7 +12,6 @@ does not compile is a 400 naming its field, streamed or not, and the server goes
 from __future__ import annotations
 
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,21 +20,10 @@ import jsonschema
 import pytest
 from servers import MODEL, Server
 
-from tests.structured_cases import CHOICES, GRAMMARS, REGEXES, SCHEMAS
+from tests.structured_cases import CHOICES, GRAMMARS, REGEXES, SCHEMAS, check, closing_bias
 
 MAX_TOKENS = 120
 USER = [{"role": "user", "content": "Answer in the requested format."}]
-
-
-def closing_bias(tokenizer: Any) -> dict[str, float]:
-    """JSON mode on random weights never closes its strings by chance: a bias toward `{}`
-    keeps it short, and a stronger one toward arrays must lose to the grammar."""
-    bias = {"{}": 30.0, "[": 50.0, "[]": 50.0}
-    out = {}
-    for text, value in bias.items():
-        (token,) = tokenizer.encode(text, add_special_tokens=False)
-        out[str(token)] = value
-    return out
 
 
 def texts(client: Any, chat: bool, stream: bool, n: int, seed: int, **fields: Any) -> list[str]:
@@ -138,7 +126,8 @@ def jobs(tokenizer: Any) -> list[tuple[str, dict[str, Any], Any]]:
                 regex,
             )
         )
-    bias = closing_bias(tokenizer)
+    ids = closing_bias(lambda text: tokenizer.encode(text, add_special_tokens=False))
+    bias = {str(token): value for token, value in ids.items()}
     out.append(
         (
             "object",
@@ -166,17 +155,6 @@ def jobs(tokenizer: Any) -> list[tuple[str, dict[str, Any], Any]]:
         )
     )
     return out
-
-
-def check(kind: str, rule: Any, text: str) -> None:
-    if kind == "json":
-        jsonschema.validate(json.loads(text), rule)
-    elif kind == "object":
-        assert isinstance(json.loads(text), dict), text
-    elif kind == "choice":
-        assert text in rule, text
-    else:
-        assert re.fullmatch(rule, text), (rule, text)
 
 
 def test_every_constraint_holds_in_one_busy_batch(real_server: Server, tokenizer: Any) -> None:

@@ -3,17 +3,14 @@ the real wire, with the demo model's real tokenizer."""
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
-import jsonschema
 import pytest
 from test_mock_engine import Frontend, tokens
 
 from engine import protocol as p
 from engine.process.launcher import start_engines
-from tests.structured_cases import CHOICES, GRAMMARS, REGEXES, SCHEMAS, schema_text
+from tests.structured_cases import SCHEMAS, cases, check, schema_text
 
 
 @pytest.fixture(scope="module")
@@ -43,44 +40,12 @@ def test_every_kind_is_honoured_next_to_free_requests(
     frontend, group = serve(tmp_path, {"model": str(demo_model), "mock": True})
     checks = {}
     try:
-        for name, schema in SCHEMAS.items():
-            spec = p.StructuredOutputs(json=schema_text(schema))
+        for name, spec, kind, rule in cases():
             for seed in (1, 2):
                 frontend.add(
-                    f"json-{name}-{seed}",
-                    [5, 6],
-                    max_tokens=200,
-                    seed=seed,
-                    structured_outputs=spec,
+                    f"{name}-{seed}", [5, 6], max_tokens=200, seed=seed, structured_outputs=spec
                 )
-                checks[f"json-{name}-{seed}"] = ("json", schema)
-        for i, regex in enumerate(REGEXES):
-            frontend.add(
-                f"regex-{i}",
-                [5],
-                max_tokens=60,
-                seed=i,
-                structured_outputs=p.StructuredOutputs(regex=regex),
-            )
-            checks[f"regex-{i}"] = ("regex", regex)
-        for i, (grammar, regex) in enumerate(GRAMMARS):
-            frontend.add(
-                f"grammar-{i}",
-                [5],
-                max_tokens=60,
-                seed=i,
-                structured_outputs=p.StructuredOutputs(grammar=grammar),
-            )
-            checks[f"grammar-{i}"] = ("regex", regex)
-        for i, choice in enumerate(CHOICES):
-            frontend.add(
-                f"choice-{i}",
-                [5],
-                max_tokens=60,
-                seed=i,
-                structured_outputs=p.StructuredOutputs(choice=choice),
-            )
-            checks[f"choice-{i}"] = ("choice", choice)
+                checks[f"{name}-{seed}"] = (kind, rule)
         frontend.add("free", [5, 6], max_tokens=30, ignore_eos=True, seed=3)
         out = frontend.collect({*checks, "free"}, timeout=120)
     finally:
@@ -89,13 +54,7 @@ def test_every_kind_is_honoured_next_to_free_requests(
     assert len(tokens(out["free"])) == 30
     for rid, (kind, rule) in checks.items():
         assert out[rid][-1].finish_reason == "stop", (rid, out[rid][-1])
-        text = tokenizer.decode(tokens(out[rid]), skip_special_tokens=True)
-        if kind == "json":
-            jsonschema.validate(json.loads(text), rule)
-        elif kind == "choice":
-            assert text in rule
-        else:
-            assert re.fullmatch(rule, text), (rid, text)
+        check(kind, rule, tokenizer.decode(tokens(out[rid]), skip_special_tokens=True))
 
 
 def test_a_bad_spec_is_an_invalid_request(tmp_path: Path, demo_model: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from engine import protocol as p
 from engine.config import EngineConfig
 from engine.runtime.engine import ModelEngine
-from tests.structured_cases import CHOICES, GRAMMARS, REGEXES, SCHEMAS, schema_text
+from tests.structured_cases import SCHEMAS, cases, check, closing_bias, schema_text
 
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 12]
 
@@ -82,41 +82,6 @@ def text_of(tokenizer: Any, out: p.EngineCoreOutput) -> str:
     return tokenizer.decode(out.new_token_ids, skip_special_tokens=True)
 
 
-def check(kind: str, rule: Any, text: str) -> None:
-    if kind == "json":
-        jsonschema.validate(json.loads(text), rule)
-    elif kind == "choice":
-        assert text in rule
-    elif kind == "json_object":
-        assert isinstance(json.loads(text), dict)
-    else:
-        assert re.fullmatch(rule, text), (rule, text)
-
-
-def closing_bias(tokenizer: Any) -> list[tuple[int, float]]:
-    """logit_bias pairs toward an empty object, and more toward arrays."""
-    bias = {"{}": 30.0, "[": 50.0, "[]": 50.0}
-    pairs = [(tokenizer.encode(s, add_special_tokens=False), b) for s, b in bias.items()]
-    assert all(len(ids) == 1 for ids, _ in pairs)
-    return sorted((ids[0], b) for ids, b in pairs)
-
-
-def cases() -> list[tuple[str, p.StructuredOutputs, str, Any]]:
-    out = [
-        (f"json-{n}", p.StructuredOutputs(json=schema_text(s)), "json", s)
-        for n, s in SCHEMAS.items()
-    ]
-    out += [(f"regex-{i}", p.StructuredOutputs(regex=r), "regex", r) for i, r in enumerate(REGEXES)]
-    out += [
-        (f"choice-{i}", p.StructuredOutputs(choice=c), "choice", c) for i, c in enumerate(CHOICES)
-    ]
-    out += [
-        (f"grammar-{i}", p.StructuredOutputs(grammar=g), "grammar", r)
-        for i, (g, r) in enumerate(GRAMMARS)
-    ]
-    return out
-
-
 def test_a_mixed_batch_follows_every_constraint(demo: Path, tokenizer: Any) -> None:
     """Every spec kind, greedy and seeded, in one batch with unconstrained requests whose
     tokens must equal their solo run (a row's mask never leaks into another)."""
@@ -131,7 +96,8 @@ def test_a_mixed_batch_follows_every_constraint(demo: Path, tokenizer: Any) -> N
     # JSON mode on random weights never closes its strings by chance: a bias toward `{}`
     # keeps it short, and a stronger one toward arrays must lose to the grammar.
     mode = p.StructuredOutputs(json_object=True)
-    constrained.append(request("mode", mode, logit_bias=closing_bias(tokenizer)))
+    bias = closing_bias(lambda text: tokenizer.encode(text, add_special_tokens=False))
+    constrained.append(request("mode", mode, logit_bias=sorted(bias.items())))
     both = run(
         engine,
         [request(f"{r.request_id}-again", None, seed=r.sampling_params.seed) for r in free]
@@ -140,7 +106,7 @@ def test_a_mixed_batch_follows_every_constraint(demo: Path, tokenizer: Any) -> N
     rules = {
         f"{name}-{seed}": (kind, rule) for name, _, kind, rule in cases() for seed in (None, 3)
     }
-    rules["mode"] = ("json_object", None)
+    rules["mode"] = ("object", None)
     for rid, (kind, rule) in rules.items():
         out = both[rid]
         assert out.finish_reason == "stop", (rid, out)
