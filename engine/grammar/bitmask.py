@@ -12,10 +12,12 @@ through (found by tests/e2e/test_structured_outputs.py: ``"ab\\x00"``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where it is used: the mock engine never needs it
+    import torch
 
 _BATCH_FILLER: Any = None
 
@@ -56,6 +58,8 @@ class Matcher:
 
 def control_ban(decoded_vocab: list[bytes], vocab_size: int) -> torch.Tensor:
     """Ban words (see Grammar) clearing the tokens whose bytes hold a control character."""
+    import torch
+
     table = bytes(range(32))
     bits = np.ones(-(-vocab_size // 32) * 32, dtype=np.uint8)
     for i, piece in enumerate(decoded_vocab[:vocab_size]):
@@ -78,6 +82,7 @@ def apply_grammars(logits: torch.Tensor, rows: list[int], matchers: list[Matcher
     """Mask ``logits[rows[i]]`` to what ``matchers[i]`` allows (float32, in place), and the
     grammars' banned tokens too, except in a row the ban would leave empty (a grammar that
     requires a control character keeps it)."""
+    import torch
     import xgrammar as xgr
 
     vocab = logits.shape[1]
@@ -103,6 +108,8 @@ def _mask_on_cpu(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -
     """``-inf`` where a row's bit is clear. xgrammar's CPU kernel sets them one by one
     (47 ms for 64 rows of a 129k vocabulary here); unpacking the cleared bits with numpy and
     one masked fill takes 7."""
+    import torch
+
     vocab = logits.shape[1]
     everyone = len(rows) == logits.shape[0]  # rows ascend, so these are all of them
     words = bitmask if everyone else bitmask[rows]

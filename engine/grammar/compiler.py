@@ -54,10 +54,9 @@ def load_xgrammar() -> Any:
 class GrammarJob:
     """One request's wait for its compiled grammar."""
 
-    __slots__ = ("key", "future", "submitted", "timeout_s", "compiler")
+    __slots__ = ("future", "submitted", "timeout_s", "compiler")
 
-    def __init__(self, key: bytes, future: Future[Any], compiler: GrammarCompiler) -> None:
-        self.key = key
+    def __init__(self, future: Future[Any], compiler: GrammarCompiler) -> None:
         self.future = future
         self.compiler = compiler
         self.timeout_s = compiler.timeout_s
@@ -117,13 +116,13 @@ class GrammarCompiler:
                 self._cache.move_to_end(key)
                 done: Future[Any] = Future()
                 done.set_result(compiled)
-                return GrammarJob(key, done, self)
+                return GrammarJob(done, self)
             future = self._inflight.get(key)
             if future is None:
                 future = self._pool.submit(self._compile, spec)
                 self._inflight[key] = future
                 future.add_done_callback(lambda f, key=key: self._store(key, f))
-        return GrammarJob(key, future, self)
+        return GrammarJob(future, self)
 
     def cached(self, spec: p.StructuredOutputs) -> bool:
         with self._lock:

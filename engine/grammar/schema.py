@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
-
 from engine.grammar.errors import GrammarError
 
 # Keywords the grammar enforces.
@@ -101,6 +99,8 @@ _SCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf")
 
 def check_schema(schema: Any) -> None:
     """Raise GrammarError unless ``schema`` is valid JSON Schema using enforced keywords."""
+    import jsonschema  # here: an engine that never sees a schema never loads it
+
     if not isinstance(schema, dict | bool):
         raise GrammarError("the JSON schema must be an object")
     try:

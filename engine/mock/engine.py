@@ -37,6 +37,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.grammar.bitmask import allowed_token_ids
@@ -236,7 +238,10 @@ class MockEngine:
         may_end = request.generated >= request.params.min_tokens
         token = next((t for t in self.eos_token_ids if may_end and _has(allowed, t)), None)
         if token is None:
-            choices = [t for t in allowed.tolist() if t not in self.eos_token_ids] or allowed
+            # numpy, not a Python pass over what may be most of the vocabulary, per token
+            choices = allowed[~np.isin(allowed, self.eos_token_ids)]
+            if not len(choices):
+                choices = allowed
             token = int(choices[int(request.rng.random() * len(choices))])
         if not matcher.accept_token(token):
             raise RuntimeError(f"the grammar rejected token {token} it allowed")
