@@ -185,8 +185,8 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "log_level": options.log_level,
     }
     from engine.config import ConfigError, config_from_map
-    from server.reasoning import check_parser
-    from server.tools import pick_parser
+    from server.parsers.reasoning import check_parser
+    from server.parsers.tools import pick_parser
 
     config_from_map(engine_config)  # refuse bad values here, before anything starts
     try:

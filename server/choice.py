@@ -22,9 +22,9 @@ from server.logprobs import (
     TokenTexts,
     extend,
 )
+from server.parsers.reasoning import ReasoningParser
+from server.parsers.tools import ToolCall, ToolCallParser
 from server.prompt import ChatOutput
-from server.reasoning import ReasoningParser
-from server.tools import ToolCall, ToolCallParser
 
 
 class ChatDelta:

@@ -35,10 +35,10 @@ import uvicorn
 
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS
 from server.engine_client import EngineClient, EngineConnectError
-from server.reasoning import check_parser
+from server.parsers.reasoning import check_parser
+from server.parsers.tools import PARSER_CHOICES, pick_parser
 from server.routes import App, Handler, Options
 from server.text import ModelText, TextError
-from server.tools import PARSER_CHOICES, pick_parser
 
 logger = logging.getLogger("vrs.frontend")
 

@@ -27,9 +27,8 @@ from server import params, sampling
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS, completion_prompts
 from server.error import bad_request, model_not_found
 from server.metrics import Histogram
-from server.reasoning import starts_inside
-from server.text import ModelText, TemplateError
-from server.tools import (
+from server.parsers.reasoning import starts_inside
+from server.parsers.tools import (
     TOOL_CALL_PARSERS,
     ToolFormat,
     ToolSettings,
@@ -38,6 +37,7 @@ from server.tools import (
     prefill,
     tool_settings,
 )
+from server.text import ModelText, TemplateError
 
 
 class ModelLimits(Protocol):

@@ -51,6 +51,7 @@ from server.lifecycle import (
     setup_logging,
     text_executor,
 )
+from server.parsers.tools import pick_parser
 from server.prompt import Prompt, PromptBuilder
 from server.routes import (
     Handler,
@@ -63,7 +64,6 @@ from server.routes import (
     send_json,
 )
 from server.text import ModelText, TextError
-from server.tools import pick_parser
 
 logger = logging.getLogger("vrs.render")
 

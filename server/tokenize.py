@@ -21,7 +21,7 @@ import msgspec
 from server import openai as s
 from server import params
 from server.error import bad_request
-from server.tools import check_tools
+from server.parsers.tools import check_tools
 
 COMPLETION_KEYS = frozenset({"model", "prompt", "add_special_tokens", "return_token_strs"})
 CHAT_KEYS = frozenset({"model", "messages", "add_generation_prompt", "continue_final_message",

@@ -14,10 +14,10 @@ import pytest
 from engine import protocol as p
 from server.error import APIError
 from server.logprobs import clamp
-from server.markers import held_suffix
 from server.metrics import Metrics
-from server.reasoning import ReasoningParser, check_parser, starts_inside
-from server.tools import (
+from server.parsers.markers import held_suffix
+from server.parsers.reasoning import ReasoningParser, check_parser, starts_inside
+from server.parsers.tools import (
     TOOL_CALL_PARSERS,
     ToolCallParser,
     ToolSettings,

@@ -20,9 +20,9 @@ from server.choice import ChatChoice
 from server.error import APIError
 from server.generation import Piece
 from server.logprobs import TokenTexts
+from server.parsers.tools import TOOL_CALL_PARSERS, ToolSettings, forced_tag
 from server.prompt import PromptBuilder
 from server.text import ModelText
-from server.tools import TOOL_CALL_PARSERS, ToolSettings, forced_tag
 
 USER = [{"role": "user", "content": "hi"}]
 SO = "structured_outputs"

@@ -1,6 +1,6 @@
 //! Marker hold-back for streaming parsers (tool calls, reasoning): the tail of a piece
 //! that could be the start of a marker completed by the next piece waits. Mirrors
-//! `server/markers.py`.
+//! `server/parsers/markers.py`.
 
 /// Length in bytes of the longest suffix of `text` that is a proper prefix of `marker`.
 pub fn held_suffix(text: &str, marker: &str) -> usize {

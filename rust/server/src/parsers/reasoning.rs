@@ -1,5 +1,5 @@
 //! Reasoning: `--reasoning-parser` splits `<think>…</think>` out of a chat answer into
-//! `reasoning_content`. Mirrors `server/reasoning.py`.
+//! `reasoning_content`. Mirrors `server/parsers/reasoning.py`.
 //!
 //! `deepseek_r1` and `qwen3` (vLLM's names) are the same parser. When the rendered
 //! prompt leaves a `<think>` open the output starts inside the reasoning; otherwise it

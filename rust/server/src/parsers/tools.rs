@@ -1,7 +1,7 @@
 //! Tool calling: the request's `tools` / `tool_choice`, the prompt prefill that forces
 //! a call, and the streaming parser that turns generated text into tool calls.
 //!
-//! Mirrors `server/tools.py` rule for rule. Formats (`--tool-call-parser`):
+//! Mirrors `server/parsers/tools/__init__.py` rule for rule. Formats (`--tool-call-parser`):
 //! `demo` (`<｜tool▁call▁begin｜>{"name": N, "arguments": A}<｜tool▁call▁end｜>`, the demo
 //! template's) and `hermes` (`<tool_call>…</tool_call>`); `auto` picks the one whose
 //! markers the chat template writes. `tool_choice`: `none` (tools rendered, output not

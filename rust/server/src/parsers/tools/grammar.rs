@@ -3,7 +3,7 @@
 //! xgrammar structural tag (compact JSON text): each call's arguments follow its
 //! function's `parameters` (an object without properties when it has none), at most one
 //! whitespace in a row; with `parallel_tool_calls` false, one call. Mirrors `forced_tag`
-//! in `server/tools.py`.
+//! in `server/parsers/tools/__init__.py`.
 
 use serde_json::{json, Value};
 

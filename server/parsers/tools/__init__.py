@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from server.error import bad_request
-from server.markers import held_suffix
+from server.parsers.markers import held_suffix
 from server.structured import compact
 
 

@@ -12,7 +12,7 @@ output whatever is held is given to the side it was on.
 
 from __future__ import annotations
 
-from server.markers import held_suffix
+from server.parsers.markers import held_suffix
 
 REASONING_PARSERS = ("deepseek_r1", "qwen3")
 THINK_START = "<think>"
