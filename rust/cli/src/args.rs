@@ -121,11 +121,14 @@ pub struct ServeCli {
     #[arg(long, value_name = "SECONDS")]
     pub request_timeout: Option<f64>,
 
-    /// Tool-call format: auto (from the chat template), none, demo or hermes.
+    /// Tool-call format: auto (default: from the chat template, then config.json's
+    /// model_type), none, demo, hermes, llama3_json, mistral, deepseek_v3, qwen3_coder,
+    /// pythonic or granite.
     #[arg(long, value_name = "NAME")]
     pub tool_call_parser: Option<String>,
 
-    /// Split `<think>…</think>` into reasoning_content: deepseek_r1 or qwen3.
+    /// Split reasoning into reasoning_content: auto (default: from the chat template),
+    /// none, deepseek_r1, qwen3, granite or mistral.
     #[arg(long, value_name = "NAME")]
     pub reasoning_parser: Option<String>,
 
@@ -201,10 +204,11 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
 #[derive(Debug, Args)]
 pub struct RenderCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
-    /// log_level, chat_template, tokenizer, max_model_len).
+    /// log_level, chat_template, tokenizer, max_model_len, tool_call_parser,
+    /// reasoning_parser).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "chat_template",
-        "tokenizer", "max_model_len",
+        "tokenizer", "max_model_len", "tool_call_parser", "reasoning_parser",
     ])]
     pub args_json: Option<String>,
 
@@ -214,6 +218,17 @@ pub struct RenderCli {
     /// Longest prompt + output in tokens (default: config.json's max_position_embeddings).
     #[arg(long)]
     pub max_model_len: Option<u64>,
+
+    /// Tool-call format the forced-call prefill follows: auto (default: from the chat
+    /// template, then config.json), none, demo, hermes, llama3_json, mistral,
+    /// deepseek_v3, qwen3_coder, pythonic or granite.
+    #[arg(long, value_name = "NAME")]
+    pub tool_call_parser: Option<String>,
+
+    /// Reasoning format: auto (default: from the chat template), none, deepseek_r1,
+    /// qwen3, granite or mistral.
+    #[arg(long, value_name = "NAME")]
+    pub reasoning_parser: Option<String>,
 }
 
 /// The `render` settings of the standalone flags (or of `--args-json` when given).
@@ -223,6 +238,8 @@ pub fn render_args(cli: RenderCli) -> Result<RenderArgs, String> {
     }
     let specific = RenderSpecific {
         max_model_len: cli.max_model_len,
+        tool_call_parser: cli.tool_call_parser,
+        reasoning_parser: cli.reasoning_parser,
     };
     cli.common.into_args(specific)
 }

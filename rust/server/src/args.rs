@@ -186,10 +186,8 @@ impl Specific for ServeSpecific {
                 return Err(format!("request_timeout must be > 0 seconds, got {t}"));
             }
         }
-        if let Some(name) = own.tool_call_parser.as_deref() {
-            crate::parsers::tools::pick_parser(Some(name), None)?;
-        }
-        crate::parsers::reasoning::check_parser(own.reasoning_parser.as_deref())?;
+        crate::parsers::select::check_tool_setting(own.tool_call_parser.as_deref())?;
+        crate::parsers::select::check_reasoning_setting(own.reasoning_parser.as_deref())?;
         Ok(())
     }
 }
@@ -275,6 +273,12 @@ pub type RenderArgs = CommandArgs<RenderSpecific>;
 pub struct RenderSpecific {
     #[serde(default)]
     pub max_model_len: Option<u64>,
+    /// As `serve`'s: decides the prefill of forced tool calls (default `auto`).
+    #[serde(default)]
+    pub tool_call_parser: Option<String>,
+    /// As `serve`'s: decides which markers a rendered prompt leaves open (default `auto`).
+    #[serde(default)]
+    pub reasoning_parser: Option<String>,
 }
 
 impl Specific for RenderSpecific {
@@ -282,6 +286,8 @@ impl Specific for RenderSpecific {
         if args.specific.max_model_len == Some(0) {
             return Err("max_model_len must be >= 1; got 0".into());
         }
+        crate::parsers::select::check_tool_setting(args.specific.tool_call_parser.as_deref())?;
+        crate::parsers::select::check_reasoning_setting(args.specific.reasoning_parser.as_deref())?;
         Ok(())
     }
 }

@@ -68,17 +68,18 @@ pub async fn serve_connected(
 ) -> anyhow::Result<u8> {
     let local = listener.local_addr()?;
     let source = crate::text::template_source(&tokenizer, args.chat_template.as_deref());
-    let options = HttpOptions::from_args(args, source.as_deref()).map_err(anyhow::Error::msg)?;
-    tracing::info!(
-        "tool-call parser: {}; reasoning parser: {}{}",
-        options.tool_call_parser.unwrap_or("none"),
-        options.reasoning_parser.as_deref().unwrap_or("none"),
-        if options.api_key.is_some() {
-            "; API key required on /v1/*"
-        } else {
-            ""
-        },
-    );
+    let config = crate::parsers::select::model_config(std::path::Path::new(&args.model));
+    let (tools, reasoning) = crate::parsers::select::choose(
+        args.specific.tool_call_parser.as_deref(),
+        args.specific.reasoning_parser.as_deref(),
+        source.as_deref(),
+        config.as_ref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let options = HttpOptions::from_args(args, &tools, &reasoning);
+    if options.api_key.is_some() {
+        tracing::info!("API key required on /v1/*");
+    }
     let state = Arc::new(AppState {
         client: Arc::clone(&client),
         token_texts: Arc::new(TokenTexts::new(tokenizer.clone())),

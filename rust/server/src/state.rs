@@ -13,6 +13,7 @@ use crate::edge::admission::Admission;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::{Histogram, Metrics};
 use crate::logprobs::TokenTexts;
+use crate::parsers::select::Choice;
 use crate::text::Template;
 use crate::validate::prompt::{TextModel, DEFAULT_MAX_BATCH_PROMPTS};
 
@@ -33,8 +34,8 @@ pub struct AppState {
     pub token_texts: Arc<TokenTexts>,
 }
 
-/// The HTTP settings of a serving vrs-rs (from its args; the tool-call parser resolved
-/// against the chat template).
+/// The HTTP settings of a serving vrs-rs (from its args; the parsers as
+/// [`crate::parsers::select`] chose them).
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub api_key: Option<String>,
@@ -42,7 +43,7 @@ pub struct HttpOptions {
     pub max_concurrent_requests: Option<usize>,
     pub request_timeout: Option<std::time::Duration>,
     pub tool_call_parser: Option<&'static str>,
-    pub reasoning_parser: Option<String>,
+    pub reasoning_parser: Option<&'static str>,
     /// The most prompts in one completions request (`--max-batch-prompts`).
     pub max_batch_prompts: usize,
 }
@@ -62,25 +63,20 @@ impl Default for HttpOptions {
 }
 
 impl HttpOptions {
-    /// `template` is the chat template's source (for `--tool-call-parser auto`).
-    pub fn from_args(args: &ServeArgs, template: Option<&str>) -> Result<Self, String> {
-        Ok(Self {
+    /// `tools` and `reasoning`: the parsers chosen (see [`crate::parsers::select`]).
+    pub fn from_args(args: &ServeArgs, tools: &Choice, reasoning: &Choice) -> Self {
+        Self {
             api_key: args.api_key(),
             max_request_body: args.max_request_body(),
             max_concurrent_requests: args.specific.max_concurrent_requests,
             request_timeout: args.request_timeout(),
-            tool_call_parser: crate::parsers::tools::pick_parser(
-                args.specific.tool_call_parser.as_deref(),
-                template,
-            )?,
-            reasoning_parser: crate::parsers::reasoning::check_parser(
-                args.specific.reasoning_parser.as_deref(),
-            )?,
+            tool_call_parser: tools.name,
+            reasoning_parser: reasoning.name,
             max_batch_prompts: args
                 .specific
                 .max_batch_prompts
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
-        })
+        }
     }
 }
 
@@ -119,6 +115,10 @@ impl TextModel for AppState {
         self.options.tool_call_parser
     }
 
+    fn reasoning_parser(&self) -> Option<&'static str> {
+        self.options.reasoning_parser
+    }
+
     fn max_batch_prompts(&self) -> usize {
         self.options.max_batch_prompts
     }
@@ -150,8 +150,10 @@ pub struct RenderState {
     pub created: u64,
     pub max_model_len: u64,
     pub vocab_size: u64,
-    /// Picked from the template (`--tool-call-parser auto`).
+    /// `--tool-call-parser` (auto: [`crate::parsers::select`]'s choice).
     pub tool_parser: Option<&'static str>,
+    /// `--reasoning-parser` (auto: as the tool-call parser).
+    pub reasoning_parser: Option<&'static str>,
 }
 
 impl TextModel for RenderState {
@@ -177,5 +179,9 @@ impl TextModel for RenderState {
 
     fn tool_parser(&self) -> Option<&'static str> {
         self.tool_parser
+    }
+
+    fn reasoning_parser(&self) -> Option<&'static str> {
+        self.reasoning_parser
     }
 }

@@ -63,9 +63,15 @@ pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
         args.specific.max_model_len,
         tokenizer.vocab_size() as u64,
     )?;
-    // The template in use (`--chat-template` when given) decides the tool-call format.
+    // `--tool-call-parser` / `--reasoning-parser`, `auto` by the template in use
+    // (`--chat-template` when given), then config.json, as `serve` chooses them.
     let source = crate::text::template_source(&tokenizer, args.chat_template.as_deref());
-    let tool_parser = crate::parsers::tools::pick_parser(None, source.as_deref())?;
+    let (tools, reasoning) = crate::parsers::select::choose(
+        args.specific.tool_call_parser.as_deref(),
+        args.specific.reasoning_parser.as_deref(),
+        source.as_deref(),
+        crate::parsers::select::model_config(dir).as_ref(),
+    )?;
     Ok(RenderState {
         tokenizer,
         template,
@@ -74,7 +80,8 @@ pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
         created: unix_now(),
         max_model_len,
         vocab_size,
-        tool_parser,
+        tool_parser: tools.name,
+        reasoning_parser: reasoning.name,
     })
 }
 

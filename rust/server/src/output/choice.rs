@@ -16,7 +16,7 @@ use crate::openai::{
     AssistantMessage, ChatChoice, CompletionChoice, Delta, Function, ToolCallDelta, ToolCallOut,
 };
 use crate::output::generation::Piece;
-use crate::parsers::reasoning::ReasoningParser;
+use crate::parsers::reasoning::{ReasoningMarkers, ReasoningParser};
 use crate::parsers::tools::{ToolCall, ToolCallParser};
 use crate::validate::prompt::ChatOutput;
 
@@ -84,20 +84,22 @@ impl ChatChoiceState {
     pub fn new(
         index: u32,
         chat: &ChatOutput,
-        reasoning_parser: bool,
+        reasoning_parser: Option<ReasoningMarkers>,
         top: Option<usize>,
         texts: Arc<TokenTexts>,
     ) -> Self {
-        let use_reasoning = reasoning_parser && !(chat.prefilled || chat.constrained);
+        let use_reasoning = !(chat.prefilled || chat.constrained);
         Self {
             index,
-            reasoning_parser: use_reasoning.then(|| ReasoningParser::new(chat.reasoning_inside)),
+            reasoning_parser: reasoning_parser
+                .filter(|_| use_reasoning)
+                .map(|markers| ReasoningParser::new(markers, chat.reasoning_inside)),
             tools: chat
                 .tool_format
                 .map(|format| ToolCallParser::new(format, &chat.tools)),
             top,
             texts,
-            with_reasoning: reasoning_parser,
+            with_reasoning: reasoning_parser.is_some(),
             content: String::new(),
             reasoning: String::new(),
             calls: Vec::new(),

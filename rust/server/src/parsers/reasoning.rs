@@ -1,33 +1,68 @@
-//! Reasoning: `--reasoning-parser` splits `<think>…</think>` out of a chat answer into
+//! Reasoning: `--reasoning-parser` splits the model's reasoning out of a chat answer into
 //! `reasoning_content`. Mirrors `server/parsers/reasoning.py`.
 //!
-//! `deepseek_r1` and `qwen3` (vLLM's names) are the same parser. When the rendered
-//! prompt leaves a `<think>` open the output starts inside the reasoning; otherwise it
-//! starts as content and a `<think>` in the output opens it. After the first `</think>`
-//! everything is content. Partial markers wait for the next piece; at the end whatever
-//! is held goes to the side it was on.
+//! A parser is a set of start markers and a set of end markers (vLLM's names):
+//! `deepseek_r1` and `qwen3`: `<think>` … `</think>` (DeepSeek-R1 and Qwen3 model cards);
+//! `granite`: `Here is my thought process:` / `Here's my thought process:` …
+//! `Here is my response:` / `Here's my response:` (IBM Granite 3.2 model card, "thinking");
+//! `mistral`: `[THINK]` … `[/THINK]` (Magistral model card). `openai` (gpt-oss harmony
+//! channels) is not supported and refused by name ([`crate::parsers::select`]).
+//!
+//! When the rendered prompt leaves a start marker open (its last start marker comes after
+//! its last end marker, e.g. Qwen3 / R1 templates that open `<think>`), the output starts
+//! inside the reasoning; otherwise it starts as content and the first start marker in the
+//! output opens it. After the first end marker everything is content. The earliest marker
+//! of a set wins; the longest tail that could begin any marker of the set waits for the
+//! next piece; at the end whatever is held goes to the side it was on.
 
-use crate::parsers::markers::held_suffix;
+use crate::parsers::markers::{find_any, held_suffix_any, rfind_any};
 
-pub const REASONING_PARSERS: &[&str] = &["deepseek_r1", "qwen3"];
-pub const THINK_START: &str = "<think>";
-pub const THINK_END: &str = "</think>";
-
-/// The `--reasoning-parser` value checked.
-pub fn check_parser(setting: Option<&str>) -> Result<Option<String>, String> {
-    match setting {
-        None => Ok(None),
-        Some(name) if REASONING_PARSERS.contains(&name) => Ok(Some(name.to_owned())),
-        Some(other) => Err(format!(
-            "reasoning_parser must be one of {}; got {other:?}",
-            REASONING_PARSERS.join(", ")
-        )),
-    }
+/// The markers of one reasoning format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReasoningMarkers {
+    pub start: &'static [&'static str],
+    pub end: &'static [&'static str],
 }
 
-/// Whether the prompt leaves a reasoning block open for the answer.
-pub fn starts_inside(prompt: &str) -> bool {
-    match (prompt.rfind(THINK_START), prompt.rfind(THINK_END)) {
+const THINK: ReasoningMarkers = ReasoningMarkers {
+    start: &["<think>"],
+    end: &["</think>"],
+};
+
+/// Reasoning parser names and their markers.
+pub const REASONING_PARSERS: &[(&str, ReasoningMarkers)] = &[
+    ("deepseek_r1", THINK),
+    ("qwen3", THINK),
+    (
+        "granite",
+        ReasoningMarkers {
+            start: &["Here is my thought process:", "Here's my thought process:"],
+            end: &["Here is my response:", "Here's my response:"],
+        },
+    ),
+    (
+        "mistral",
+        ReasoningMarkers {
+            start: &["[THINK]"],
+            end: &["[/THINK]"],
+        },
+    ),
+];
+
+/// The markers of a parser name.
+pub fn markers_of(name: &str) -> Option<ReasoningMarkers> {
+    REASONING_PARSERS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, m)| *m)
+}
+
+/// Whether the prompt leaves a reasoning block of `markers` open for the answer.
+pub fn starts_inside(markers: ReasoningMarkers, prompt: &str) -> bool {
+    match (
+        rfind_any(prompt, markers.start),
+        rfind_any(prompt, markers.end),
+    ) {
         (Some(start), Some(end)) => start > end,
         (Some(_), None) => true,
         _ => false,
@@ -44,13 +79,15 @@ enum State {
 /// Splits streamed text into (reasoning, content) pieces.
 #[derive(Debug)]
 pub struct ReasoningParser {
+    markers: ReasoningMarkers,
     state: State,
     buffer: String,
 }
 
 impl ReasoningParser {
-    pub fn new(inside: bool) -> Self {
+    pub fn new(markers: ReasoningMarkers, inside: bool) -> Self {
         Self {
+            markers,
             state: if inside { State::Inside } else { State::Before },
             buffer: String::new(),
         }
@@ -65,22 +102,22 @@ impl ReasoningParser {
         buffer.push_str(text);
         let mut content = String::new();
         if self.state == State::Before {
-            let Some(start) = buffer.find(THINK_START) else {
-                let keep = held_suffix(&buffer, THINK_START);
+            let Some((start, len)) = find_any(&buffer, self.markers.start) else {
+                let keep = held_suffix_any(&buffer, self.markers.start);
                 self.buffer = buffer.split_off(buffer.len() - keep);
                 return (String::new(), buffer);
             };
             content.push_str(&buffer[..start]);
-            buffer.drain(..start + THINK_START.len());
+            buffer.drain(..start + len);
             self.state = State::Inside;
         }
-        let Some(end) = buffer.find(THINK_END) else {
-            let keep = held_suffix(&buffer, THINK_END);
+        let Some((end, len)) = find_any(&buffer, self.markers.end) else {
+            let keep = held_suffix_any(&buffer, self.markers.end);
             self.buffer = buffer.split_off(buffer.len() - keep);
             return (buffer, content);
         };
         self.state = State::After;
-        content.push_str(&buffer[end + THINK_END.len()..]);
+        content.push_str(&buffer[end + len..]);
         buffer.truncate(end);
         (buffer, content)
     }
@@ -97,57 +134,4 @@ impl ReasoningParser {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(inside: bool, pieces: &[&str]) -> (String, String) {
-        let mut parser = ReasoningParser::new(inside);
-        let (mut reasoning, mut content) = (String::new(), String::new());
-        for piece in pieces {
-            let (r, c) = parser.push(piece);
-            reasoning.push_str(&r);
-            content.push_str(&c);
-        }
-        let (r, c) = parser.finish();
-        (reasoning + &r, content + &c)
-    }
-
-    #[test]
-    fn markers_split_over_pieces() {
-        let text = "<think>plan a</think>answer";
-        let chars: Vec<String> = text.chars().map(String::from).collect();
-        let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
-        assert_eq!(run(false, &pieces), ("plan a".into(), "answer".into()));
-        assert_eq!(
-            run(false, &["<thi", "nk>x</th", "ink>y"]),
-            ("x".into(), "y".into())
-        );
-        assert_eq!(
-            run(true, &["x</th", "ink>y<think>z"]),
-            ("x".into(), "y<think>z".into())
-        );
-    }
-
-    #[test]
-    fn unterminated_and_absent_reasoning() {
-        assert_eq!(
-            run(true, &["still thinking</thi"]),
-            ("still thinking</thi".into(), String::new())
-        );
-        assert_eq!(
-            run(false, &["no thoughts <thin"]),
-            (String::new(), "no thoughts <thin".into())
-        );
-        assert_eq!(run(false, &["a<think>b"]), ("b".into(), "a".into()));
-    }
-
-    #[test]
-    fn prompt_state_and_names() {
-        assert!(starts_inside("<｜Assistant｜><think>"));
-        assert!(!starts_inside("<｜Assistant｜></think>"));
-        assert!(!starts_inside("<think>x</think> plain"));
-        assert!(!starts_inside("plain"));
-        assert_eq!(check_parser(Some("qwen3")), Ok(Some("qwen3".into())));
-        assert!(check_parser(Some("x")).unwrap_err().contains("deepseek_r1"));
-    }
-}
+mod tests;

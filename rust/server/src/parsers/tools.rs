@@ -3,8 +3,8 @@
 //!
 //! Mirrors `server/parsers/tools/__init__.py` rule for rule. Formats (`--tool-call-parser`):
 //! `demo` (`<｜tool▁call▁begin｜>{"name": N, "arguments": A}<｜tool▁call▁end｜>`, the demo
-//! template's) and `hermes` (`<tool_call>…</tool_call>`); `auto` picks the one whose
-//! markers the chat template writes. `tool_choice`: `none` (tools rendered, output not
+//! template's) and `hermes` (`<tool_call>…</tool_call>`); which one a server uses is
+//! [`crate::parsers::select`]'s choice. `tool_choice`: `none` (tools rendered, output not
 //! parsed), `auto` (parsed, never forced), `required` (the prompt is prefilled with the
 //! begin marker), a named function (prefilled up to its arguments; generation stops at
 //! the first end marker). A call body must be a JSON object with a string `name` and an
@@ -29,7 +29,8 @@ pub struct ToolFormat {
     pub end: &'static str,
 }
 
-/// Parser names and formats, in `auto`'s order of preference.
+/// The formats parsed, by parser name (every name: [`crate::parsers::select::TOOL_CALL_PARSERS`];
+/// a name without a format here is accepted and parses nothing).
 pub const TOOL_CALL_PARSERS: &[(&str, ToolFormat)] = &[
     (
         "demo",
@@ -47,39 +48,12 @@ pub const TOOL_CALL_PARSERS: &[(&str, ToolFormat)] = &[
     ),
 ];
 
-/// Every value `--tool-call-parser` takes.
-pub const PARSER_CHOICES: &[&str] = &["auto", "none", "demo", "hermes"];
-
 /// The format of a parser name.
 pub fn format_of(name: &str) -> Option<ToolFormat> {
     TOOL_CALL_PARSERS
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, f)| *f)
-}
-
-/// The parser for `--tool-call-parser` (`None` / `auto`: from the template source).
-pub fn pick_parser(
-    setting: Option<&str>,
-    template: Option<&str>,
-) -> Result<Option<&'static str>, String> {
-    match setting {
-        None | Some("auto") => Ok(TOOL_CALL_PARSERS
-            .iter()
-            .find(|(_, f)| template.is_some_and(|t| t.contains(f.begin) && t.contains(f.end)))
-            .map(|(n, _)| *n)),
-        Some("none") => Ok(None),
-        Some(other) => TOOL_CALL_PARSERS
-            .iter()
-            .find(|(n, _)| *n == other)
-            .map(|(n, _)| Some(*n))
-            .ok_or_else(|| {
-                format!(
-                    "tool_call_parser must be one of {}; got {other:?}",
-                    PARSER_CHOICES.join(", ")
-                )
-            }),
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -53,7 +53,10 @@ impl ChatShapes {
         let prompt = job.prompt()?;
         let settings = &prompt.settings;
         let top = settings.sampling.logprobs.map(|k| k as usize);
-        let reasoning = state.options.reasoning_parser.is_some();
+        let reasoning = state
+            .options
+            .reasoning_parser
+            .and_then(crate::parsers::reasoning::markers_of);
         let choices = match &prompt.chat {
             Some(chat) => (0..settings.n)
                 .map(|i| {

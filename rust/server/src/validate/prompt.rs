@@ -46,6 +46,11 @@ pub trait TextModel: Send + Sync + 'static {
     fn max_model_len(&self) -> u64;
     /// The tool-call format's name (`--tool-call-parser`, resolved).
     fn tool_parser(&self) -> Option<&'static str>;
+    /// The reasoning parser's name (`--reasoning-parser`, resolved): which markers a
+    /// prompt may leave open.
+    fn reasoning_parser(&self) -> Option<&'static str> {
+        None
+    }
     /// The most prompts one completions request may carry (`--max-batch-prompts`).
     fn max_batch_prompts(&self) -> usize {
         DEFAULT_MAX_BATCH_PROMPTS
@@ -194,7 +199,10 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
                 .template()
                 .ok_or_else(|| ApiError::Internal("no chat template".into()))?;
             let mut text = template.render(&input).map_err(text_error)?;
-            let reasoning_inside = reasoning::starts_inside(&text);
+            let reasoning_inside = st
+                .reasoning_parser()
+                .and_then(reasoning::markers_of)
+                .is_some_and(|markers| reasoning::starts_inside(markers, &text));
             text.push_str(&prefill);
             let ids = st.tokenizer().encode(&text, false).map_err(text_error)?;
             Ok((text, ids, reasoning_inside))

@@ -195,20 +195,7 @@ fn settings_checks_name_the_field() {
 }
 
 #[test]
-fn parser_choice() {
-    let demo = "x <｜tool▁call▁begin｜> y <｜tool▁call▁end｜>";
-    assert_eq!(pick_parser(None, Some(demo)), Ok(Some("demo")));
-    assert_eq!(
-        pick_parser(Some("auto"), Some("<tool_call></tool_call>")),
-        Ok(Some("hermes"))
-    );
-    assert_eq!(pick_parser(Some("auto"), Some("plain")), Ok(None));
-    assert_eq!(pick_parser(Some("auto"), None), Ok(None));
-    assert_eq!(pick_parser(Some("none"), Some(demo)), Ok(None));
-    assert_eq!(pick_parser(Some("hermes"), Some(demo)), Ok(Some("hermes")));
-    assert!(pick_parser(Some("bogus"), None)
-        .unwrap_err()
-        .contains("demo"));
+fn named_prefill() {
     assert_eq!(
         prefill(DEMO, &settings(ToolMode::Named, Some("a\"b"), true)).unwrap(),
         "<｜tool▁call▁begin｜>{\"name\": \"a\\\"b\", \"arguments\": "

@@ -24,6 +24,11 @@ fn fixture() -> Fixture {
 
 /// The fixture, with `--chat-template` (a file in the model directory) when given.
 fn fixture_with(template: Option<&str>) -> Fixture {
+    fixture_parsers(template, None)
+}
+
+/// The fixture with `--chat-template` and `--tool-call-parser` when given.
+fn fixture_parsers(template: Option<&str>, tool_call_parser: Option<&str>) -> Fixture {
     let dir = tiny_model_dir();
     let chat_template = template.map(|source| {
         let path = dir.path().join("override.jinja");
@@ -45,6 +50,8 @@ fn fixture_with(template: Option<&str>) -> Fixture {
         tokenizer: None,
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
+            tool_call_parser: tool_call_parser.map(str::to_owned),
+            reasoning_parser: None,
         },
     };
     Fixture {
@@ -249,10 +256,29 @@ fn the_template_in_use_picks_the_tool_call_format() {
 }
 
 #[tokio::test]
+async fn tool_call_parser_flag_renders_tools_without_markers() {
+    let f = fixture_parsers(None, Some("hermes"));
+    assert_eq!(f.state.tool_parser, Some("hermes"));
+    let tool = json!({"type": "function", "function": {"name": "f", "parameters": {}}});
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let body = json!({"messages": messages, "tools": [tool], "tool_choice": "auto"});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let body = json!({"messages": messages, "tools": [tool], "tool_choice": "required"});
+    let (status, out) = call(&f, "POST", "/v1/chat/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let prompt = out["prompt"].as_str().unwrap_or_default();
+    assert!(prompt.ends_with("<tool_call>"), "{prompt:?}");
+    let none = fixture_parsers(Some("<tool_call></tool_call>"), Some("none"));
+    assert_eq!(none.state.tool_parser, None);
+}
+
+#[tokio::test]
 async fn forced_tool_calls_show_their_prefill() {
     let f = fixture();
     let state = Arc::new(RenderState {
         tool_parser: Some("hermes"),
+        reasoning_parser: None,
         tokenizer: f.state.tokenizer.clone(),
         template: f.state.template.clone(),
         model_name: f.state.model_name.clone(),

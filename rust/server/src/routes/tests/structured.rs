@@ -149,7 +149,7 @@ async fn a_constrained_stream_starts_with_its_first_output() {
 #[tokio::test]
 async fn constrained_chat_is_all_content() {
     let options = HttpOptions {
-        reasoning_parser: Some("qwen3".into()),
+        reasoning_parser: Some("qwen3"),
         ..HttpOptions::default()
     };
     let h = Harness::with_options(vec![5, 6], Duration::ZERO, options);
