@@ -117,11 +117,13 @@ RequestTimeout = Annotated[float | None, typer.Option(
     min=0.001, help="Seconds a generation request may take; then it is aborted (504, or an "
                     "error event when streaming). Default: no limit.")]
 ToolCallParser = Annotated[str, typer.Option(
-    help="Tool-call format: auto (from the chat template: the demo template's markers, or "
-         "<tool_call> for hermes), none, demo or hermes.")]
-ReasoningParser = Annotated[str | None, typer.Option(
-    help="Split <think>...</think> out of chat answers into reasoning_content: deepseek_r1 "
-         "or qwen3 (the same parser). Default: off.")]
+    help="Tool-call format: auto (from the chat template's markers, then config.json's "
+         "model_type; logged at start-up), none, demo, hermes, llama3_json, mistral, "
+         "deepseek_v3, qwen3_coder, pythonic or granite.")]
+ReasoningParser = Annotated[str, typer.Option(
+    help="Split reasoning out of chat answers into reasoning_content: auto (from the chat "
+         "template: [THINK] mistral, <think> qwen3 or deepseek_r1, 'thought process' "
+         "granite; logged at start-up), none, deepseek_r1, qwen3, granite or mistral.")]
 DataParallelSize = Annotated[int, typer.Option(
     min=1, max=65535,
     help="Engines to run (data parallel, engine index 0..N-1); each request goes to the "

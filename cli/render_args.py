@@ -1,8 +1,8 @@
 """Turning `vrs render` options into the args-json both render services read.
 
 Keys (docs/internals.md): model, served_model_name, host, port, log_level,
-chat_template, tokenizer, max_model_len. Rust: `vrs-rs render --args-json`; Python:
-``server.render.serve_render`` in this process.
+chat_template, tokenizer, max_model_len, tool_call_parser, reasoning_parser. Rust:
+`vrs-rs render --args-json`; Python: ``server.render.serve_render`` in this process.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class RenderOptions:
     log_level: str
     tokenizer: str | None = None
     trust_remote_code: bool = False
+    tool_call_parser: str = "auto"
+    reasoning_parser: str = "auto"
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RenderOptions:
@@ -55,6 +57,8 @@ def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
         "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
         "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "max_model_len": options.max_model_len,
+        "tool_call_parser": options.tool_call_parser,
+        "reasoning_parser": options.reasoning_parser,
     }
 
 

@@ -50,7 +50,7 @@ class ServeOptions:
     max_batch_prompts: int = 256
     request_timeout: float | None = None
     tool_call_parser: str = "auto"
-    reasoning_parser: str | None = None
+    reasoning_parser: str = "auto"
     data_parallel_size: int = 1
     data_parallel_size_local: int | None = None
     data_parallel_address: str = "127.0.0.1"
@@ -185,13 +185,11 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "log_level": options.log_level,
     }
     from engine.config import ConfigError, config_from_map
-    from server.parsers.reasoning import check_parser
-    from server.parsers.tools import pick_parser
+    from server.parsers.select import check_settings
 
     config_from_map(engine_config)  # refuse bad values here, before anything starts
     try:
-        pick_parser(options.tool_call_parser, None)
-        check_parser(options.reasoning_parser)
+        check_settings(options.tool_call_parser, options.reasoning_parser)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return {

@@ -92,10 +92,12 @@ _vrs() {
         --served-model-name) return ;;
         --max-model-len) return ;;
         --chat-template) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --tool-call-parser) return ;;
+        --reasoning-parser) return ;;
         --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --log-level --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --tool-call-parser --reasoning-parser --log-level --frontend --help" -- "$cur"))
         return ;;
     "serve")
         case "$prev" in

@@ -22,7 +22,7 @@ from server.logprobs import (
     TokenTexts,
     extend,
 )
-from server.parsers.reasoning import ReasoningParser
+from server.parsers.reasoning import ReasoningMarkers, ReasoningParser
 from server.parsers.tools import ToolCall, ToolCallParser
 from server.prompt import ChatOutput
 
@@ -66,16 +66,17 @@ class ChatChoice:
     __slots__ = ("index", "_reasoning", "_tools", "_top", "_texts", "_with_reasoning",
                  "echo", "content", "reasoning", "calls", "logprobs", "finish")
 
-    def __init__(self, index: int, chat: ChatOutput, reasoning_parser: bool,
+    def __init__(self, index: int, chat: ChatOutput, reasoning_parser: ReasoningMarkers | None,
                  top_logprobs: int | None, texts: TokenTexts) -> None:
         self.index = index
-        use_reasoning = reasoning_parser and not (chat.prefilled or chat.constrained)
-        self._reasoning = ReasoningParser(chat.reasoning_inside) if use_reasoning else None
+        use_reasoning = not (chat.prefilled or chat.constrained)
+        self._reasoning = (ReasoningParser(reasoning_parser, chat.reasoning_inside)
+                           if reasoning_parser is not None and use_reasoning else None)
         fmt = chat.tool_format
         self._tools = ToolCallParser(fmt, chat.tools) if fmt is not None else None
         self._top = top_logprobs
         self._texts = texts
-        self._with_reasoning = reasoning_parser
+        self._with_reasoning = reasoning_parser is not None
         self.echo = chat.echo
         self.content: list[str] = []
         self.reasoning: list[str] = []

@@ -35,8 +35,7 @@ import uvicorn
 
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS
 from server.engine_client import EngineClient, EngineConnectError
-from server.parsers.reasoning import check_parser
-from server.parsers.tools import PARSER_CHOICES, pick_parser
+from server.parsers.select import check_settings, choose, model_config
 from server.routes import App, Handler, Options
 from server.text import ModelText, TextError
 
@@ -126,7 +125,7 @@ class Config(msgspec.Struct):
     tokenizer: str  # the directory of tokenizer.json: ``tokenizer`` or else ``model``
     engine_config: dict[str, Any]
     data_parallel_size: int
-    options: Options  # what the routes need; tool_call_parser is resolved with the template
+    options: Options  # what the routes need; the parsers are chosen with the template
 
 
 Args = TypeVar("Args", bound=CommonArgs)
@@ -189,17 +188,14 @@ def _options(raw: ServeArgs) -> Options:
     timeout = raw.request_timeout
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"request_timeout must be > 0 seconds, got {timeout}")
-    if raw.tool_call_parser not in (None, *PARSER_CHOICES):
-        raise ValueError(f"tool_call_parser must be one of {', '.join(PARSER_CHOICES)}; "
-                         f"got {raw.tool_call_parser!r}")
-    reasoning = check_parser(raw.reasoning_parser)
+    check_settings(raw.tool_call_parser, raw.reasoning_parser)
     batch = DEFAULT_MAX_BATCH_PROMPTS if raw.max_batch_prompts is None else raw.max_batch_prompts
     if batch < 1:
         raise ValueError(f"max_batch_prompts must be >= 1, got {batch}")
     key = raw.api_key if raw.api_key is not None else os.environ.get(API_KEY_ENV)
     return Options(api_key=key or None, max_request_body=body, max_concurrent_requests=limit,
                    request_timeout=timeout, tool_call_parser=raw.tool_call_parser,
-                   reasoning_parser=reasoning, max_batch_prompts=batch)
+                   reasoning_parser=raw.reasoning_parser, max_batch_prompts=batch)
 
 
 def checked_args(command: str, parse: Callable[[dict[str, Any]], Parsed],
@@ -325,13 +321,13 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
         logger.info("serving \"%s\" on http://%s:%d (POST /v1/completions, /v1/chat/completions; "
                     "GET /v1/models, /health, /metrics); Ctrl-C to stop (twice to stop now)",
                     config.served_model_name, config.host, sock.getsockname()[1])
-        options = msgspec.structs.replace(
-            config.options,
-            tool_call_parser=pick_parser(config.options.tool_call_parser,
-                                         text.chat_template_source))
-        logger.info("tool-call parser: %s; reasoning parser: %s%s",
-                    options.tool_call_parser or "none", options.reasoning_parser or "none",
-                    "; API key required on /v1/*" if options.api_key else "")
+        tools, reasoning = choose(config.options.tool_call_parser,
+                                  config.options.reasoning_parser, text.chat_template_source,
+                                  model_config(config.model))
+        options = msgspec.structs.replace(config.options, tool_call_parser=tools.name,
+                                          reasoning_parser=reasoning.name)
+        if options.api_key:
+            logger.info("API key required on /v1/*")
         app = App(client, text, config.served_model_name, config.model, executor, options)
         return _run_http(config, sock, app, client)
     finally:

@@ -27,7 +27,7 @@ from server import params, sampling
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS, completion_prompts
 from server.error import bad_request, model_not_found
 from server.metrics import Histogram
-from server.parsers.reasoning import starts_inside
+from server.parsers.reasoning import markers_of, starts_inside
 from server.parsers.tools import (
     TOOL_CALL_PARSERS,
     ToolFormat,
@@ -71,10 +71,12 @@ class Prompt(msgspec.Struct):
 
 
 class PromptBuilder:
-    """Builds :class:`Prompt` s for one model; ``tool_parser`` names its tool-call format."""
+    """Builds :class:`Prompt` s for one model; ``tool_parser`` names its tool-call format,
+    ``reasoning_parser`` its reasoning format (which markers a prompt may leave open)."""
 
     def __init__(self, text: ModelText, model_name: str, limits: ModelLimits,
                  executor: Executor, *, tool_parser: str | None = None,
+                 reasoning_parser: str | None = None,
                  tokenize_latency: Histogram | None = None,
                  max_batch_prompts: int = DEFAULT_MAX_BATCH_PROMPTS) -> None:
         self.text = text
@@ -82,6 +84,7 @@ class PromptBuilder:
         self.limits = limits
         self.executor = executor
         self.tool_parser = tool_parser
+        self.reasoning_markers = markers_of(reasoning_parser)
         self.max_batch_prompts = max_batch_prompts
         self._latency = tokenize_latency
 
@@ -131,7 +134,7 @@ class PromptBuilder:
                               f"combined with `{settings.constraint}`", "tool_choice")
         fmt = None
         if tools.mode != "none" and self.tool_parser is not None:
-            fmt = TOOL_CALL_PARSERS[self.tool_parser]
+            fmt = TOOL_CALL_PARSERS.get(self.tool_parser)  # a name without a format: none
         forced = prefill(fmt, tools) if fmt is not None else None
         if fmt is not None and tools.mode == "named":
             settings.stop.append(fmt.end)  # one call, then stop
@@ -151,8 +154,11 @@ class PromptBuilder:
         echo = ""
         if request.echo and last.get("role") == "assistant":
             echo = last.get("content") or ""
+        markers = self.reasoning_markers
+        rendered = text[:len(text) - len(forced or "")]
+        inside = markers is not None and starts_inside(markers, rendered)
         chat = ChatOutput(tools=tools, tool_format=fmt, prefilled=forced is not None,
-                          reasoning_inside=starts_inside(text[:len(text) - len(forced or "")]),
+                          reasoning_inside=inside,
                           echo=echo, constrained=settings.constraint is not None)
         await self._bad_words(settings)
         return self._finish(text, ids, settings, "messages", chat)

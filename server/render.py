@@ -11,7 +11,10 @@ shapes and errors as ``rust/server/src/routes/render.rs``):
   ``structured_outputs`` too; ``max_tokens`` resolved against the context length). Chat
   requests may carry ``tools`` (rendered by the template) and any ``tool_choice``
   (``required`` and a named function show their prefill at the end of the prompt, and
-  their structural tag in ``structured_outputs``); the tool-call parser is picked from the template.
+  their structural tag in ``structured_outputs``); the tool-call and reasoning parsers are
+  ``tool_call_parser`` / ``reasoning_parser`` (default ``auto``: chosen as ``serve`` chooses
+  them, :mod:`server.parsers.select`), so a template without tool markers renders tools with
+  ``--tool-call-parser NAME``.
   A completions request with a batch of prompts is answered with a JSON list, one answer
   per prompt (in order).
 * ``GET /v1/models``, ``GET /health``.
@@ -51,7 +54,7 @@ from server.lifecycle import (
     setup_logging,
     text_executor,
 )
-from server.parsers.tools import pick_parser
+from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
 from server.routes import (
     Handler,
@@ -75,6 +78,8 @@ class RenderArgs(CommonArgs, forbid_unknown_fields=True):
     """The args-json map of ``vrs render`` (docs/internals.md)."""
 
     max_model_len: int | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,13 +125,16 @@ class RenderApp:
     """The ASGI callable of the render service."""
 
     def __init__(self, text: ModelText, served_model_name: str, model_root: str,
-                 limits: Limits, executor: ThreadPoolExecutor) -> None:
+                 limits: Limits, executor: ThreadPoolExecutor,
+                 parsers: tuple[Choice, Choice] | None = None) -> None:
         self.model_name = served_model_name
         self.model_root = model_root
         self.limits = limits
         self.created = int(time.time())
+        tools, reasoning = parsers or choose(None, None, text.chat_template_source,
+                                             model_config(model_root))
         self.prompts = PromptBuilder(text, served_model_name, limits, executor,
-                                     tool_parser=pick_parser("auto", text.chat_template_source))
+                                     tool_parser=tools.name, reasoning_parser=reasoning.name)
         self._routes: dict[str, tuple[str, Handler]] = {
             "/v1/chat/completions/render": ("POST", self.chat),
             "/v1/completions/render": ("POST", self.completion),
@@ -164,6 +172,7 @@ def parse_args(args: dict[str, Any]) -> RenderArgs:
     raw = convert_args(args, RenderArgs)
     if raw.max_model_len is not None and raw.max_model_len < 1:
         raise ValueError(f"max_model_len must be >= 1; got {raw.max_model_len}")
+    check_settings(raw.tool_call_parser, raw.reasoning_parser)
     return raw
 
 
@@ -189,7 +198,9 @@ def serve_render(args: dict[str, Any]) -> int:
         return EXIT_FAILURE
     executor = text_executor()
     name = config.served_model_name or config.model
-    app = RenderApp(text, name, config.model, limits, executor)
+    parsers = choose(config.tool_call_parser, config.reasoning_parser, text.chat_template_source,
+                     model_config(config.model))
+    app = RenderApp(text, name, config.model, limits, executor, parsers)
     logger.info("render service for %s (max_model_len %d%s) on http://%s:%d", name,
                 limits.max_model_len, "" if text.has_chat_template else "; no chat template",
                 host, sock.getsockname()[1])

@@ -54,6 +54,7 @@ from server.invocations import is_chat
 from server.logprobs import TokenTexts
 from server.metrics import CONTENT_TYPE, Metrics
 from server.params import Settings
+from server.parsers.reasoning import markers_of
 from server.prompt import Prompt, PromptBuilder
 from server.text import ModelText
 
@@ -218,6 +219,7 @@ class App:
         self.metrics = Metrics()
         self.prompts = PromptBuilder(text, served_model_name, client, executor,
                                      tool_parser=self.options.tool_call_parser,
+                                     reasoning_parser=self.options.reasoning_parser,
                                      tokenize_latency=self.metrics.tokenize,
                                      max_batch_prompts=self.options.max_batch_prompts)
         self.executor = executor
@@ -359,7 +361,7 @@ class App:
         if chat:
             prompt = prompts[0]
             assert prompt.chat is not None
-            reasoning = self.options.reasoning_parser is not None
+            reasoning = markers_of(self.options.reasoning_parser)
             return response.ChatShapes(rid, created, self.model_name, [
                 ChatChoice(i, prompt.chat, reasoning, top, self.token_texts)
                 for i in range(settings.n)], len(prompt.ids), continuous,

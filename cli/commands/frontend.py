@@ -44,7 +44,7 @@ def frontend(
     max_batch_prompts: o.MaxBatchPrompts = 256,
     request_timeout: o.RequestTimeout = None,
     tool_call_parser: o.ToolCallParser = "auto",
-    reasoning_parser: o.ReasoningParser = None,
+    reasoning_parser: o.ReasoningParser = "auto",
     data_parallel_size: o.DataParallelSize = 1,
     data_parallel_size_local: o.DataParallelSizeLocal = None,
     data_parallel_address: o.DataParallelAddress = "127.0.0.1",

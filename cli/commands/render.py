@@ -20,13 +20,16 @@ def render(
     served_model_name: o.ServedModelName = None,
     max_model_len: o.MaxModelLen = None,
     chat_template: o.ChatTemplate = None,
+    tool_call_parser: o.ToolCallParser = "auto",
+    reasoning_parser: o.ReasoningParser = "auto",
     log_level: o.LogLevelOpt = o.LogLevel.info,
     frontend: o.Frontend = o.FrontendKind.rust,
 ) -> None:
     """Serve MODEL's chat template and tokenizer only (no engine, no weights).
 
     Answers with the prompt, token ids and sampling parameters the engine would
-    receive, from the tokenizer and config files alone.
+    receive, from the tokenizer and config files alone. --tool-call-parser decides the
+    prefill of forced tool calls (a template without tool markers renders tools with it).
 
     Routes: POST /v1/chat/completions/render, POST /v1/completions/render,
     GET /v1/models, GET /health.

@@ -1,45 +1,64 @@
-"""Reasoning: ``--reasoning-parser`` splits ``<think>…</think>`` out of a chat answer into
+"""Reasoning: ``--reasoning-parser`` splits the model's reasoning out of a chat answer into
 ``reasoning_content``. Mirrors ``rust/server/src/parsers/reasoning.rs``.
 
-``deepseek_r1`` and ``qwen3`` (vLLM's names) are the same parser here. Where the
-answer starts is read from the prompt: when the rendered prompt leaves a ``<think>``
-open (e.g. the demo template with ``enable_thinking``), the output starts inside the
-reasoning. Otherwise it starts as content, and a ``<think>`` in the output opens the
-reasoning. After the first ``</think>`` everything is content. Partial markers at the
-end of a piece are held back until the next piece decides them; at the end of the
-output whatever is held is given to the side it was on.
+A parser is a set of start markers and a set of end markers (vLLM's names):
+``deepseek_r1`` and ``qwen3``: ``<think>`` … ``</think>`` (DeepSeek-R1 and Qwen3 model
+cards); ``granite``: ``Here is my thought process:`` / ``Here's my thought process:`` …
+``Here is my response:`` / ``Here's my response:`` (IBM Granite 3.2 model card, "thinking");
+``mistral``: ``[THINK]`` … ``[/THINK]`` (Magistral model card). ``openai`` (gpt-oss harmony
+channels) is not supported and refused by name (``server.parsers.select``).
+
+When the rendered prompt leaves a start marker open (its last start marker comes after its
+last end marker, e.g. Qwen3 / R1 templates that open ``<think>``), the output starts inside
+the reasoning; otherwise it starts as content and the first start marker in the output
+opens it. After the first end marker everything is content. The earliest marker of a set
+wins; the longest tail that could begin any marker of the set waits for the next piece; at
+the end of the output whatever is held goes to the side it was on.
 """
 
 from __future__ import annotations
 
-from server.parsers.markers import held_suffix
+import msgspec
 
-REASONING_PARSERS = ("deepseek_r1", "qwen3")
-THINK_START = "<think>"
-THINK_END = "</think>"
+from server.parsers.markers import find_any, held_suffix_any, rfind_any
+
+
+class ReasoningMarkers(msgspec.Struct, frozen=True):
+    """The markers of one reasoning format."""
+
+    start: tuple[str, ...]
+    end: tuple[str, ...]
+
+
+_THINK = ReasoningMarkers(("<think>",), ("</think>",))
+REASONING_PARSERS = {
+    "deepseek_r1": _THINK,
+    "qwen3": _THINK,
+    "granite": ReasoningMarkers(("Here is my thought process:", "Here's my thought process:"),
+                                ("Here is my response:", "Here's my response:")),
+    "mistral": ReasoningMarkers(("[THINK]",), ("[/THINK]",)),
+}
 
 _BEFORE, _INSIDE, _AFTER = 0, 1, 2
 
 
-def check_parser(setting: str | None) -> str | None:
-    """The ``--reasoning-parser`` value checked (None: no reasoning parsing)."""
-    if setting is None or setting in REASONING_PARSERS:
-        return setting
-    raise ValueError(f"reasoning_parser must be one of {', '.join(REASONING_PARSERS)}; "
-                     f"got {setting!r}")
+def markers_of(name: str | None) -> ReasoningMarkers | None:
+    """The markers of a parser name (None: not a reasoning parser)."""
+    return REASONING_PARSERS.get(name) if name is not None else None
 
 
-def starts_inside(prompt: str) -> bool:
-    """Whether the prompt leaves a reasoning block open for the answer."""
-    return prompt.rfind(THINK_START) > prompt.rfind(THINK_END)
+def starts_inside(markers: ReasoningMarkers, prompt: str) -> bool:
+    """Whether the prompt leaves a reasoning block of ``markers`` open for the answer."""
+    return rfind_any(prompt, markers.start) > rfind_any(prompt, markers.end)
 
 
 class ReasoningParser:
     """Splits streamed text into (reasoning, content) pieces."""
 
-    __slots__ = ("_state", "_buffer")
+    __slots__ = ("_markers", "_state", "_buffer")
 
-    def __init__(self, inside: bool) -> None:
+    def __init__(self, markers: ReasoningMarkers, inside: bool) -> None:
+        self._markers = markers
         self._state = _INSIDE if inside else _BEFORE
         self._buffer = ""
 
@@ -50,21 +69,23 @@ class ReasoningParser:
         buffer = self._buffer + text
         content = ""
         if self._state == _BEFORE:
-            start = buffer.find(THINK_START)
-            if start == -1:
-                keep = held_suffix(buffer, THINK_START)
+            found = find_any(buffer, self._markers.start)
+            if found is None:
+                keep = held_suffix_any(buffer, self._markers.start)
                 self._buffer = buffer[len(buffer) - keep:]
                 return "", buffer[:len(buffer) - keep]
+            start, length = found
             content = buffer[:start]
-            buffer = buffer[start + len(THINK_START):]
+            buffer = buffer[start + length:]
             self._state = _INSIDE
-        end = buffer.find(THINK_END)
-        if end == -1:
-            keep = held_suffix(buffer, THINK_END)
+        found = find_any(buffer, self._markers.end)
+        if found is None:
+            keep = held_suffix_any(buffer, self._markers.end)
             self._buffer = buffer[len(buffer) - keep:]
             return buffer[:len(buffer) - keep], content
+        end, length = found
         self._state, self._buffer = _AFTER, ""
-        return buffer[:end], content + buffer[end + len(THINK_END):]
+        return buffer[:end], content + buffer[end + length:]
 
     def finish(self) -> tuple[str, str]:
         """Whatever is held back, on the side it was on."""

@@ -1,6 +1,6 @@
 """The Python frontend's streaming parsers (tool calls, reasoning), logprob shapes and
 metrics text, unit by unit. The same cases as the Rust unit tests in
-rust/server/src/parsers/{tools/tests,reasoning,markers}.rs and
+rust/server/src/parsers/{tools/tests,markers}.rs (reasoning: test_reasoning_cases.py) and
 rust/server/src/edge/metrics.rs, so both frontends split text
 the same way."""
 
@@ -16,13 +16,11 @@ from server.error import APIError
 from server.logprobs import clamp
 from server.metrics import Metrics
 from server.parsers.markers import held_suffix
-from server.parsers.reasoning import ReasoningParser, check_parser, starts_inside
 from server.parsers.tools import (
     TOOL_CALL_PARSERS,
     ToolCallParser,
     ToolSettings,
     parse_call,
-    pick_parser,
     prefill,
     tool_settings,
 )
@@ -126,40 +124,9 @@ def test_settings_checks_name_the_field() -> None:
         assert info.value.param == param and words in info.value.message, choice
 
 
-def test_parser_choice() -> None:
-    demo = "x <｜tool▁call▁begin｜> y <｜tool▁call▁end｜>"
-    assert pick_parser(None, demo) == "demo"
-    assert pick_parser("auto", "<tool_call></tool_call>") == "hermes"
-    assert pick_parser("auto", "plain") is None and pick_parser("auto", None) is None
-    assert pick_parser("none", demo) is None and pick_parser("hermes", demo) == "hermes"
-    with pytest.raises(ValueError, match="demo"):
-        pick_parser("bogus", None)
+def test_named_prefill() -> None:
     assert prefill(DEMO, settings("named", 'a"b')) == (
         '<｜tool▁call▁begin｜>{"name": "a\\"b", "arguments": ')
-
-
-def reason(inside: bool, pieces: list[str]) -> tuple[str, str]:
-    parser = ReasoningParser(inside)
-    reasoning = content = ""
-    for piece in pieces:
-        r, c = parser.push(piece)
-        reasoning, content = reasoning + r, content + c
-    r, c = parser.finish()
-    return reasoning + r, content + c
-
-
-def test_reasoning_markers_split_over_pieces() -> None:
-    assert reason(False, list("<think>plan a</think>answer")) == ("plan a", "answer")
-    assert reason(False, ["<thi", "nk>x</th", "ink>y"]) == ("x", "y")
-    assert reason(True, ["x</th", "ink>y<think>z"]) == ("x", "y<think>z")
-    assert reason(True, ["still thinking</thi"]) == ("still thinking</thi", "")
-    assert reason(False, ["no thoughts <thin"]) == ("", "no thoughts <thin")
-    assert reason(False, ["a<think>b"]) == ("b", "a")
-    assert starts_inside("<｜Assistant｜><think>") and not starts_inside("<｜Assistant｜></think>")
-    assert not starts_inside("<think>x</think> plain") and not starts_inside("plain")
-    assert check_parser("qwen3") == "qwen3"
-    with pytest.raises(ValueError, match="deepseek_r1"):
-        check_parser("x")
 
 
 def test_clamp_and_metrics_text() -> None:

@@ -20,6 +20,7 @@ from server.choice import ChatChoice
 from server.error import APIError
 from server.generation import Piece
 from server.logprobs import TokenTexts
+from server.parsers.reasoning import markers_of
 from server.parsers.tools import TOOL_CALL_PARSERS, ToolSettings, forced_tag
 from server.prompt import PromptBuilder
 from server.text import ModelText
@@ -205,7 +206,7 @@ def test_a_constrained_chat_answer_is_all_content(builder: PromptBuilder) -> Non
     ):
         prompt = chat(builder, tool_choice="none", **fields)
         assert prompt.chat.constrained == bool(fields)
-        choice = ChatChoice(0, prompt.chat, True, None, texts)
+        choice = ChatChoice(0, prompt.chat, markers_of("qwen3"), None, texts)
         choice.step(Piece(answer, "stop", []))
         message = choice.choice().message
         assert (message.content, message.reasoning_content) == (content, reasoning)

@@ -47,27 +47,12 @@ class ToolFormat(msgspec.Struct, frozen=True):
     end: str
 
 
+# The formats parsed, by parser name (every name: server.parsers.select.TOOL_CALL_PARSERS; a
+# name without a format here is accepted and parses nothing).
 TOOL_CALL_PARSERS = {
     "demo": ToolFormat("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
     "hermes": ToolFormat("<tool_call>", "</tool_call>"),
 }
-PARSER_CHOICES = ("auto", "none", *TOOL_CALL_PARSERS)
-
-
-def pick_parser(setting: str | None, template: str | None) -> str | None:
-    """The parser name for ``--tool-call-parser`` (None/``auto``: from the template)."""
-    if setting not in (None, "auto"):
-        if setting == "none":
-            return None
-        if setting not in TOOL_CALL_PARSERS:
-            raise ValueError(f"tool_call_parser must be one of {', '.join(PARSER_CHOICES)}; "
-                             f"got {setting!r}")
-        return setting
-    for name, fmt in TOOL_CALL_PARSERS.items():
-        if template and fmt.begin in template and fmt.end in template:
-            return name
-    return None
-
 
 class ToolSettings(msgspec.Struct):
     """A chat request's tool settings, checked."""
