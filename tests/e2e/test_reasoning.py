@@ -1,13 +1,20 @@
 """Reasoning (`--reasoning-parser deepseek_r1`) on every frontend mode: `<think>…</think>`
-out of the answer into reasoning_content, streamed and not; a server without the parser
-leaves the text alone."""
+out of the answer into reasoning_content, streamed and not. The parsers' `auto` choice
+(the default) and its start-up log line: the demo template gives `demo` and `qwen3`; a
+template without markers leaves the tool-call parser to config.json (`hermes` for
+model_type qwen3) and reasoning off, and such a server leaves the text alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from features import user
 from servers import MODEL, Server
+
+# A template of my own without any tool-call or reasoning marker.
+PLAIN = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
 
 THINKING = {"chat_template_kwargs": {"enable_thinking": True}}
 REASONING = "Two plus two is 4, 四."
@@ -43,7 +50,34 @@ def test_without_an_open_think_the_answer_is_content(feature_server: Server) -> 
     assert plain.choices[0].message.model_extra["reasoning_content"] is None
 
 
-def test_a_server_without_the_parser_leaves_the_text(server: Server) -> None:
+def test_the_default_server_picks_both_parsers_from_the_template(server: Server) -> None:
+    log = server.log()
+    assert ("tool-call parser: demo (auto: chat template has <｜tool▁call▁begin｜> and "
+            "<｜tool▁call▁end｜>)") in log, log
+    assert "reasoning parser: qwen3 (auto: chat template has <think> and enable_thinking)" in log
     message = chat(server, extra_body=THINKING).choices[0].message
-    assert message.content is not None
-    assert "reasoning_content" not in (message.model_extra or {})
+    assert "reasoning_content" in (message.model_extra or {})
+
+
+@pytest.fixture(scope="module")
+def plain_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("templates") / "plain.jinja"
+    path.write_text(PLAIN, encoding="utf-8")
+    return path
+
+
+def test_a_server_without_the_parser_leaves_the_text(mode: str, demo_model: Path,
+                                                     plain_template: Path,
+                                                     tmp_path: Path) -> None:
+    server = Server(mode, demo_model, tmp_path / "server.log",
+                    cli_args=("--mock-step-delay-ms", "1", "--chat-template", str(plain_template)))
+    try:
+        log = server.log()
+        assert "tool-call parser: hermes (auto: config.json model_type qwen3)" in log, log
+        assert ("reasoning parser: none (auto: the chat template has no reasoning markers; "
+                "start with --reasoning-parser NAME to split reasoning out)") in log, log
+        message = chat(server, extra_body=THINKING).choices[0].message
+        assert message.content is not None
+        assert "reasoning_content" not in (message.model_extra or {})
+    finally:
+        server.stop()

@@ -331,5 +331,33 @@ def test_render_help_lists_its_flags() -> None:
                             env={**os.environ, "COLUMNS": "200"}, timeout=60)
     assert result.returncode == 0, result.stderr
     for flag in ("--host", "--port", "--frontend", "--chat-template", "--served-model-name",
-                 "--max-model-len"):
+                 "--max-model-len", "--tool-call-parser", "--reasoning-parser"):
         assert flag in result.stdout
+
+
+def test_tool_call_parser_flag_renders_tools_a_template_has_no_markers_for(
+        model_dir: Path, tmp_path: Path) -> None:
+    """A template without tool markers (mine): `--tool-call-parser demo` renders a forced
+    call with demo's prefill; `none` refuses any tool_choice but `none`."""
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
+                        "{% endfor %}assistant:", encoding="utf-8")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": [tool],
+            "tool_choice": "required"}
+    prompts = []
+    for frontend in ("rust", "python"):
+        for parser, status in (("demo", 200), ("none", 400)):
+            server = RenderServer(frontend, model_dir, tmp_path / f"{frontend}-{parser}.log",
+                                  template, ("--tool-call-parser", parser))
+            try:
+                response = server.post("chat", body)
+                assert response.status_code == status, response.text
+                if status == 200:
+                    prompts.append(response.json()["prompt"])
+                else:
+                    assert response.json()["error"]["param"] == "tool_choice"
+            finally:
+                server.stop()
+    assert prompts[0] == prompts[1] == "user: hi\nassistant:<｜tool▁call▁begin｜>"
+
