@@ -117,8 +117,8 @@ RequestTimeout = Annotated[float | None, typer.Option(
     min=0.001, help="Seconds a generation request may take; then it is aborted (504, or an "
                     "error event when streaming). Default: no limit.")]
 ToolCallParser = Annotated[str, typer.Option(
-    help="Tool-call format: auto (from the chat template: the demo template's markers, or "
-         "<tool_call> for hermes), none, demo or hermes.")]
+    help="Tool-call format (vLLM's names): auto (from the chat template), none, demo, "
+         "hermes, llama3_json, mistral, deepseek_v3, qwen3_coder, pythonic or granite.")]
 ReasoningParser = Annotated[str | None, typer.Option(
     help="Split <think>...</think> out of chat answers into reasoning_content: deepseek_r1 "
          "or qwen3 (the same parser). Default: off.")]
