@@ -50,6 +50,14 @@ def trigger(scenario: str) -> str:
     return f"[tool-parser-case {scenario}]"
 
 
+# Format-independent forcing (every parser but demo / hermes): the engine's grammar takes
+# the scripted reply token by token while it fits the structural tag.
+FORCED_REQUIRED = ('[{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}, '
+                   '{"name": "get_time", "parameters": {"zone": "UTC"}}]')
+FORCED_NAMED = '{"city": "東京 🌸", "days": 2}'
+FORCED = {"forced-required": FORCED_REQUIRED, "forced-named": FORCED_NAMED}
+
+
 @pytest.fixture(scope="module", params=[(p, m) for p in PARSERS for m in MODES],
                 ids=[f"{p}-{m}" for p in PARSERS for m in MODES])
 def parser_server(request: pytest.FixtureRequest, demo_model: Path,
@@ -57,8 +65,9 @@ def parser_server(request: pytest.FixtureRequest, demo_model: Path,
     parser, mode = request.param
     directory = tmp_path_factory.mktemp(f"tool-{parser}-{mode}")
     replies = directory / "replies.json"
-    replies.write_text(json.dumps([{"when": trigger(s), "reply": case_of(parser, s)["text"]}
-                                   for s in SCENARIOS]), encoding="utf-8")
+    scripts = [{"when": trigger(s), "reply": case_of(parser, s)["text"]} for s in SCENARIOS]
+    scripts += [{"when": trigger(s), "reply": reply} for s, reply in FORCED.items()]
+    replies.write_text(json.dumps(scripts), encoding="utf-8")
     server = Server(mode, demo_model, directory / "server.log",
                     cli_args=("--mock-step-delay-ms", "1", "--mock-replies", str(replies),
                               "--tool-call-parser", parser))
@@ -154,3 +163,31 @@ def test_parser_through_the_frontend(parser_server: tuple[str, Server], scenario
     assert rebuilt == calls
     assert (final.choices[0].message.content or "") == (message["content"] or "")
     assert final.choices[0].finish_reason == choice["finish_reason"]
+
+
+def test_forcing_without_native_markers(parser_server: tuple[str, Server]) -> None:
+    """``required`` / a named function for parsers that do not force natively: JSON, no
+    prefill, read back by the forced-JSON parser, stream and not alike."""
+    parser, server = parser_server
+    if parser in ("demo", "hermes"):
+        pytest.skip("demo and hermes force natively (tests/e2e/test_tools.py)")
+    tools = CASES[f"{parser}_one_call"]["tools"]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for scenario, choice, expected in (
+        ("forced-required", "required",
+         [{"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'},
+          {"name": "get_time", "arguments": '{"zone": "UTC"}'}]),
+        ("forced-named", named, [{"name": "get_weather", "arguments": FORCED_NAMED}]),
+    ):
+        request = {"model": MODEL, "messages": user(trigger(scenario)), "tools": tools,
+                   "tool_choice": choice, "max_tokens": 200}
+        response = httpx.post(f"{server.url}/v1/chat/completions", json=request, timeout=60)
+        assert response.status_code == 200, response.text
+        choice_out = response.json()["choices"][0]
+        calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                 for c in choice_out["message"].get("tool_calls") or ()]
+        assert (calls, choice_out["message"]["content"], choice_out["finish_reason"]) == (
+            expected, None, "tool_calls"), scenario
+        content, streamed_calls, finish, _ = streamed(server, request)
+        assert (content, finish) == ("", "tool_calls")
+        assert [{"name": c["name"], "arguments": c["arguments"]} for c in streamed_calls] == calls
