@@ -51,18 +51,20 @@ def _ws(text: str, i: int) -> int:
     return i
 
 
+_STOPS = {"'": re.compile(r"['\\]"), '"': re.compile(r'["\\]')}
+
+
 def _string(text: str, i: int) -> tuple[str, int]:
     quote, out, i = text[i], [], i + 1
+    stops = _STOPS[quote]
     while True:
-        if i >= len(text):
+        stop = stops.search(text, i)  # plain text up to the next quote or backslash
+        if stop is None:
             raise Incomplete
-        ch = text[i]
-        if ch == quote:
+        out.append(text[i:stop.start()])
+        i = stop.start()
+        if text[i] == quote:
             return "".join(out), i + 1
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
         if i + 1 >= len(text):
             raise Incomplete
         esc = text[i + 1]

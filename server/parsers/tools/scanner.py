@@ -48,10 +48,6 @@ class Sink:
         self._dropped = False  # ... and it is dropped (parallel_tool_calls false)
         self.calls_made = 0
 
-    @property
-    def in_call(self) -> bool:
-        return self._open
-
     def content(self, text: str) -> None:
         if text:
             self._content.append(text)
