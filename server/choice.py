@@ -4,8 +4,10 @@ deltas (streamed) and accumulated into its final form (not streamed).
 Mirrors ``rust/server/src/output/choice.rs``. Chat: text -> reasoning parser (when the server has
 one, the prompt does not force a tool call and no structured-output constraint applies: the
 grammar starts at the first generated token) -> tool-call parser (when the request's
-tool_choice is not ``none``) -> content / reasoning_content / tool_calls; a request that
-made tool calls and stopped finishes with ``tool_calls``; with ``echo``, the last
+tool_choice is not ``none``) -> content / reasoning_content / tool-call pieces (a call's
+first piece with its id and name, then argument pieces; the whole choice's calls are the
+same pieces concatenated); a request that made tool calls and stopped finishes with
+``tool_calls`` (``length`` stays ``length``); with ``echo``, the last
 (assistant) message's content goes before the content. Completions: the echoed prompt
 goes before the first text (with echo and logprobs, the prompt's logprobs before the
 first logprobs), and ``prompt_logprobs`` come with the first piece.
@@ -57,9 +59,10 @@ class ChatDelta:
 
 def _wire(call: CallDelta) -> s.ToolCallDelta:
     if call.id is None:
-        return s.ToolCallDelta(call.index, s.FunctionDelta(arguments=call.arguments))
-    return s.ToolCallDelta(call.index, s.FunctionDelta(call.name or "", call.arguments),
-                           call.id, "function")
+        return s.ToolCallDelta(index=call.index, function=s.FunctionDelta(
+            arguments=call.arguments))
+    return s.ToolCallDelta(index=call.index, id=call.id, type="function",
+                           function=s.FunctionDelta(call.name or "", call.arguments))
 
 
 def _merged(calls: list[CallDelta]) -> list[CallDelta]:

@@ -156,15 +156,15 @@ class FunctionDelta(msgspec.Struct):
     arguments: str = ""
 
 
-class ToolCallDelta(msgspec.Struct):
+class ToolCallDelta(msgspec.Struct, kw_only=True):
     """A tool call piece in a stream delta: the first of a call carries ``id``, ``type``
     and ``function.name``, later ones only ``index`` and an arguments piece (absent fields
     are omitted, never null)."""
 
     index: int
-    function: FunctionDelta
     id: str | UnsetType = UNSET
     type: str | UnsetType = UNSET
+    function: FunctionDelta
 
 
 class AssistantMessage(msgspec.Struct):
