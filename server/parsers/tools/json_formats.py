@@ -3,8 +3,9 @@
 Mirrors ``rust/server/src/parsers/tools/json_formats.rs``. The bytes (sources in
 :mod:`server.parsers.tools.formats`):
 
-* ``demo`` / ``hermes``: BEGIN ws BODY ws ``}``... i.e. BEGIN BODY END with
-  ``<｜tool▁call▁begin｜>`` / ``<｜tool▁call▁end｜>`` or ``<tool_call>`` / ``</tool_call>``;
+* ``demo`` / ``hermes``: BEGIN ws BODY ws END, with ``<｜tool▁call▁begin｜>`` /
+  ``<｜tool▁call▁end｜>`` or ``<tool_call>`` / ``</tool_call>``; under a natively forced
+  ``tool_choice`` the prompt already holds BEGIN (and a named call's body start);
 * ``llama3_json``: only when the output (after leading whitespace) starts with
   ``<|python_tag|>`` or ``{``: BODY (ws ``;`` ws BODY)*; text after the last call is content,
   and output not starting so is all content;
