@@ -221,11 +221,11 @@ class Pythonic(Scanner):
                 raise Malformed
         except Incomplete:
             return len(buf) if final else None  # at the end: the call stays as it is
-        except (Malformed, RecursionError):
-            self.sink.args("}")
+        except (Malformed, RecursionError):  # the rest, from the whitespace before it,
+            self.sink.args("}")  # is content
             self.sink.close()
             self.state = ALL
-            return i
+            return 0
         if decoded is not None:
             value = typed(decoded, schema_types(self._properties, match.group()))
         self.sink.args(("" if self._first else ", ") + json_string(match.group()) + ": " + value)

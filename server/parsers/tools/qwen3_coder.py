@@ -102,7 +102,7 @@ class Qwen3Coder(Scanner):
             return len(buf)  # truncated between parameters
         if final and rest.startswith(PARAMETER):
             return len(buf)  # truncated inside a parameter: dropped, the call stays as is
-        self.sink.args("}")  # malformed: close the arguments, the rest is content
-        self.sink.close()
+        self.sink.args("}")  # malformed: close the arguments, the rest (from the
+        self.sink.close()  # whitespace before it) is content
         self.state = CONTENT
-        return i
+        return 0
