@@ -4,8 +4,10 @@ deltas (streamed) and accumulated into its final form (not streamed).
 Mirrors ``rust/server/src/output/choice.rs``. Chat: text -> reasoning parser (when the server has
 one, the prompt does not force a tool call and no structured-output constraint applies: the
 grammar starts at the first generated token) -> tool-call parser (when the request's
-tool_choice is not ``none``) -> content / reasoning_content / tool_calls; a request that
-made tool calls and stopped finishes with ``tool_calls``; with ``echo``, the last
+tool_choice is not ``none``) -> content / reasoning_content / tool-call pieces (a call's
+first piece with its id and name, then argument pieces; the whole choice's calls are the
+same pieces concatenated); a request that made tool calls and stopped finishes with
+``tool_calls`` (``length`` stays ``length``); with ``echo``, the last
 (assistant) message's content goes before the content. Completions: the echoed prompt
 goes before the first text (with echo and logprobs, the prompt's logprobs before the
 first logprobs), and ``prompt_logprobs`` come with the first piece.
@@ -23,24 +25,22 @@ from server.logprobs import (
     extend,
 )
 from server.parsers.reasoning import ReasoningMarkers, ReasoningParser
-from server.parsers.tools import ToolCall, ToolCallParser
+from server.parsers.tools import CallAccumulator, CallDelta, ToolCallParser
 from server.prompt import ChatOutput
 
 
 class ChatDelta:
     """What one piece adds to a chat choice."""
 
-    __slots__ = ("reasoning", "content", "calls", "logprobs", "finish", "first_call")
+    __slots__ = ("reasoning", "content", "calls", "logprobs", "finish")
 
-    def __init__(self, reasoning: str, content: str, calls: list[ToolCall],
-                 logprobs: list[TokenLogprob] | None, finish: str | None,
-                 first_call: int) -> None:
+    def __init__(self, reasoning: str, content: str, calls: list[CallDelta],
+                 logprobs: list[TokenLogprob] | None, finish: str | None) -> None:
         self.reasoning = reasoning
         self.content = content
         self.calls = calls
         self.logprobs = logprobs
         self.finish = finish
-        self.first_call = first_call  # index of calls[0] among the choice's calls
 
     def is_empty(self) -> bool:
         return not (self.reasoning or self.content or self.calls or self.logprobs
@@ -53,11 +53,28 @@ class ChatDelta:
         if self.reasoning:
             delta.reasoning_content = self.reasoning
         if self.calls:
-            delta.tool_calls = [
-                s.ToolCallDelta(self.first_call + i, c.id, "function",
-                                s.Function(c.name, c.arguments))
-                for i, c in enumerate(self.calls)]
+            delta.tool_calls = [_wire(c) for c in self.calls]
         return delta
+
+
+def _wire(call: CallDelta) -> s.ToolCallDelta:
+    if call.id is None:
+        return s.ToolCallDelta(index=call.index, function=s.FunctionDelta(
+            arguments=call.arguments))
+    return s.ToolCallDelta(index=call.index, id=call.id, type="function",
+                           function=s.FunctionDelta(call.name or "", call.arguments))
+
+
+def _merged(calls: list[CallDelta]) -> list[CallDelta]:
+    """Deltas of one piece with the pieces of the same call merged (push + finish)."""
+    out: list[CallDelta] = []
+    for call in calls:
+        if out and out[-1].index == call.index and call.id is None:
+            out[-1] = CallDelta(call.index, out[-1].id, out[-1].name,
+                                out[-1].arguments + call.arguments)
+        else:
+            out.append(call)
+    return out
 
 
 class ChatChoice:
@@ -72,15 +89,15 @@ class ChatChoice:
         use_reasoning = not (chat.prefilled or chat.constrained)
         self._reasoning = (ReasoningParser(reasoning_parser, chat.reasoning_inside)
                            if reasoning_parser is not None and use_reasoning else None)
-        fmt = chat.tool_format
-        self._tools = ToolCallParser(fmt, chat.tools) if fmt is not None else None
+        parser = chat.tool_parser
+        self._tools = ToolCallParser(parser, chat.tools) if parser is not None else None
         self._top = top_logprobs
         self._texts = texts
         self._with_reasoning = reasoning_parser is not None
         self.echo = chat.echo
         self.content: list[str] = []
         self.reasoning: list[str] = []
-        self.calls: list[ToolCall] = []
+        self.calls = CallAccumulator()
         self.logprobs: list[TokenLogprob] = []
         self.finish: str | None = None
 
@@ -92,12 +109,13 @@ class ChatChoice:
             if last:
                 more_reasoning, more_content = self._reasoning.finish()
                 reasoning, content = reasoning + more_reasoning, content + more_content
-        calls: list[ToolCall] = []
+        calls: list[CallDelta] = []
         if self._tools is not None:
-            content, calls = self._tools.push(content)
+            out = self._tools.push(content)
+            content, calls = out.content, out.calls
             if last:
-                more_content, more_calls = self._tools.finish()
-                content, calls = content + more_content, calls + more_calls
+                more = self._tools.finish()
+                content, calls = content + more.content, _merged(calls + more.calls)
         finish = piece.finish
         if finish == "stop" and self._tools is not None and self._tools.calls_made:
             finish = "tool_calls"
@@ -105,10 +123,10 @@ class ChatChoice:
         if self._top is not None:
             logprobs = self._texts.chat(piece.logprobs, self._top)
             self.logprobs += logprobs
-        delta = ChatDelta(reasoning, content, calls, logprobs, finish, len(self.calls))
+        delta = ChatDelta(reasoning, content, calls, logprobs, finish)
         self.content.append(content)
         self.reasoning.append(reasoning)
-        self.calls += calls
+        self.calls.add(calls)
         self.finish = finish
         return delta
 
@@ -117,15 +135,16 @@ class ChatChoice:
         content = "".join(self.content)
         reasoning = "".join(self.reasoning)
         message = s.AssistantMessage("assistant", content)
-        if not content and (self.calls or reasoning):
+        calls = self.calls.calls
+        if not content and (calls or reasoning):
             message.content = None
         if self.echo:
             message.content = self.echo + (message.content or "")
         if self._with_reasoning:
             message.reasoning_content = reasoning or None
-        if self.calls:
+        if calls:
             message.tool_calls = [s.ToolCallOut(c.id, "function", s.Function(c.name, c.arguments))
-                                  for c in self.calls]
+                                  for c in calls]
         logprobs = None if self._top is None else s.ChatLogprobs(self.logprobs)
         return s.ChatChoice(self.index, message, logprobs, self.finish or "stop")
 

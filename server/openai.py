@@ -149,13 +149,22 @@ class ToolCallOut(msgspec.Struct):
     function: Function
 
 
-class ToolCallDelta(msgspec.Struct):
-    """A tool call in a stream delta (sent whole, once)."""
+class FunctionDelta(msgspec.Struct):
+    """A streamed call's function: ``name`` on its first delta only."""
+
+    name: str | UnsetType = UNSET
+    arguments: str = ""
+
+
+class ToolCallDelta(msgspec.Struct, kw_only=True):
+    """A tool call piece in a stream delta: the first of a call carries ``id``, ``type``
+    and ``function.name``, later ones only ``index`` and an arguments piece (absent fields
+    are omitted, never null)."""
 
     index: int
-    id: str
-    type: str
-    function: Function
+    id: str | UnsetType = UNSET
+    type: str | UnsetType = UNSET
+    function: FunctionDelta
 
 
 class AssistantMessage(msgspec.Struct):

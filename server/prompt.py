@@ -30,10 +30,11 @@ from server.metrics import Histogram
 from server.parsers.reasoning import markers_of, starts_inside
 from server.parsers.tools import (
     TOOL_CALL_PARSERS,
-    ToolFormat,
     ToolSettings,
     choice_text,
     forced_tag,
+    forces_natively,
+    json_forced_tag,
     prefill,
     tool_settings,
 )
@@ -54,8 +55,8 @@ class ChatOutput(msgspec.Struct):
     """How a chat request's answer is parsed."""
 
     tools: ToolSettings
-    tool_format: ToolFormat | None  # None: tool calls are not parsed
-    prefilled: bool  # the prompt forces a tool call (tool_choice required / named)
+    tool_parser: str | None  # the tool-call parser's name; None: tool calls are not parsed
+    prefilled: bool  # the output is a forced tool call (tool_choice required / named)
     reasoning_inside: bool  # the prompt leaves a <think> open
     echo: str = ""  # echo: the last (assistant) message's content, put before the answer
     constrained: bool = False  # a structured-output constraint: no reasoning split
@@ -132,13 +133,15 @@ class PromptBuilder:
         if forcing and settings.constraint is not None:
             raise bad_request(f"`tool_choice` {choice_text(tools.mode, tools.name)} cannot be "
                               f"combined with `{settings.constraint}`", "tool_choice")
-        fmt = None
-        if tools.mode != "none" and self.tool_parser is not None:
-            fmt = TOOL_CALL_PARSERS.get(self.tool_parser)  # a name without a format: none
-        forced = prefill(fmt, tools) if fmt is not None else None
-        if fmt is not None and tools.mode == "named":
-            settings.stop.append(fmt.end)  # one call, then stop
-        tag = forced_tag(fmt, tools) if fmt is not None else None
+        parser = self.tool_parser if tools.mode != "none" else None
+        forced, tag = None, None
+        if parser is not None and forces_natively(parser):
+            fmt = TOOL_CALL_PARSERS[parser]
+            forced, tag = prefill(fmt, tools), forced_tag(fmt, tools)
+            if tools.mode == "named":
+                settings.stop.append(fmt.end)  # one call, then stop
+        elif parser is not None:  # format-independent forcing: JSON, no prefill
+            tag = json_forced_tag(tools)
         if tag is not None:  # the call's format and arguments, enforced by the engine
             settings.sampling.structured_outputs = p.StructuredOutputs(structural_tag=tag)
             settings.constraint = "tools"
@@ -157,7 +160,7 @@ class PromptBuilder:
         markers = self.reasoning_markers
         rendered = text[:len(text) - len(forced or "")]
         inside = markers is not None and starts_inside(markers, rendered)
-        chat = ChatOutput(tools=tools, tool_format=fmt, prefilled=forced is not None,
+        chat = ChatOutput(tools=tools, tool_parser=parser, prefilled=forcing,
                           reasoning_inside=inside,
                           echo=echo, constrained=settings.constraint is not None)
         await self._bad_words(settings)

@@ -27,11 +27,12 @@ from typing import Any
 import msgspec
 
 from server.parsers.reasoning import REASONING_PARSERS
+from server.parsers.tools import formats
 
 logger = logging.getLogger("vrs.frontend")
 
-TOOL_CALL_PARSERS = ("demo", "hermes", "llama3_json", "mistral", "deepseek_v3",
-                     "qwen3_coder", "pythonic", "granite")
+# Every --tool-call-parser name: the formats server/parsers/tools implements.
+TOOL_CALL_PARSERS = tuple(formats.TOOL_CALL_PARSERS)
 
 _TEMPLATE_TOOL_MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"), "deepseek_v3"),

@@ -25,15 +25,20 @@ def chat(server: Server, text: str, **kwargs: Any) -> Any:
 
 
 def streamed(server: Server, text: str, **kwargs: Any) -> tuple[str, list[dict[str, Any]], str]:
-    """(content, tool calls as assembled from the deltas, finish reason)."""
+    """(content, tool calls as rebuilt from the deltas, finish reason): a call's first delta
+    has its index, id, type and name; later ones only the index and an arguments piece."""
     content, calls, finish = "", [], ""
     for chunk in chat(server, text, stream=True, **kwargs):
         choice = chunk.choices[0]
         content += choice.delta.content or ""
         for call in choice.delta.tool_calls or ():
-            assert call.index == len(calls), "each call arrives whole, once, in order"
-            assert call.id.startswith("call_") and call.type == "function"
-            calls.append({"name": call.function.name, "arguments": call.function.arguments})
+            if call.index == len(calls):
+                assert call.id.startswith("call_") and call.type == "function"
+                calls.append({"name": call.function.name, "arguments": ""})
+            else:
+                assert call.index == len(calls) - 1, "calls arrive in order"
+                assert call.id is None and call.type is None and call.function.name is None
+            calls[-1]["arguments"] += call.function.arguments or ""
         finish = choice.finish_reason or finish
     return content, calls, finish
 

@@ -18,6 +18,7 @@ from server.metrics import Metrics
 from server.parsers.markers import held_suffix
 from server.parsers.tools import (
     TOOL_CALL_PARSERS,
+    CallAccumulator,
     ToolCallParser,
     ToolSettings,
     parse_call,
@@ -26,20 +27,23 @@ from server.parsers.tools import (
 )
 
 DEMO = TOOL_CALL_PARSERS["demo"]
+TOOLS = [{"type": "function", "function": {"name": n}} for n in ("f", "g")]
 
 
 def settings(mode: str, name: str | None = None, parallel: bool = True) -> ToolSettings:
-    return ToolSettings(tools=None, mode=mode, name=name, parallel=parallel)
+    return ToolSettings(tools=TOOLS, mode=mode, name=name, parallel=parallel)
 
 
 def run(parser: ToolCallParser, text: str) -> tuple[str, list]:
     """Feeds ``text`` one character at a time: markers split at every position."""
-    content, calls = "", []
+    content, calls = "", CallAccumulator()
     for ch in text:
-        c, k = parser.push(ch)
-        content, calls = content + c, calls + k
-    c, k = parser.finish()
-    return content + c, calls + k
+        delta = parser.push(ch)
+        content += delta.content
+        calls.add(delta.calls)
+    delta = parser.finish()
+    calls.add(delta.calls)
+    return content + delta.content, calls.calls
 
 
 def test_held_suffix() -> None:
@@ -52,49 +56,63 @@ def test_held_suffix() -> None:
 def test_auto_splits_content_and_calls_across_any_piece_boundary() -> None:
     text = ('Hi <｜tool▁call▁begin｜>{"name": "f", "arguments": {"a": [1, 2]}}'
             '<｜tool▁call▁end｜> bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>')
-    content, calls = run(ToolCallParser(DEMO, settings("auto")), text)
+    content, calls = run(ToolCallParser("demo", settings("auto")), text)
     assert content == "Hi  bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>"
     assert [(c.name, c.arguments) for c in calls] == [("f", '{"a": [1, 2]}')]
     assert calls[0].id.startswith("call_") and len(calls[0].id) == 29
-    whole = ToolCallParser(DEMO, settings("auto"))
-    content2, calls2 = whole.push(text)
-    rest, more = whole.finish()
-    assert content2 + rest == content and len(calls2 + more) == 1
+    whole = ToolCallParser("demo", settings("auto"))
+    first, rest = whole.push(text), whole.finish()
+    assert first.content + rest.content == content and len(first.calls + rest.calls) == 1
+
+
+def test_arguments_stream_as_they_arrive() -> None:
+    parser = ToolCallParser("hermes", settings("auto"))
+    assert parser.push('<tool_call>{"name": "f", ').calls == []  # before the commit point
+    first = parser.push('"arguments": {"a": ')
+    assert [(d.index, d.name, d.arguments) for d in first.calls] == [(0, "f", '{"a": ')]
+    assert first.calls[0].id is not None
+    later = parser.push('"x"}}</tool')
+    assert [(d.index, d.id, d.name, d.arguments) for d in later.calls] == [
+        (0, None, None, '"x"}')]
+    assert parser.push("_call>").content == "" and parser.calls_made == 1
 
 
 def test_auto_never_forces_a_call() -> None:
-    parser = ToolCallParser(DEMO, settings("auto"))
-    assert parser.push("plain <｜tool") == ("plain ", [])
-    assert parser.finish() == ("<｜tool", [])
-    assert run(ToolCallParser(DEMO, settings("auto")), '{"name": "f", "arguments": {}}') == (
-        '{"name": "f", "arguments": {}}', [])
+    parser = ToolCallParser("demo", settings("auto"))
+    assert parser.push("plain <｜tool").content == "plain "
+    assert parser.finish().content == "<｜tool"
+    content, calls = run(ToolCallParser("demo", settings("auto")),
+                         '{"name": "f", "arguments": {}}')
+    assert (content, calls) == ('{"name": "f", "arguments": {}}', [])
 
 
 def test_required_and_named_start_inside_a_call() -> None:
-    content, calls = run(ToolCallParser(DEMO, settings("required")),
+    content, calls = run(ToolCallParser("demo", settings("required")),
                          '{"name": "g", "arguments": "{\\"x\\": 1}"}<｜tool▁call▁end｜>')
     assert content == "" and [(c.name, c.arguments) for c in calls] == [("g", '{"x": 1}')]
-    content, calls = run(ToolCallParser(DEMO, settings("named", "f")), '{"x": "é"}}')
+    content, calls = run(ToolCallParser("demo", settings("named", "f")), '{"x": "é"}}')
     assert content == "" and [(c.name, c.arguments) for c in calls] == [("f", '{"x": "é"}')]
-    assert run(ToolCallParser(DEMO, settings("named", "f")), "oops") == ("oops", [])
-    assert run(ToolCallParser(DEMO, settings("required")), "nope") == ("nope", [])
+    assert run(ToolCallParser("demo", settings("named", "f")), "oops") == ("oops", [])
+    assert run(ToolCallParser("demo", settings("required")), "nope") == ("nope", [])
 
 
 def test_parallel_false_keeps_the_first_call() -> None:
     call = '<｜tool▁call▁begin｜>{"name": "f", "arguments": {}}<｜tool▁call▁end｜>'
-    assert len(run(ToolCallParser(DEMO, settings("auto", parallel=False)), call * 2)[1]) == 1
-    assert len(run(ToolCallParser(DEMO, settings("auto")), call * 2)[1]) == 2
+    assert len(run(ToolCallParser("demo", settings("auto", parallel=False)), call * 2)[1]) == 1
+    assert len(run(ToolCallParser("demo", settings("auto")), call * 2)[1]) == 2
 
 
 def test_call_bodies() -> None:
     assert parse_call(' {"arguments":{} ,"name":"x" } ') == ("x", "{}")
+    assert parse_call('{"parameters": {"a": 1}, "name": "x"}') == ("x", '{"a": 1}')
     assert parse_call('{"name": "f", "arguments": NaN}') is None
     assert parse_call('{"name": "f", "name": "g", "arguments": 1}') is None
     assert parse_call('["f", {}]') is None
     assert parse_call('{"name": 1, "arguments": {}}') is None
     assert parse_call('{"name": "f"}') is None
     assert parse_call('{"name": "f", "arguments": {}} x') is None
-    assert parse_call('{"name": "f", "arguments": [1,  2], "x": 1, "x": 2}') == ("f", "[1,  2]")
+    assert parse_call('{"name": "f", "arguments": [1,  2]}') is None
+    assert parse_call('{"name": "f", "arguments": {}, "x": 1, "x": 2}') == ("f", "{}")
 
 
 def request(tools: object = None, choice: object = None, parallel: bool | None = None) -> object:

@@ -1,9 +1,12 @@
 """Tools enforced by grammar: under ``tool_choice`` ``required`` or a named function the
-engine request carries an xgrammar structural tag (compact JSON, keys in the spec's order)
-that constrains the output after the prompt's prefill to the active parser's call format,
-each call's arguments to its function's ``parameters``. The exact tag text is pinned here
-for both parsers (the Rust unit tests pin the same strings); a forcing ``tool_choice`` with
-another constraint is refused, and a constrained chat answer is all content."""
+engine request carries an xgrammar structural tag (compact JSON, keys in the spec's order).
+``demo`` / ``hermes`` force natively: the tag constrains the output after the prompt's
+prefill to the parser's call format. Every other parser uses the format-independent JSON
+forcing (no prefill; the named function's ``parameters`` JSON, or a JSON array of
+``{"name": N, "parameters": P}``), read back by the forced-JSON parser. Each call's
+arguments follow its function's ``parameters``. The exact tag text is pinned here (the
+Rust unit tests pin the same strings); a forcing ``tool_choice`` with another constraint is
+refused, and a constrained chat answer is all content."""
 
 from __future__ import annotations
 
@@ -21,7 +24,12 @@ from server.error import APIError
 from server.generation import Piece
 from server.logprobs import TokenTexts
 from server.parsers.reasoning import markers_of
-from server.parsers.tools import TOOL_CALL_PARSERS, ToolSettings, forced_tag
+from server.parsers.tools import (
+    TOOL_CALL_PARSERS,
+    ToolSettings,
+    forced_tag,
+    json_forced_tag,
+)
 from server.prompt import PromptBuilder
 from server.text import ModelText
 
@@ -116,8 +124,41 @@ def test_nothing_is_forced_under_auto_and_none() -> None:
     assert forced_tag(DEMO, settings("none")) is None
 
 
+def json_call(name: str, args: str) -> str:
+    prefix = json.dumps(f'{{"name": "{name}", "parameters": ', ensure_ascii=False)
+    return (
+        f'{{"type":"sequence","elements":[{{"type":"const_string","value":{prefix}}},'
+        f'{args},{{"type":"const_string","value":"}}"}}]}}'
+    )
+
+
+def test_format_independent_forcing() -> None:
+    assert json_forced_tag(settings("named", "get_weather")) == (
+        '{"type":"structural_tag","format":' + CITY_ARGS + "}"
+    )
+    any_call = ('{"type":"or","elements":[' + json_call("get_weather", CITY_ARGS) + ","
+                + json_call("now", NO_ARGS) + "]}")
+    assert json_forced_tag(settings("required", parallel=False)) == (
+        '{"type":"structural_tag","format":{"type":"sequence","elements":['
+        '{"type":"const_string","value":"["},' + any_call
+        + ',{"type":"const_string","value":"]"}]}}'
+    )
+    assert json_forced_tag(settings("required")) == (
+        '{"type":"structural_tag","format":{"type":"sequence","elements":['
+        '{"type":"const_string","value":"["},' + any_call
+        + ',{"type":"star","content":{"type":"sequence","elements":[{"type":"const_string",'
+        '"value":", "},' + any_call + ']}},{"type":"const_string","value":"]"}]}}'
+    )
+    assert json_forced_tag(settings("auto")) is None
+
+
 def test_the_tags_compile_with_xgrammar() -> None:
     xgrammar = pytest.importorskip("xgrammar")
+    for tool_settings in (settings("required"), settings("required", parallel=False),
+                          settings("named", "get_weather"), settings("named", "now")):
+        tag = json_forced_tag(tool_settings)
+        assert tag is not None
+        xgrammar.Grammar.from_structural_tag(tag)
     for fmt in (DEMO, HERMES):
         for tool_settings in (
             settings("required"),
@@ -145,6 +186,13 @@ def builder() -> PromptBuilder:
     return PromptBuilder(text, "demo", Limits(), ThreadPoolExecutor(1), tool_parser="demo")
 
 
+@pytest.fixture(scope="module")
+def json_builder(builder: PromptBuilder) -> PromptBuilder:
+    """The demo model with a parser that has no native forcing."""
+    return PromptBuilder(builder.text, "demo", builder.limits, builder.executor,
+                         tool_parser="qwen3_coder")
+
+
 def chat(builder: PromptBuilder, **fields: Any) -> Any:
     body = json.dumps({"messages": USER, "tools": [WEATHER, NOW], **fields}).encode()
     return asyncio.run(builder.chat(body))
@@ -165,6 +213,32 @@ def test_a_forced_call_carries_its_tag(builder: PromptBuilder) -> None:
     assert named.settings.sampling.structured_outputs == p.StructuredOutputs(
         structural_tag=forced_tag(DEMO, settings("named", "get_weather"))
     )
+
+
+def test_format_independent_forcing_has_no_prefill(json_builder: PromptBuilder) -> None:
+    texts = TokenTexts(json_builder.text.backend)
+    plain = chat(json_builder, tool_choice="auto")
+    required = chat(json_builder, tool_choice="required")
+    assert required.text == plain.text and required.settings.constraint == "tools"
+    assert required.settings.sampling.structured_outputs == p.StructuredOutputs(
+        structural_tag=json_forced_tag(settings("required")))
+    output = '[{"name": "get_weather", "parameters": {"city": "Oslo"}}, {"name": "now", ' \
+             '"parameters": {}}]'
+    choice = ChatChoice(0, required.chat, True, None, texts)
+    for i in range(0, len(output), 7):
+        choice.step(Piece(output[i:i + 7], None, []))
+    choice.step(Piece("", "stop", []))
+    whole = choice.choice()
+    assert [(c.function.name, c.function.arguments) for c in whole.message.tool_calls] == [
+        ("get_weather", '{"city": "Oslo"}'), ("now", "{}")]
+    assert (whole.message.content, whole.finish_reason) == (None, "tool_calls")
+    named = chat(json_builder, tool_choice=NAMED)
+    assert named.text == plain.text and not named.settings.stop
+    choice = ChatChoice(0, named.chat, True, None, texts)
+    choice.step(Piece('{"city": ', None, []))
+    choice.step(Piece('"Rome"}', "stop", []))
+    call = choice.choice().message.tool_calls[0]
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Rome"}')
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,81 @@
+"""Structural tags (xgrammar, compact JSON text) that make the engine generate a forced
+call under ``tool_choice`` ``required`` or a named function.
+
+* ``demo`` / ``hermes`` (native forcing): the prompt is prefilled with the begin marker
+  (and, for a named function, the body up to its arguments,
+  :func:`server.parsers.tools.formats.prefill`); the tag constrains what follows to the
+  format's calls (:func:`forced_tag`).
+* every other format (vLLM's format-independent forcing, :func:`json_forced_tag`): no
+  prefill; for a named function the whole output is its ``parameters`` JSON (the call's
+  arguments); for ``required`` a JSON array ``[`` call (``, `` call)* ``]`` of
+  ``{"name": N, "parameters": P}`` objects, one alternative per tool (one call when
+  ``parallel_tool_calls`` is false). The forced-JSON parser reads them.
+
+Each call's arguments follow its function's ``parameters`` (an object with no properties
+when it has none), at most one whitespace in a row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.parsers.tools.formats import ToolFormat, call_prefix
+from server.parsers.tools.settings import ToolSettings
+from server.structured import compact
+
+_NO_PARAMETERS = {"type": "object", "properties": {}}
+
+
+def _arguments(tool: dict[str, Any]) -> dict[str, Any]:
+    parameters = tool["function"].get("parameters")
+    schema = parameters if isinstance(parameters, dict) else _NO_PARAMETERS
+    return {"type": "json_schema", "json_schema": schema, "max_whitespace_cnt": 1}
+
+
+def _const(value: str) -> dict[str, Any]:
+    return {"type": "const_string", "value": value}
+
+
+def _named(settings: ToolSettings) -> dict[str, Any]:
+    tools = settings.tools or []
+    return next(t for t in tools if t["function"]["name"] == settings.name)
+
+
+def forced_tag(fmt: ToolFormat, settings: ToolSettings) -> str | None:
+    """The tag that constrains what follows the native prefill of a forced call (None
+    when nothing is forced)."""
+    tools = settings.tools or []
+    close = _const("}" + fmt.end)
+    if settings.mode == "named":
+        form: dict[str, Any] = {"type": "sequence",
+                                "elements": [_arguments(_named(settings)), close]}
+    elif settings.mode == "required":
+        calls = [{"type": "sequence", "elements": [
+            _const(call_prefix(t["function"]["name"])), _arguments(t), close]} for t in tools]
+        form = calls[0] if len(calls) == 1 else {"type": "or", "elements": calls}
+        if settings.parallel:
+            more = {"type": "sequence", "elements": [_const(fmt.begin), form]}
+            form = {"type": "sequence", "elements": [form, {"type": "star", "content": more}]}
+    else:
+        return None
+    return compact({"type": "structural_tag", "format": form})
+
+
+def json_forced_tag(settings: ToolSettings) -> str | None:
+    """The format-independent tag of a forced call (None when nothing is forced)."""
+    tools = settings.tools or []
+    if settings.mode == "named":
+        form = _arguments(_named(settings))
+    elif settings.mode == "required":
+        calls = [{"type": "sequence", "elements": [
+            _const(call_prefix(t["function"]["name"], "parameters")), _arguments(t),
+            _const("}")]} for t in tools]
+        call = calls[0] if len(calls) == 1 else {"type": "or", "elements": calls}
+        elements: list[dict[str, Any]] = [_const("["), call]
+        if settings.parallel:
+            more = {"type": "sequence", "elements": [_const(", "), call]}
+            elements.append({"type": "star", "content": more})
+        form = {"type": "sequence", "elements": [*elements, _const("]")]}
+    else:
+        return None
+    return compact({"type": "structural_tag", "format": form})

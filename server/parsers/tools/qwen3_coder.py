@@ -1,0 +1,108 @@
+"""The ``qwen3_coder`` tool-call format: XML-style parameters (Qwen3-Coder model card and
+chat template, https://huggingface.co/Qwen/Qwen3-Coder-30B-A3B-Instruct). Mirrors
+``rust/server/src/parsers/tools/qwen3_coder.rs``.
+
+``<tool_call>`` ws ``<function=NAME>`` ( ws ``<parameter=P>`` VALUE ``</parameter>`` )* ws
+``</function>`` ws ``</tool_call>``. The commit point is ``<function=NAME>`` with NAME in
+``tools``: the first delta has arguments ``{``. Each parameter is emitted when its
+``</parameter>`` arrives, as ``"P": V`` (``, `` before all but the first), V the value typed
+by the schema (:mod:`server.parsers.tools.typed`) after removing one leading and one
+trailing ``\\n``; VALUE ends at the first ``</parameter>``. ``</function>`` emits ``}``.
+Anything else inside a committed call is malformed: the arguments are closed with ``}``
+and the rest is content again (the marker search starts over). Output cut inside a call
+keeps the parameters completed so far (no ``}``), like the JSON formats' truncated calls.
+"""
+
+from __future__ import annotations
+
+from server.parsers.tools.formats import HERMES_BEGIN, HERMES_END
+from server.parsers.tools.json_call import skip_ws
+from server.parsers.tools.scanner import Scanner, Sink, is_partial, scan_content
+from server.parsers.tools.settings import ToolSettings, property_types
+from server.parsers.tools.typed import json_string, schema_types, typed
+
+FUNCTION, FUNCTION_END = "<function=", "</function>"
+PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
+CONTENT, PENDING, PARAMS, CLOSE = range(4)
+
+
+class Qwen3Coder(Scanner):
+    def __init__(self, sink: Sink, settings: ToolSettings) -> None:
+        super().__init__(sink, settings)
+        self.state = CONTENT
+        self._properties: dict = {}
+        self._first = True
+
+    def step(self, buf: str, final: bool) -> int | None:
+        if self.state == CONTENT:
+            used, found = scan_content(self.sink, buf, HERMES_BEGIN, final)
+            if found:
+                self.state = PENDING
+            return used
+        if self.state == PENDING:
+            return self._pending(buf, final)
+        if self.state == PARAMS:
+            return self._params(buf, final)
+        i = skip_ws(buf, 0)  # CLOSE: ws </tool_call>
+        if buf.startswith(HERMES_END, i):
+            self.state = CONTENT
+            return i + len(HERMES_END)
+        if not final and (i == len(buf) or is_partial(buf[i:], HERMES_END)):
+            return None
+        self.state = CONTENT
+        return i if final and i == len(buf) else 0
+
+    def _pending(self, buf: str, final: bool) -> int | None:
+        i = skip_ws(buf, len(HERMES_BEGIN))
+        rest = buf[i:]
+        if rest.startswith(FUNCTION):
+            end = rest.find(">")
+            if end != -1:
+                name = rest[len(FUNCTION):end]
+                if name in self.sink.names:
+                    self.sink.open(name, "{")
+                    self._properties = property_types(self.settings, name)
+                    self._first = True
+                    self.state = PARAMS
+                    return i + end + 1
+            elif not final and "<" not in rest[len(FUNCTION):]:
+                return None
+        elif not final and is_partial(rest, FUNCTION):
+            return None
+        self.sink.content(HERMES_BEGIN)  # not a call: the marker is content
+        self.state = CONTENT
+        return len(HERMES_BEGIN)
+
+    def _params(self, buf: str, final: bool) -> int | None:
+        i = skip_ws(buf, 0)
+        rest = buf[i:]
+        if rest.startswith(FUNCTION_END):
+            self.sink.args("}")
+            self.sink.close()
+            self.state = CLOSE
+            return i + len(FUNCTION_END)
+        if rest.startswith(PARAMETER):
+            name_end = rest.find(">")
+            value_end = rest.find(PARAMETER_END, name_end + 1) if name_end != -1 else -1
+            if value_end != -1:
+                name = rest[len(PARAMETER):name_end]
+                value = rest[name_end + 1:value_end]
+                value = value[1:] if value.startswith("\n") else value
+                value = value[:-1] if value.endswith("\n") else value
+                text = typed(value, schema_types(self._properties, name))
+                self.sink.args(("" if self._first else ", ") + json_string(name) + ": " + text)
+                self._first = False
+                return i + value_end + len(PARAMETER_END)
+            if not final:
+                return None
+        elif not final and (not rest or is_partial(rest, PARAMETER)
+                            or is_partial(rest, FUNCTION_END)):
+            return None
+        if final and not rest:
+            return len(buf)  # truncated between parameters
+        if final and rest.startswith(PARAMETER):
+            return len(buf)  # truncated inside a parameter: dropped, the call stays as is
+        self.sink.args("}")  # malformed: close the arguments, the rest (from the
+        self.sink.close()  # whitespace before it) is content
+        self.state = CONTENT
+        return 0
