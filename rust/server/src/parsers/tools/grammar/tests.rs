@@ -1,10 +1,9 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::parsers::tools::TOOL_CALL_PARSERS;
 
-const DEMO: ToolFormat = TOOL_CALL_PARSERS[0].1;
-const HERMES: ToolFormat = TOOL_CALL_PARSERS[1].1;
+const DEMO: ToolFormat = ToolFormat::Demo;
+const HERMES: ToolFormat = ToolFormat::Hermes;
 
 fn weather() -> Value {
     json!({"type": "function", "function": {"name": "get_weather", "description": "d",
