@@ -291,3 +291,6 @@ impl CompletionChoiceState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

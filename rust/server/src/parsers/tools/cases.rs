@@ -70,7 +70,10 @@ fn check(case: &Case, pieces: &[&str], how: &str) {
     let what = format!("{} ({how})", case.name);
     assert_eq!(content.concat(), case.content, "{what}: content");
     for piece in &content {
-        assert!(case.content.contains(piece.as_str()), "{what}: leaked {piece:?}");
+        assert!(
+            case.content.contains(piece.as_str()),
+            "{what}: leaked {piece:?}"
+        );
     }
     let mut calls = Vec::new();
     ToolCall::accumulate(&mut calls, &deltas);
@@ -86,17 +89,25 @@ fn check(case: &Case, pieces: &[&str], how: &str) {
     let mut seen = 0;
     for d in &deltas {
         if d.index == seen {
-            let id = d.id.as_deref().unwrap_or_else(|| panic!("{what}: first delta has no id"));
+            let id =
+                d.id.as_deref()
+                    .unwrap_or_else(|| panic!("{what}: first delta has no id"));
             assert!(d.name.is_some(), "{what}: first delta has no name");
             if case.parser == "mistral" {
-                assert!(id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric()), "{id}");
+                assert!(
+                    id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric()),
+                    "{id}"
+                );
             } else {
                 assert!(id.len() == 29 && id.starts_with("call_"), "{what}: id {id}");
             }
             seen += 1;
         } else {
             assert!(d.index < seen, "{what}: index {} out of order", d.index);
-            assert!(d.id.is_none() && d.name.is_none(), "{what}: later delta with id/name");
+            assert!(
+                d.id.is_none() && d.name.is_none(),
+                "{what}: later delta with id/name"
+            );
             assert!(!d.arguments.is_empty(), "{what}: empty piece");
         }
     }
@@ -117,7 +128,11 @@ fn every_case_in_every_push_mode() {
         let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
         check(case, &pieces, "one char at a time");
         for (k, _) in text.char_indices().skip(1) {
-            check(case, &[&text[..k], &text[k..]], &format!("split at byte {k}"));
+            check(
+                case,
+                &[&text[..k], &text[k..]],
+                &format!("split at byte {k}"),
+            );
         }
     }
 }

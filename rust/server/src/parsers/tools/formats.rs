@@ -91,10 +91,7 @@ impl ToolFormat {
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        PARSER_NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| ALL[i])
+        PARSER_NAMES.iter().position(|n| *n == name).map(|i| ALL[i])
     }
 
     /// `(begin, end)` of the formats forced natively (prefill + their own tag).

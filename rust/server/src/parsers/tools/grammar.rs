@@ -17,7 +17,10 @@ use super::{call_prefix, ToolFormat, ToolMode, ToolSettings};
 
 /// The start of a forced JSON call, up to its parameters.
 fn json_prefix(name: &str) -> String {
-    format!("{{\"name\": {}, \"parameters\": ", Value::String(name.to_owned()))
+    format!(
+        "{{\"name\": {}, \"parameters\": ",
+        Value::String(name.to_owned())
+    )
 }
 
 /// The structural-tag element of a call's arguments.

@@ -48,9 +48,17 @@ pub enum Closer {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Found {
     /// A raw JSON object at `at` (its `{`).
-    Raw { at: usize, name: String, close: Closer },
+    Raw {
+        at: usize,
+        name: String,
+        close: Closer,
+    },
     /// A JSON string whose text starts at `at` (after its `"`).
-    Str { at: usize, name: String, close: Closer },
+    Str {
+        at: usize,
+        name: String,
+        close: Closer,
+    },
     /// A whole call ending at `end` (body's `}` consumed).
     Whole {
         end: usize,
@@ -141,8 +149,8 @@ impl<'a> Cursor<'a> {
             match bytes[j] {
                 b'\\' => j += 2,
                 b'"' => {
-                    let text = serde_json::from_str(&self.s[start..=j])
-                        .map_err(|_| Stop::Fail(start))?;
+                    let text =
+                        serde_json::from_str(&self.s[start..=j]).map_err(|_| Stop::Fail(start))?;
                     self.i = j + 1;
                     return Ok(text);
                 }
@@ -266,14 +274,11 @@ fn unicode_escape(s: &str) -> Option<(char, usize)> {
         return Some((char::from_u32(high).unwrap_or('\u{fffd}'), 6));
     }
     let tail = &b[6..b.len().min(12)];
-    let could_be_low = tail
-        .iter()
-        .enumerate()
-        .all(|(k, c)| match k {
-            0 => *c == b'\\',
-            1 => *c == b'u',
-            _ => c.is_ascii_hexdigit(),
-        });
+    let could_be_low = tail.iter().enumerate().all(|(k, c)| match k {
+        0 => *c == b'\\',
+        1 => *c == b'u',
+        _ => c.is_ascii_hexdigit(),
+    });
     if tail.len() < 6 && could_be_low {
         return None;
     }
@@ -309,7 +314,11 @@ pub fn parse_whole(body: &str) -> Option<(String, String)> {
 }
 
 /// A call body from the cursor (at its `{`, maybe after ws) to its commit point.
-pub fn body(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool, close: Closer) -> Result<Found, Stop> {
+pub fn body(
+    cur: &mut Cursor<'_>,
+    known: &dyn Fn(&str) -> bool,
+    close: Closer,
+) -> Result<Found, Stop> {
     cur.ws();
     let open = cur.i;
     cur.expect("{")?;

@@ -20,124 +20,16 @@
 
 use serde_json::Value;
 
+use emitter::Emitter;
+pub use emitter::{new_call_id, CallDelta, ToolCall, ToolDelta};
+
 use super::formats::{self, After, Entry, ToolFormat};
 use super::json_call::{decode_string, Closer, Cursor, Found, ObjScan, Stop};
 use super::settings::{ToolMode, ToolSettings};
 use super::{pythonic, qwen3_coder};
 use crate::parsers::markers::held_suffix;
 
-/// A piece of one call: the first of a call has `id` and `name`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallDelta {
-    pub index: usize,
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub arguments: String,
-}
-
-/// What one push gives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolDelta {
-    pub content: String,
-    pub calls: Vec<CallDelta>,
-}
-
-/// A whole call: the accumulation of its deltas.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-}
-
-impl ToolCall {
-    /// Adds `deltas` to the calls accumulated so far.
-    pub fn accumulate(calls: &mut Vec<ToolCall>, deltas: &[CallDelta]) {
-        for d in deltas {
-            match (&d.id, &d.name) {
-                (Some(id), Some(name)) if d.index == calls.len() => calls.push(ToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: d.arguments.clone(),
-                }),
-                _ => {
-                    if let Some(call) = calls.get_mut(d.index) {
-                        call.arguments.push_str(&d.arguments);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// A new call id (`mistral`: 9 characters `[A-Za-z0-9]`).
-pub fn new_call_id(mistral: bool) -> String {
-    let uuid = uuid::Uuid::new_v4();
-    if mistral {
-        const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-        return uuid.as_bytes()[..9]
-            .iter()
-            .map(|b| ALNUM[usize::from(*b) % ALNUM.len()] as char)
-            .collect();
-    }
-    format!("call_{}", &uuid.simple().to_string()[..24])
-}
-
-/// Turns grammar events into deltas: ids, indexes, merging, `parallel_tool_calls`.
-#[derive(Debug)]
-struct Emitter {
-    /// `(name, parameters)` of each tool.
-    tools: Vec<(String, Option<Value>)>,
-    parallel: bool,
-    mistral: bool,
-    made: usize,
-    dropping: bool,
-    delta: ToolDelta,
-}
-
-impl Emitter {
-    fn known(&self, name: &str) -> bool {
-        self.tools.iter().any(|(n, _)| n == name)
-    }
-
-    fn parameters(&self, name: &str) -> Option<Value> {
-        self.tools.iter().find(|(n, _)| n == name)?.1.clone()
-    }
-
-    fn content(&mut self, text: &str) {
-        self.delta.content.push_str(text);
-    }
-
-    fn commit(&mut self, name: String, arguments: &str) {
-        self.dropping = self.made >= 1 && !self.parallel;
-        if self.dropping {
-            return;
-        }
-        self.delta.calls.push(CallDelta {
-            index: self.made,
-            id: Some(new_call_id(self.mistral)),
-            name: Some(name),
-            arguments: arguments.to_owned(),
-        });
-        self.made += 1;
-    }
-
-    fn arguments(&mut self, piece: &str) {
-        if self.dropping || piece.is_empty() || self.made == 0 {
-            return;
-        }
-        let index = self.made - 1;
-        match self.delta.calls.last_mut() {
-            Some(last) if last.index == index => last.arguments.push_str(piece),
-            _ => self.delta.calls.push(CallDelta {
-                index,
-                id: None,
-                name: None,
-                arguments: piece.to_owned(),
-            }),
-        }
-    }
-}
+mod emitter;
 
 #[derive(Debug)]
 enum Phase {
@@ -265,7 +157,11 @@ impl ToolCallParser {
                     self.phase = Phase::Pre(Entry::Marker);
                     return true;
                 }
-                let keep = if end { 0 } else { held_suffix(&self.buf, begin) };
+                let keep = if end {
+                    0
+                } else {
+                    held_suffix(&self.buf, begin)
+                };
                 let held = self.buf.split_off(self.buf.len() - keep);
                 let text = std::mem::replace(&mut self.buf, held);
                 self.out.content(&text);
@@ -294,7 +190,11 @@ impl ToolCallParser {
                     Err(Stop::Need) => self.release(self.buf.len()),
                     Err(Stop::Fail(n)) => {
                         let first = self.buf.chars().next().map_or(0, char::len_utf8);
-                        let n = if n == 0 && entry == Entry::Marker { first } else { n };
+                        let n = if n == 0 && entry == Entry::Marker {
+                            first
+                        } else {
+                            n
+                        };
                         self.release(n);
                     }
                 }
@@ -354,7 +254,8 @@ impl ToolCallParser {
                 match qwen3_coder::item(&mut cur, self.parameters.as_ref()) {
                     Ok(qwen3_coder::Item::Param(p)) => {
                         let n = cur.i;
-                        self.out.arguments(&format!("{}{p}", if first { "" } else { ", " }));
+                        self.out
+                            .arguments(&format!("{}{p}", if first { "" } else { ", " }));
                         self.buf.drain(..n);
                         self.phase = Phase::Params { first: false };
                         true
@@ -376,7 +277,8 @@ impl ToolCallParser {
                 let n = cur.i;
                 self.phase = match item {
                     Ok(pythonic::Item::Arg(a)) => {
-                        self.out.arguments(&format!("{}{a}", if first { "" } else { ", " }));
+                        self.out
+                            .arguments(&format!("{}{a}", if first { "" } else { ", " }));
                         Phase::Kwargs {
                             first: false,
                             after_arg: true,

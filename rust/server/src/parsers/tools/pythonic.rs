@@ -59,7 +59,11 @@ pub enum Item {
 }
 
 /// The next element of a call's argument list (`after_arg`: an argument was just read).
-pub fn item(cur: &mut Cursor<'_>, after_arg: bool, parameters: Option<&Value>) -> Result<Item, Stop> {
+pub fn item(
+    cur: &mut Cursor<'_>,
+    after_arg: bool,
+    parameters: Option<&Value>,
+) -> Result<Item, Stop> {
     cur.ws();
     if cur.lit(")")? {
         return Ok(Item::End);

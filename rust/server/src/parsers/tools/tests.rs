@@ -53,7 +53,10 @@ fn arguments_stream_in_pieces_after_a_first_delta_with_id_and_name() {
     assert_eq!(d.calls[0].arguments, "{\"a\"");
     let d = parser.push(": 1}}</tool_call>");
     assert_eq!(d.calls.len(), 1);
-    assert_eq!((d.calls[0].id.as_ref(), d.calls[0].name.as_ref()), (None, None));
+    assert_eq!(
+        (d.calls[0].id.as_ref(), d.calls[0].name.as_ref()),
+        (None, None)
+    );
     assert_eq!(d.calls[0].arguments, ": 1}");
     assert_eq!(parser.calls_made(), 1);
 }
@@ -84,8 +87,10 @@ fn native_required_and_named_start_inside_a_call() {
         (calls[0].name.as_str(), calls[0].arguments.as_str()),
         ("g", "{\"x\": 1}")
     );
-    let mut parser =
-        ToolCallParser::new(ToolFormat::Demo, &settings(ToolMode::Named, Some("f"), true));
+    let mut parser = ToolCallParser::new(
+        ToolFormat::Demo,
+        &settings(ToolMode::Named, Some("f"), true),
+    );
     let (content, calls) = run(&mut parser, "{\"x\": \"é\"}}");
     assert_eq!(content, "");
     assert_eq!(
@@ -93,8 +98,10 @@ fn native_required_and_named_start_inside_a_call() {
         ("f", "{\"x\": \"é\"}")
     );
     // Unparseable: the generated text only (the prompt's part left out).
-    let mut parser =
-        ToolCallParser::new(ToolFormat::Demo, &settings(ToolMode::Named, Some("f"), true));
+    let mut parser = ToolCallParser::new(
+        ToolFormat::Demo,
+        &settings(ToolMode::Named, Some("f"), true),
+    );
     assert_eq!(run(&mut parser, "oops").0, "oops");
     let mut parser =
         ToolCallParser::new(ToolFormat::Demo, &settings(ToolMode::Required, None, true));
@@ -103,16 +110,20 @@ fn native_required_and_named_start_inside_a_call() {
 
 #[test]
 fn forced_json_for_the_other_formats() {
-    let mut parser =
-        ToolCallParser::new(ToolFormat::Granite, &settings(ToolMode::Named, Some("g"), true));
+    let mut parser = ToolCallParser::new(
+        ToolFormat::Granite,
+        &settings(ToolMode::Named, Some("g"), true),
+    );
     let (content, calls) = run(&mut parser, "{\"x\": [1]}");
     assert_eq!(content, "");
     assert_eq!(
         (calls[0].name.as_str(), calls[0].arguments.as_str()),
         ("g", "{\"x\": [1]}")
     );
-    let mut parser =
-        ToolCallParser::new(ToolFormat::Pythonic, &settings(ToolMode::Required, None, true));
+    let mut parser = ToolCallParser::new(
+        ToolFormat::Pythonic,
+        &settings(ToolMode::Required, None, true),
+    );
     let (content, calls) = run(
         &mut parser,
         "[{\"name\": \"f\", \"parameters\": {}}, {\"name\": \"g\", \"parameters\": {\"y\": 2}}]",
@@ -174,8 +185,20 @@ fn settings_checks_name_the_field() {
         (ToolMode::Named, Some("f"), false)
     );
     let cases = [
-        (json!("x"), Some(tools.clone()), Some("demo"), "tool_choice", "must be"),
-        (json!("required"), None, Some("demo"), "tool_choice", "needs `tools`"),
+        (
+            json!("x"),
+            Some(tools.clone()),
+            Some("demo"),
+            "tool_choice",
+            "must be",
+        ),
+        (
+            json!("required"),
+            None,
+            Some("demo"),
+            "tool_choice",
+            "needs `tools`",
+        ),
         (
             json!({"type": "function", "function": {"name": "g"}}),
             Some(tools.clone()),
@@ -183,8 +206,20 @@ fn settings_checks_name_the_field() {
             "tool_choice",
             "not in `tools`",
         ),
-        (json!("auto"), Some(tools.clone()), None, "tool_choice", "--tool-call-parser"),
-        (json!("none"), Some(json!({})), None, "tools", "expected a list"),
+        (
+            json!("auto"),
+            Some(tools.clone()),
+            None,
+            "tool_choice",
+            "--tool-call-parser",
+        ),
+        (
+            json!("none"),
+            Some(json!({})),
+            None,
+            "tools",
+            "expected a list",
+        ),
         (json!("none"), Some(json!([1])), None, "tools[0]", "`type`"),
         (
             json!("none"),
@@ -216,14 +251,22 @@ fn parser_choice() {
     assert_eq!(pick_parser(Some("none"), Some(demo)), Ok(None));
     for name in PARSER_NAMES {
         assert_eq!(pick_parser(Some(name), Some(demo)), Ok(Some(*name)));
-        assert_eq!(ToolFormat::from_name(name).map(ToolFormat::name), Some(*name));
+        assert_eq!(
+            ToolFormat::from_name(name).map(ToolFormat::name),
+            Some(*name)
+        );
     }
-    assert!(pick_parser(Some("bogus"), None).unwrap_err().contains("qwen3_coder"));
+    assert!(pick_parser(Some("bogus"), None)
+        .unwrap_err()
+        .contains("qwen3_coder"));
     let s = settings(ToolMode::Named, Some("a\"b"), true);
     assert_eq!(
         prefill(ToolFormat::Demo, &s).unwrap(),
         "<｜tool▁call▁begin｜>{\"name\": \"a\\\"b\", \"arguments\": "
     );
-    assert_eq!(prefill(ToolFormat::Mistral, &s), None, "forced JSON: no prefill");
+    assert_eq!(
+        prefill(ToolFormat::Mistral, &s),
+        None,
+        "forced JSON: no prefill"
+    );
 }
-

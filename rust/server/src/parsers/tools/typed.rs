@@ -60,9 +60,7 @@ pub fn json_string(s: &str) -> String {
 /// `-?(0|[1-9][0-9]*)`.
 pub fn is_integer(t: &str) -> bool {
     let d = t.strip_prefix('-').unwrap_or(t);
-    !d.is_empty()
-        && d.bytes().all(|b| b.is_ascii_digit())
-        && (d == "0" || !d.starts_with('0'))
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) && (d == "0" || !d.starts_with('0'))
 }
 
 /// The JSON number grammar.
