@@ -31,9 +31,12 @@ def streamed(server: Server, text: str, **kwargs: Any) -> tuple[str, list[dict[s
         choice = chunk.choices[0]
         content += choice.delta.content or ""
         for call in choice.delta.tool_calls or ():
-            assert call.index == len(calls), "each call arrives whole, once, in order"
-            assert call.id.startswith("call_") and call.type == "function"
-            calls.append({"name": call.function.name, "arguments": call.function.arguments})
+            if call.index == len(calls):  # a call's first delta: id, type and name
+                assert call.id.startswith("call_") and call.type == "function"
+                calls.append({"name": call.function.name, "arguments": ""})
+            else:  # later ones: arguments only
+                assert call.index < len(calls) and call.id is None and call.function.name is None
+            calls[call.index]["arguments"] += call.function.arguments or ""
         finish = choice.finish_reason or finish
     return content, calls, finish
 
