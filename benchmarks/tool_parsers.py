@@ -6,7 +6,9 @@ Starts ``vrs serve --mock`` (the Rust frontend, the demo model, whose template w
 (tools, plain, tools, plain, ...; ``--rounds`` of each), ``--requests`` streamed chat
 requests at ``--concurrency`` ask for that answer: with ``tools`` (the parser splits the
 call out and streams its argument deltas) or without (the same text streams as content).
-Reports per round requests/s, streamed chunks/s and TTFT p50 / TPOT p50, the medians over
+``--step-delay-ms`` slows the mock engine so that tokens arrive one by one (at full speed
+the frontend coalesces them into fewer chunks). Reports per round requests/s, streamed
+chunks/s and per request, TTFT p50 / TPOT p50 (per chunk), the medians over
 rounds of each kind, and the tools/plain ratio, as a markdown table and JSON (``--out``).
 The client is Python (asyncio + httpx), the same for both kinds; it reads every SSE line.
 
@@ -84,13 +86,14 @@ def free_port() -> int:
 class Server:
     """`vrs serve --mock --mock-replies FILE` in its own session, on a free port."""
 
-    def __init__(self, replies: Path, log: Path) -> None:
+    def __init__(self, replies: Path, log: Path, step_delay_ms: float) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from cli.main import main; main()", "serve", "--mock",
-             "--mock-replies", str(replies), "--port", str(self.port), "--log-level", "warning"],
+             "--mock-replies", str(replies), "--mock-step-delay-ms", str(step_delay_ms),
+             "--port", str(self.port), "--log-level", "warning"],
             cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TOKENIZERS_PARALLELISM": "false"})
         deadline = time.monotonic() + 300
@@ -161,6 +164,7 @@ async def round_of(url: str, kind: str, requests: int, concurrency: int) -> dict
     tpots = [(r[1] - r[0]) / max(r[2] - 2, 1) for r in results]
     return {"kind": kind, "wall_s": wall, "requests_per_s": requests / wall,
             "chunks_per_s": sum(r[2] for r in results) / wall,
+            "chunks_per_request": sum(r[2] for r in results) / len(results),
             "ttft_p50_ms": statistics.median(ttfts) * 1e3,
             "tpot_p50_ms": statistics.median(tpots) * 1e3}
 
@@ -181,7 +185,8 @@ async def check(url: str) -> None:
             raise RuntimeError(f"without tools, the call text is not content: {content!r}")
 
 
-METRICS = ("requests_per_s", "chunks_per_s", "ttft_p50_ms", "tpot_p50_ms")
+METRICS = ("requests_per_s", "chunks_per_s", "chunks_per_request", "ttft_p50_ms",
+           "tpot_p50_ms")
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -193,10 +198,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 def markdown(med: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
     lines = [f"{args.reply_tokens}-token streamed replies with one `demo` call, concurrency "
-             f"{args.concurrency}, {args.requests} requests a round, median of {args.rounds} "
-             "rounds each", "",
-             "| | req/s | chunks/s | TTFT p50 (ms) | TPOT p50 (ms) |",
-             "|---|---:|---:|---:|---:|"]
+             f"{args.concurrency}, {args.requests} requests a round, mock step delay "
+             f"{args.step_delay_ms} ms, median of {args.rounds} rounds each", "",
+             "| | req/s | chunks/s | chunks/request | TTFT p50 (ms) | TPOT p50 (ms) |",
+             "|---|---:|---:|---:|---:|---:|"]
     for k, label in (("tools", "with tools (parsed)"), ("plain", "without tools"),
                      ("ratio", "tools / plain")):
         m = med[k]
@@ -211,12 +216,15 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=512)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--reply-tokens", type=int, default=128)
+    parser.add_argument("--step-delay-ms", type=float, default=0.0,
+                        help="the mock engine's delay per step (0: as fast as it goes, so the "
+                             "frontend may coalesce tokens into fewer chunks)")
     parser.add_argument("--out", type=Path, default=None, help="JSON results file")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="vrs-tool-parsers-"))
     replies = work / "replies.json"
     replies.write_text(json.dumps([{"when": WHEN, "reply": reply_of(args.reply_tokens)}]))
-    server = Server(replies, work / "server.log")
+    server = Server(replies, work / "server.log", args.step_delay_ms)
     try:
         asyncio.run(check(server.url))
         asyncio.run(round_of(server.url, "tools", args.concurrency, args.concurrency))  # warm-up
