@@ -121,7 +121,8 @@ pub struct ServeCli {
     #[arg(long, value_name = "SECONDS")]
     pub request_timeout: Option<f64>,
 
-    /// Tool-call format: auto (from the chat template), none, demo or hermes.
+    /// Tool-call format: auto (from the chat template), none, demo, hermes, llama3_json,
+    /// mistral, deepseek_v3, qwen3_coder, pythonic or granite.
     #[arg(long, value_name = "NAME")]
     pub tool_call_parser: Option<String>,
 

@@ -288,8 +288,9 @@ pub enum After {
     NextKwargs,
 }
 
-/// A call's closing syntax (`brace`: the body's own `}` is still due): bytes taken and
-/// what follows; `Fail(n)`: stray text from `n` on (content).
+/// A call's closing syntax (`brace`: the body's own `}` is still due), whitespace after a
+/// separator included: bytes taken and what follows; `Fail(n)`: stray text from `n` on
+/// (content).
 pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, Stop> {
     cur.ws();
     if brace {
@@ -303,6 +304,7 @@ pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, 
         }
         Closer::List => {
             if cur.lit(",")? {
+                cur.ws();
                 return Ok(After::Next(Entry::Item));
             }
             cur.expect("]")?;
@@ -310,6 +312,7 @@ pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, 
         }
         Closer::Llama => {
             cur.expect(";")?;
+            cur.ws();
             Ok(After::Next(Entry::Item))
         }
         Closer::Bare => Ok(After::Content),
@@ -331,6 +334,7 @@ pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, 
         }
         Closer::Py => {
             if cur.lit(",")? {
+                cur.ws();
                 return Ok(After::NextKwargs);
             }
             cur.expect("]")?;

@@ -31,6 +31,8 @@ use crate::parsers::markers::held_suffix;
 
 mod emitter;
 
+const JSON_WS: [char; 4] = [' ', '\t', '\n', '\r'];
+
 #[derive(Debug)]
 enum Phase {
     /// Looking for the begin marker.
@@ -173,7 +175,7 @@ impl ToolCallParser {
                 false
             }
             Phase::SkipWs => {
-                let n = self.buf.len() - self.buf.trim_start_matches([' ', '\t', '\n', '\r']).len();
+                let n = self.buf.len() - self.buf.trim_start_matches(JSON_WS).len();
                 self.buf.drain(..n);
                 if self.buf.is_empty() {
                     return false;
@@ -183,6 +185,11 @@ impl ToolCallParser {
             }
             Phase::Pre(entry) => {
                 let entry = *entry;
+                if entry == Entry::Item {
+                    // Whitespace after a separator is closing syntax.
+                    let n = self.buf.len() - self.buf.trim_start_matches(JSON_WS).len();
+                    self.buf.drain(..n);
+                }
                 let found = self.pre(entry);
                 match found {
                     Ok(found) => self.commit(found),
