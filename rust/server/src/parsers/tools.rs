@@ -23,4 +23,6 @@ pub use settings::{check_tools, choice_text, tool_settings, ToolMode, ToolSettin
 #[cfg(test)]
 mod cases;
 #[cfg(test)]
+mod splits;
+#[cfg(test)]
 mod tests;
