@@ -242,14 +242,25 @@ pub struct ToolCallOut {
     pub function: Function,
 }
 
-/// A tool call in a stream delta (sent whole, once).
+/// A piece of a tool call in a stream delta: the first of a call has `id`, `type` and
+/// `function.name`, later ones only `index` and `function.arguments` (absent fields are
+/// omitted, never `null`).
 #[derive(Debug, Serialize)]
 pub struct ToolCallDelta {
     pub index: usize,
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub function: Function,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    pub function: FunctionDelta,
+}
+
+/// The function part of a [`ToolCallDelta`].
+#[derive(Debug, Serialize)]
+pub struct FunctionDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub arguments: String,
 }
 
 #[derive(Debug, Serialize)]

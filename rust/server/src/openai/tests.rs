@@ -121,3 +121,34 @@ fn message_fields_appear_when_they_apply() {
                                "function": {"name": "f", "arguments": "{}"}}]})
     );
 }
+
+#[test]
+fn tool_call_deltas_omit_absent_fields() {
+    let first = ToolCallDelta {
+        index: 1,
+        id: Some("call_1".into()),
+        kind: Some("function"),
+        function: FunctionDelta {
+            name: Some("f".into()),
+            arguments: String::new(),
+        },
+    };
+    assert_eq!(
+        serde_json::to_value(first).unwrap(),
+        json!({"index": 1, "id": "call_1", "type": "function",
+               "function": {"name": "f", "arguments": ""}})
+    );
+    let later = ToolCallDelta {
+        index: 1,
+        id: None,
+        kind: None,
+        function: FunctionDelta {
+            name: None,
+            arguments: "{}".into(),
+        },
+    };
+    assert_eq!(
+        serde_json::to_value(later).unwrap(),
+        json!({"index": 1, "function": {"arguments": "{}"}})
+    );
+}

@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs, TokenLogprob, TokenTexts};
 use crate::openai::{
-    AssistantMessage, ChatChoice, CompletionChoice, Delta, Function, ToolCallDelta, ToolCallOut,
+    AssistantMessage, ChatChoice, CompletionChoice, Delta, Function, FunctionDelta, ToolCallDelta,
+    ToolCallOut,
 };
 use crate::output::generation::Piece;
 use crate::parsers::reasoning::{ReasoningMarkers, ReasoningParser};
-use crate::parsers::tools::{ToolCall, ToolCallParser};
+use crate::parsers::tools::{CallDelta, ToolCall, ToolCallParser};
 use crate::validate::prompt::ChatOutput;
 
 /// What one piece adds to a chat choice.
@@ -25,11 +26,9 @@ use crate::validate::prompt::ChatOutput;
 pub struct ChatDelta {
     pub reasoning: String,
     pub content: String,
-    pub calls: Vec<ToolCall>,
+    pub calls: Vec<CallDelta>,
     pub logprobs: Option<Vec<TokenLogprob>>,
     pub finish: Option<&'static str>,
-    /// Index of `calls[0]` among the choice's calls.
-    first_call: usize,
 }
 
 impl ChatDelta {
@@ -42,7 +41,6 @@ impl ChatDelta {
     }
 
     pub fn delta(&mut self) -> Delta {
-        let first = self.first_call;
         Delta {
             role: None,
             content: (!self.content.is_empty()).then(|| std::mem::take(&mut self.content)),
@@ -50,17 +48,28 @@ impl ChatDelta {
                 .then(|| std::mem::take(&mut self.reasoning)),
             tool_calls: std::mem::take(&mut self.calls)
                 .into_iter()
-                .enumerate()
-                .map(|(i, c)| ToolCallDelta {
-                    index: first + i,
+                .map(|c| ToolCallDelta {
+                    index: c.index,
+                    kind: c.id.is_some().then_some("function"),
                     id: c.id,
-                    kind: "function",
-                    function: Function {
+                    function: FunctionDelta {
                         name: c.name,
                         arguments: c.arguments,
                     },
                 })
                 .collect(),
+        }
+    }
+}
+
+/// Appends `more` to `calls`, merging a continued call's pieces into one delta.
+fn merge(calls: &mut Vec<CallDelta>, more: Vec<CallDelta>) {
+    for d in more {
+        match calls.last_mut() {
+            Some(last) if last.index == d.index && d.id.is_none() => {
+                last.arguments.push_str(&d.arguments)
+            }
+            _ => calls.push(d),
         }
     }
 }
@@ -124,17 +133,17 @@ impl ChatChoiceState {
         };
         let mut calls = Vec::new();
         if let Some(parser) = &mut self.tools {
-            let (c, mut k) = parser.push(&content);
-            content = c;
-            calls.append(&mut k);
+            let delta = parser.push(&content);
+            content = delta.content;
+            calls = delta.calls;
             if last {
-                let (c2, mut k2) = parser.finish();
-                content.push_str(&c2);
-                calls.append(&mut k2);
+                let end = parser.finish();
+                content.push_str(&end.content);
+                merge(&mut calls, end.calls);
             }
         }
         let mut finish = piece.finish;
-        if finish == Some("stop") && self.tools.as_ref().is_some_and(|t| t.calls_made > 0) {
+        if finish == Some("stop") && self.tools.as_ref().is_some_and(|t| t.calls_made() > 0) {
             finish = Some("tool_calls");
         }
         let logprobs = self.top.map(|top| {
@@ -144,16 +153,14 @@ impl ChatChoiceState {
         });
         self.content.push_str(&content);
         self.reasoning.push_str(&reasoning);
-        self.calls.extend(calls.iter().cloned());
+        ToolCall::accumulate(&mut self.calls, &calls);
         self.finish = finish;
-        let first_call = self.calls.len() - calls.len();
         ChatDelta {
             reasoning: std::mem::take(&mut reasoning),
             content,
             calls,
             logprobs,
             finish,
-            first_call,
         }
     }
 
@@ -286,3 +293,6 @@ impl CompletionChoiceState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

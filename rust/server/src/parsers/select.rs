@@ -22,17 +22,9 @@ use serde_json::Value;
 
 use crate::parsers::reasoning::REASONING_PARSERS;
 
-/// Every tool-call parser name (vLLM's), besides `auto` and `none`.
-pub const TOOL_CALL_PARSERS: &[&str] = &[
-    "demo",
-    "hermes",
-    "llama3_json",
-    "mistral",
-    "deepseek_v3",
-    "qwen3_coder",
-    "pythonic",
-    "granite",
-];
+/// Every tool-call parser name (vLLM's), besides `auto` and `none`: the formats
+/// [`crate::parsers::tools`] implements.
+pub const TOOL_CALL_PARSERS: &[&str] = crate::parsers::tools::PARSER_NAMES;
 
 /// Template markers → tool-call parser, in order (every marker of an entry must appear).
 const TEMPLATE_TOOL_MARKERS: &[(&[&str], &str)] = &[

@@ -69,7 +69,8 @@ pub const NO_CHAT_TEMPLATE: &str = "this model has no chat template, so /v1/chat
 #[derive(Debug, Clone)]
 pub struct ChatOutput {
     pub tools: ToolSettings,
-    /// `None`: tool calls are not parsed.
+    /// The tool-call format (`None`: tool calls are not parsed); with `tools.mode` it
+    /// decides how the parser starts (inside a forced native call, forced JSON, free).
     pub tool_format: Option<ToolFormat>,
     /// The prompt forces a tool call (tool_choice required / named).
     pub prefilled: bool,
@@ -179,8 +180,8 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
         .and_then(tools::format_of);
     structured::with_tools(&tools, format, &mut settings)?;
     let forced = format.and_then(|f| tools::prefill(f, &tools));
-    if let (Some(f), ToolMode::Named) = (format, tools.mode) {
-        settings.stop.push(f.end.to_owned()); // one call, then stop
+    if let (Some((_, end)), ToolMode::Named) = (format.and_then(ToolFormat::native), tools.mode) {
+        settings.stop.push(end.to_owned()); // one call, then stop
     }
     let continue_final = chat.continue_final_message.unwrap_or(false);
     let input = ChatTemplateInput {

@@ -1,13 +1,27 @@
 //! The grammar of a forced tool call: under `tool_choice` `required` or a named function
-//! the engine also enforces the call format after the prompt's [`prefill`](super::prefill), as an
-//! xgrammar structural tag (compact JSON text): each call's arguments follow its
-//! function's `parameters` (an object without properties when it has none), at most one
-//! whitespace in a row; with `parallel_tool_calls` false, one call. Mirrors `forced_tag`
-//! in `server/parsers/tools/__init__.py`.
+//! the engine enforces the call format as an xgrammar structural tag (compact JSON
+//! text); each call's arguments follow its function's `parameters` (an object without
+//! properties when it has none), at most one whitespace in a row; with
+//! `parallel_tool_calls` false, one call. Mirrors `server/parsers/tools/grammar.py`.
+//!
+//! `demo` and `hermes` (native): the tag constrains what follows the prompt's
+//! [`prefill`](super::prefill) (the arguments and end marker of a named call; calls
+//! separated by the begin marker for `required`). Every other format (vLLM's
+//! format-independent forcing, no prefill): a named function's whole output is its
+//! `parameters` JSON; `required` is a JSON list `[` call (`, ` call)* `]` (one call when
+//! not parallel) of `{"name": N, "parameters": P}` objects, one alternative per tool.
 
 use serde_json::{json, Value};
 
 use super::{call_prefix, ToolFormat, ToolMode, ToolSettings};
+
+/// The start of a forced JSON call, up to its parameters.
+fn json_prefix(name: &str) -> String {
+    format!(
+        "{{\"name\": {}, \"parameters\": ",
+        Value::String(name.to_owned())
+    )
+}
 
 /// The structural-tag element of a call's arguments.
 fn arguments(tool: &Value) -> Value {
@@ -30,8 +44,11 @@ fn sequence(elements: Vec<Value>) -> Value {
 /// The structural tag that constrains what follows the [`prefill`](super::prefill) of a
 /// forced call (`None`: nothing is forced).
 pub fn forced_tag(format: ToolFormat, settings: &ToolSettings) -> Option<String> {
+    let Some((begin, end)) = format.native() else {
+        return forced_json_tag(settings);
+    };
     let tools = settings.tools.as_deref().unwrap_or_default();
-    let close = || constant(format!("}}{}", format.end));
+    let close = || constant(format!("}}{end}"));
     let form = match settings.mode {
         ToolMode::Named => {
             let tool = tools
@@ -53,7 +70,7 @@ pub fn forced_tag(format: ToolFormat, settings: &ToolSettings) -> Option<String>
                 json!({"type": "or", "elements": calls})
             };
             if settings.parallel {
-                let more = sequence(vec![constant(format.begin.to_owned()), any.clone()]);
+                let more = sequence(vec![constant(begin.to_owned()), any.clone()]);
                 sequence(vec![any, json!({"type": "star", "content": more})])
             } else {
                 any
@@ -61,11 +78,53 @@ pub fn forced_tag(format: ToolFormat, settings: &ToolSettings) -> Option<String>
         }
         ToolMode::None | ToolMode::Auto => return None,
     };
-    // Compact JSON text (keys in order); a `Value` always serializes.
-    Some(
-        serde_json::to_string(&json!({"type": "structural_tag", "format": form}))
-            .unwrap_or_default(),
-    )
+    Some(tag(form))
+}
+
+/// Compact JSON text (keys in order); a `Value` always serializes.
+fn tag(form: Value) -> String {
+    serde_json::to_string(&json!({"type": "structural_tag", "format": form})).unwrap_or_default()
+}
+
+/// vLLM's format-independent forcing: the named function's arguments, or a JSON list of
+/// calls.
+pub fn forced_json_tag(settings: &ToolSettings) -> Option<String> {
+    let tools = settings.tools.as_deref().unwrap_or_default();
+    let form = match settings.mode {
+        ToolMode::Named => {
+            let tool = tools
+                .iter()
+                .find(|t| t["function"]["name"].as_str() == settings.name.as_deref())?;
+            arguments(tool)
+        }
+        ToolMode::Required => {
+            let mut calls: Vec<Value> = tools
+                .iter()
+                .map(|t| {
+                    let name = t["function"]["name"].as_str().unwrap_or_default();
+                    sequence(vec![
+                        constant(json_prefix(name)),
+                        arguments(t),
+                        constant("}".into()),
+                    ])
+                })
+                .collect();
+            let any = if calls.len() == 1 {
+                calls.remove(0)
+            } else {
+                json!({"type": "or", "elements": calls})
+            };
+            let mut list = vec![constant("[".into()), any.clone()];
+            if settings.parallel {
+                let more = sequence(vec![constant(", ".into()), any]);
+                list.push(json!({"type": "star", "content": more}));
+            }
+            list.push(constant("]".into()));
+            sequence(list)
+        }
+        ToolMode::None | ToolMode::Auto => return None,
+    };
+    Some(tag(form))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use super::*;
 use crate::args::{RenderArgs, RenderSpecific};
 use crate::lifecycle::render::{load, model_limits, DEFAULT_MAX_POSITION_EMBEDDINGS};
+use crate::parsers::tools::ToolFormat;
 use crate::routes::render_router as router;
 use crate::state::RenderState;
 use crate::testutil::{tiny_model_dir, MAX_MODEL_LEN};
@@ -316,6 +317,44 @@ async fn forced_tool_calls_show_their_prefill() {
         .unwrap();
     assert!(!prompt.text.as_deref().unwrap().contains("<tool_call>"));
     assert_eq!(prompt.settings.sampling.structured_outputs, None);
+}
+
+#[tokio::test]
+async fn other_parsers_force_json_without_a_prefill() {
+    let f = fixture();
+    let state = Arc::new(RenderState {
+        tool_parser: Some("mistral"),
+        reasoning_parser: None,
+        tokenizer: f.state.tokenizer.clone(),
+        template: f.state.template.clone(),
+        model_name: f.state.model_name.clone(),
+        model_root: f.state.model_root.clone(),
+        created: 1,
+        max_model_len: f.state.max_model_len,
+        vocab_size: f.state.vocab_size,
+    });
+    let tool = json!({"type": "function", "function": {"name": "f"}});
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    let plain = json!({"messages": messages, "tools": [tool], "tool_choice": "none"});
+    let plain = prompt::chat(&state, Bytes::from(plain.to_string()))
+        .await
+        .unwrap();
+    let named = json!({"type": "function", "function": {"name": "f"}});
+    for (choice, start) in [(json!("required"), "[\""), (named, "")] {
+        let body = json!({"messages": messages, "tools": [tool], "tool_choice": choice});
+        let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
+            .await
+            .unwrap();
+        assert_eq!(prompt.text, plain.text, "no prefill");
+        assert!(prompt.settings.stop.is_empty());
+        let tag = prompt.settings.sampling.structured_outputs.unwrap();
+        let tag = tag.structural_tag.unwrap();
+        assert!(tag.contains(start), "{tag}");
+        assert_eq!(prompt.settings.constraint, Some("tools"));
+        let chat = prompt.chat.unwrap();
+        assert!(!chat.prefilled);
+        assert_eq!(chat.tool_format, Some(ToolFormat::Mistral));
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::parsers::tools::{ToolFormat, TOOL_CALL_PARSERS};
+use crate::parsers::tools::ToolFormat;
 use crate::validate::params::{guided_refusal, validate};
 
 /// (param, message) of a 400.
@@ -322,7 +322,7 @@ fn tool_settings(mode: ToolMode, name: Option<&str>) -> ToolSettings {
     }
 }
 
-const HERMES: ToolFormat = TOOL_CALL_PARSERS[1].1;
+const HERMES: ToolFormat = ToolFormat::Hermes;
 
 #[test]
 fn apply_sets_the_spec_and_its_name() {

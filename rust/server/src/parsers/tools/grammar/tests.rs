@@ -1,10 +1,9 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::parsers::tools::TOOL_CALL_PARSERS;
 
-const DEMO: ToolFormat = TOOL_CALL_PARSERS[0].1;
-const HERMES: ToolFormat = TOOL_CALL_PARSERS[1].1;
+const DEMO: ToolFormat = ToolFormat::Demo;
+const HERMES: ToolFormat = ToolFormat::Hermes;
 
 fn weather() -> Value {
     json!({"type": "function", "function": {"name": "get_weather", "description": "d",
@@ -132,4 +131,49 @@ fn auto_and_none_constrain_nothing() {
             None
         );
     }
+}
+
+#[test]
+fn other_formats_force_plain_json() {
+    let named = settings(vec![weather()], ToolMode::Named, Some("get_weather"), true);
+    for format in [
+        ToolFormat::Mistral,
+        ToolFormat::Qwen3Coder,
+        ToolFormat::Pythonic,
+    ] {
+        assert_eq!(
+            forced_tag(format, &named).unwrap(),
+            format!(r#"{{"type":"structural_tag","format":{WEATHER_ARGS}}}"#)
+        );
+    }
+    let call = |name: &str, args: &str| {
+        format!(
+            r#"{{"type":"sequence","elements":[{{"type":"const_string","value":"{{\"name\": \"{name}\", \"parameters\": "}},{args},{{"type":"const_string","value":"}}"}}]}}"#
+        )
+    };
+    let open = r#"{"type":"const_string","value":"["}"#;
+    let close = r#"{"type":"const_string","value":"]"}"#;
+    let one = settings(vec![weather()], ToolMode::Required, None, false);
+    assert_eq!(
+        forced_tag(ToolFormat::Granite, &one).unwrap(),
+        format!(
+            r#"{{"type":"structural_tag","format":{{"type":"sequence","elements":[{open},{},{close}]}}}}"#,
+            call("get_weather", WEATHER_ARGS)
+        )
+    );
+    let many = settings(
+        vec![weather(), bare("x", None)],
+        ToolMode::Required,
+        None,
+        true,
+    );
+    let tag: Value =
+        serde_json::from_str(&forced_tag(ToolFormat::Llama3Json, &many).unwrap()).unwrap();
+    let elements = &tag["format"]["elements"];
+    assert_eq!(elements[1]["type"], "or");
+    assert_eq!(elements[2]["type"], "star");
+    assert_eq!(elements[2]["content"]["elements"][0]["value"], ", ");
+    assert_eq!(elements[3]["value"], "]");
+    let x: Value = serde_json::from_str(&call("x", EMPTY_ARGS)).unwrap();
+    assert_eq!(elements[1]["elements"][1], x);
 }

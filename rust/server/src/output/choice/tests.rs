@@ -1,0 +1,107 @@
+use serde_json::{json, Value};
+
+use super::*;
+use crate::logprobs::TokenTexts;
+use crate::parsers::tools::{ToolFormat, ToolMode, ToolSettings};
+
+fn chat(mode: ToolMode, parallel: bool) -> ChatOutput {
+    ChatOutput {
+        tools: ToolSettings {
+            tools: Some(vec![json!({"type": "function", "function": {"name": "f"}})]),
+            mode,
+            name: None,
+            parallel,
+        },
+        tool_format: Some(ToolFormat::Hermes),
+        prefilled: false,
+        constrained: false,
+        reasoning_inside: false,
+        echo: None,
+    }
+}
+
+fn state(chat: &ChatOutput) -> ChatChoiceState {
+    let model = crate::testutil::tiny_model_dir();
+    let (tokenizer, _) = crate::text::load_text(model.path(), None).unwrap();
+    ChatChoiceState::new(0, chat, None, None, Arc::new(TokenTexts::new(tokenizer)))
+}
+
+fn piece(text: &str, finish: Option<&'static str>) -> Piece {
+    Piece {
+        text: text.into(),
+        finish,
+        logprobs: Vec::new(),
+        prompt_logprobs: None,
+    }
+}
+
+#[test]
+fn a_call_streams_as_a_first_delta_then_argument_pieces() {
+    let mut s = state(&chat(ToolMode::Auto, true));
+    let pieces = [
+        ("Hi <tool_", None),
+        ("call>{\"name\": \"f\", \"arguments\": {\"a\"", None),
+        (": 1}}</tool_call>", Some("stop")),
+    ];
+    let mut deltas = Vec::new();
+    let mut finish = None;
+    for (text, end) in pieces {
+        let mut d = s.step(piece(text, end));
+        finish = d.finish;
+        deltas.push(serde_json::to_value(d.delta()).unwrap());
+    }
+    assert_eq!(deltas[0], json!({"content": "Hi "}));
+    let first = &deltas[1]["tool_calls"][0];
+    assert_eq!(first["index"], 0);
+    assert_eq!(first["type"], "function");
+    assert!(first["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(
+        first["function"],
+        json!({"name": "f", "arguments": "{\"a\""})
+    );
+    assert_eq!(
+        deltas[2],
+        json!({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]})
+    );
+    assert_eq!(finish, Some("tool_calls"));
+    let choice = serde_json::to_value(s.choice()).unwrap();
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    assert_eq!(choice["message"]["content"], "Hi ");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["id"], first["id"]);
+    assert_eq!(
+        call["function"],
+        json!({"name": "f", "arguments": "{\"a\": 1}"})
+    );
+}
+
+#[test]
+fn a_call_cut_by_length_keeps_its_arguments_and_finish() {
+    let mut s = state(&chat(ToolMode::Auto, true));
+    s.step(piece(
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": ",
+        None,
+    ));
+    let d = s.step(piece("[1", Some("length")));
+    assert_eq!(d.finish, Some("length"));
+    let choice = serde_json::to_value(s.choice()).unwrap();
+    assert_eq!(choice["finish_reason"], "length");
+    assert_eq!(choice["message"]["content"], Value::Null);
+    assert_eq!(
+        choice["message"]["tool_calls"][0]["function"]["arguments"],
+        "{\"a\": [1"
+    );
+}
+
+#[test]
+fn bad_output_is_content_and_finishes_as_the_engine_said() {
+    let mut s = state(&chat(ToolMode::Auto, true));
+    let text = "<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>";
+    let d = s.step(piece(text, Some("stop")));
+    assert_eq!(d.finish, Some("stop"));
+    let choice = serde_json::to_value(s.choice()).unwrap();
+    assert_eq!(
+        choice["message"],
+        json!({"role": "assistant", "content": text})
+    );
+}

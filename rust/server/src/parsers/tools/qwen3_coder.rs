@@ -1,0 +1,79 @@
+//! `qwen3_coder`: XML parameters (Qwen3-Coder model card and chat template):
+//! `<tool_call>` ws `<function=NAME>` (ws `<parameter=P>` VALUE `</parameter>`)* ws
+//! `</function>` ws `</tool_call>`. Mirrors `server/parsers/tools/qwen3_coder.py`.
+//!
+//! The call is committed at `<function=NAME>` (NAME in `tools`) with arguments `{`; each
+//! parameter is given when its `</parameter>` arrives, as `"P": V` (`, ` before all but
+//! the first), V being VALUE (one leading and one trailing `\n` removed) typed by the
+//! schema ([`typed`](super::typed)); `</function>` gives `}`. VALUE ends at the first
+//! `</parameter>`. Anything else after the commit point closes the arguments with `}`
+//! and goes back to content from its first character.
+
+use serde_json::Value;
+
+use super::formats::HERMES_BEGIN;
+use super::json_call::{Cursor, Found, Stop};
+use super::typed::{json_string, param_type, typed};
+
+const FUNCTION: &str = "<function=";
+const FUNCTION_END: &str = "</function>";
+const PARAMETER: &str = "<parameter=";
+const PARAMETER_END: &str = "</parameter>";
+
+/// From the begin marker to the commit point.
+pub fn pre(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
+    cur.expect(HERMES_BEGIN)?;
+    cur.ws();
+    cur.expect(FUNCTION)?;
+    let start = cur.i;
+    let name = cur.take_while(|c| !matches!(c, '>' | '<' | '\n'))?;
+    cur.expect(">").map_err(|e| at(e, start))?;
+    if !known(name) {
+        return Err(Stop::Fail(cur.i));
+    }
+    Ok(Found::Params {
+        at: cur.i,
+        name: name.to_owned(),
+    })
+}
+
+/// What comes next in a committed call.
+#[derive(Debug, PartialEq)]
+pub enum Item {
+    /// `"P": V`.
+    Param(String),
+    /// `</function>`.
+    End,
+}
+
+/// The next parameter or the function's end (`parameters`: the function's schema).
+pub fn item(cur: &mut Cursor<'_>, parameters: Option<&Value>) -> Result<Item, Stop> {
+    cur.ws();
+    if cur.lit(FUNCTION_END)? {
+        return Ok(Item::End);
+    }
+    let start = cur.i;
+    let param = (|| {
+        cur.expect(PARAMETER)?;
+        let p = cur.take_while(|c| !matches!(c, '>' | '<' | '\n'))?;
+        cur.expect(">")?;
+        let value = cur.until(PARAMETER_END)?;
+        let value = value.strip_prefix('\n').unwrap_or(value);
+        let value = value.strip_suffix('\n').unwrap_or(value);
+        Ok(format!(
+            "{}: {}",
+            json_string(p),
+            typed(value, param_type(parameters, p))
+        ))
+    })()
+    .map_err(|e| at(e, start))?;
+    Ok(Item::Param(param))
+}
+
+/// A failure inside an element counts from the element's start.
+pub fn at(e: Stop, start: usize) -> Stop {
+    match e {
+        Stop::Need => Stop::Need,
+        Stop::Fail(_) => Stop::Fail(start),
+    }
+}
