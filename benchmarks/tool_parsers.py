@@ -8,9 +8,12 @@ requests at ``--concurrency`` ask for that answer: with ``tools`` (the parser sp
 call out and streams its argument deltas) or without (the same text streams as content).
 ``--step-delay-ms`` slows the mock engine so that tokens arrive one by one (at full speed
 the frontend coalesces them into fewer chunks). Reports per round requests/s, streamed
-chunks/s and per request, TTFT p50 / TPOT p50 (per chunk), the medians over
-rounds of each kind, and the tools/plain ratio, as a markdown table and JSON (``--out``).
-The client is Python (asyncio + httpx), the same for both kinds; it reads every SSE line.
+chunks/s and per request, TTFT p50 / TPOT p50 (per chunk), the frontend's CPU time per
+request (user + system time of the server's processes other than the engine, read from
+/proc: what the parser adds, free of the client's own limits), the medians over rounds of
+each kind, and the tools/plain ratio, as a markdown table and JSON (``--out``).
+``--frontend python`` measures the uvicorn frontend instead of the Rust one. The client is
+Python (asyncio + httpx), the same for both kinds; it reads every SSE line.
 
     python benchmarks/tool_parsers.py                         # 5 rounds, c = 64, 512 requests
     python benchmarks/tool_parsers.py --rounds 1 --requests 16 --concurrency 4   # smoke run
@@ -86,14 +89,15 @@ def free_port() -> int:
 class Server:
     """`vrs serve --mock --mock-replies FILE` in its own session, on a free port."""
 
-    def __init__(self, replies: Path, log: Path, step_delay_ms: float) -> None:
+    def __init__(self, replies: Path, log: Path, step_delay_ms: float, frontend: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from cli.main import main; main()", "serve", "--mock",
              "--mock-replies", str(replies), "--mock-step-delay-ms", str(step_delay_ms),
-             "--port", str(self.port), "--log-level", "warning"],
+             "--port", str(self.port), "--log-level", "warning",
+             *(["--frontend", "python"] if frontend == "python" else [])],
             cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TOKENIZERS_PARALLELISM": "false"})
         deadline = time.monotonic() + 300
@@ -107,6 +111,25 @@ class Server:
                 pass
             time.sleep(0.3)
         raise RuntimeError(f"the server was not healthy in 300 s; see {log}")
+
+    def frontend_cpu_s(self) -> float:
+        """User + system CPU seconds so far of the server's processes (its session) other
+        than the engine (``python -m engine``)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) != self.proc.pid or b"engine" in cmdline[1:3]:
+                continue  # fields[3]: the session id (the server leads its own session)
+            total += (int(fields[11]) + int(fields[12])) / tick
+        return total
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -146,8 +169,11 @@ async def one(client: httpx.AsyncClient, url: str, request: dict[str, Any],
     return first, time.perf_counter() - start, chunks
 
 
-async def round_of(url: str, kind: str, requests: int, concurrency: int) -> dict[str, Any]:
+async def round_of(server: Server, kind: str, requests: int,
+                   concurrency: int) -> dict[str, Any]:
+    url = server.url
     request = body(kind)
+    cpu = server.frontend_cpu_s()
     pending = list(range(requests))
     results: list[tuple[float, float, int]] = []
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -160,13 +186,15 @@ async def round_of(url: str, kind: str, requests: int, concurrency: int) -> dict
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - start
+    cpu = server.frontend_cpu_s() - cpu
     ttfts = [r[0] for r in results]
     tpots = [(r[1] - r[0]) / max(r[2] - 2, 1) for r in results]
     return {"kind": kind, "wall_s": wall, "requests_per_s": requests / wall,
             "chunks_per_s": sum(r[2] for r in results) / wall,
             "chunks_per_request": sum(r[2] for r in results) / len(results),
             "ttft_p50_ms": statistics.median(ttfts) * 1e3,
-            "tpot_p50_ms": statistics.median(tpots) * 1e3}
+            "tpot_p50_ms": statistics.median(tpots) * 1e3,
+            "frontend_cpu_ms_per_request": cpu * 1e3 / requests}
 
 
 async def check(url: str) -> None:
@@ -186,7 +214,7 @@ async def check(url: str) -> None:
 
 
 METRICS = ("requests_per_s", "chunks_per_s", "chunks_per_request", "ttft_p50_ms",
-           "tpot_p50_ms")
+           "tpot_p50_ms", "frontend_cpu_ms_per_request")
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -197,11 +225,13 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def markdown(med: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
-    lines = [f"{args.reply_tokens}-token streamed replies with one `demo` call, concurrency "
+    lines = [f"{args.frontend} frontend: "
+             f"{args.reply_tokens}-token streamed replies with one `demo` call, concurrency "
              f"{args.concurrency}, {args.requests} requests a round, mock step delay "
              f"{args.step_delay_ms} ms, median of {args.rounds} rounds each", "",
-             "| | req/s | chunks/s | chunks/request | TTFT p50 (ms) | TPOT p50 (ms) |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| | req/s | chunks/s | chunks/request | TTFT p50 (ms) | TPOT p50 (ms) "
+             "| frontend CPU ms/request |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for k, label in (("tools", "with tools (parsed)"), ("plain", "without tools"),
                      ("ratio", "tools / plain")):
         m = med[k]
@@ -219,19 +249,20 @@ def main() -> int:
     parser.add_argument("--step-delay-ms", type=float, default=0.0,
                         help="the mock engine's delay per step (0: as fast as it goes, so the "
                              "frontend may coalesce tokens into fewer chunks)")
+    parser.add_argument("--frontend", choices=("rust", "python"), default="rust")
     parser.add_argument("--out", type=Path, default=None, help="JSON results file")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="vrs-tool-parsers-"))
     replies = work / "replies.json"
     replies.write_text(json.dumps([{"when": WHEN, "reply": reply_of(args.reply_tokens)}]))
-    server = Server(replies, work / "server.log", args.step_delay_ms)
+    server = Server(replies, work / "server.log", args.step_delay_ms, args.frontend)
     try:
         asyncio.run(check(server.url))
-        asyncio.run(round_of(server.url, "tools", args.concurrency, args.concurrency))  # warm-up
+        asyncio.run(round_of(server, "tools", args.concurrency, args.concurrency))  # warm-up
         runs = []
         for i in range(args.rounds):
             for kind in KINDS if i % 2 == 0 else KINDS[::-1]:
-                runs.append(asyncio.run(round_of(server.url, kind, args.requests,
+                runs.append(asyncio.run(round_of(server, kind, args.requests,
                                                  args.concurrency)))
                 print(json.dumps(runs[-1]), file=sys.stderr)
     finally:
