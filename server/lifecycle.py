@@ -38,6 +38,7 @@ from server.engine_client import EngineClient, EngineConnectError
 from server.parsers.reasoning import check_parser
 from server.parsers.tools import PARSER_CHOICES, pick_parser
 from server.routes import App, Handler, Options
+from server.content_format import check_option as check_content_format
 from server.text import ModelText, TextError
 
 logger = logging.getLogger("vrs.frontend")
@@ -74,6 +75,7 @@ class CommonArgs(msgspec.Struct):
     log_level: str | None = None
     chat_template: str | None = None
     tokenizer: str | None = None  # a tokenizer directory; None: the model directory
+    chat_template_content_format: str | None = None  # auto | string | openai; None: auto
 
 
 class ServeArgs(CommonArgs, forbid_unknown_fields=True):
@@ -123,6 +125,7 @@ class Config(msgspec.Struct):
     shutdown_timeout: float
     python_executable: str
     chat_template: str | None
+    content_format: str  # --chat-template-content-format: auto | string | openai
     tokenizer: str  # the directory of tokenizer.json: ``tokenizer`` or else ``model``
     engine_config: dict[str, Any]
     data_parallel_size: int
@@ -150,6 +153,7 @@ def convert_args(args: dict[str, Any], kind: type[Args]) -> Args:
         raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
     if raw.tokenizer is not None and not os.path.isdir(raw.tokenizer):
         raise ValueError(f"tokenizer directory {raw.tokenizer!r} does not exist")
+    raw.chat_template_content_format = check_content_format(raw.chat_template_content_format)
     return raw
 
 
@@ -173,7 +177,9 @@ def parse_args(args: dict[str, Any]) -> Config:
                   host=raw.host or DEFAULT_HOST, port=port, log_level=level,
                   shutdown_timeout=timeout,
                   python_executable=raw.python_executable or sys.executable,
-                  chat_template=raw.chat_template, tokenizer=raw.tokenizer or raw.model,
+                  chat_template=raw.chat_template,
+                  content_format=raw.chat_template_content_format or "auto",
+                  tokenizer=raw.tokenizer or raw.model,
                   engine_config=engine_config,
                   data_parallel_size=data_parallel_size, options=_options(raw))
 
@@ -307,7 +313,8 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
     client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
     group = None
     try:
-        text_future = executor.submit(ModelText, config.tokenizer, config.chat_template)
+        text_future = executor.submit(ModelText, config.tokenizer, config.chat_template,
+                                      config.content_format)
         try:
             group = start_engines(config.engine_config, client.input_address,
                                   client.output_address, python=config.python_executable,
@@ -329,6 +336,7 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
             config.options,
             tool_call_parser=pick_parser(config.options.tool_call_parser,
                                          text.chat_template_source))
+        logger.info("%s", text.content_format_line())
         logger.info("tool-call parser: %s; reasoning parser: %s%s",
                     options.tool_call_parser or "none", options.reasoning_parser or "none",
                     "; API key required on /v1/*" if options.api_key else "")

@@ -150,7 +150,9 @@ class PromptBuilder:
         last = messages[-1]
         echo = ""
         if request.echo and last.get("role") == "assistant":
-            echo = last.get("content") or ""
+            content = last.get("content") or ""
+            echo = content if isinstance(content, str) else "\n".join(
+                part["text"] for part in content)
         chat = ChatOutput(tools=tools, tool_format=fmt, prefilled=forced is not None,
                           reasoning_inside=starts_inside(text[:len(text) - len(forced or "")]),
                           echo=echo, constrained=settings.constraint is not None)

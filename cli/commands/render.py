@@ -20,6 +20,7 @@ def render(
     served_model_name: o.ServedModelName = None,
     max_model_len: o.MaxModelLen = None,
     chat_template: o.ChatTemplate = None,
+    chat_template_content_format: o.ChatTemplateContentFormat = o.ContentFormat.auto,
     log_level: o.LogLevelOpt = o.LogLevel.info,
     frontend: o.Frontend = o.FrontendKind.rust,
 ) -> None:

@@ -8,6 +8,7 @@
 //! tuples); `pprint` prints minijinja's debug form and a printed `dict.items()` lacks
 //! Python's `dict_items(...)` wrapper.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,8 +17,10 @@ use serde_json::Value as Json;
 
 use crate::config::{read_to_string, TokenizerConfig};
 use crate::error::{Result, TextError};
+use crate::template::content_format::{ContentFormat, ContentFormatOption};
 use crate::template::jinja::{describe, environment, strip_generation_tags};
 
+pub mod content_format;
 mod filters;
 mod jinja;
 mod pyjson;
@@ -69,12 +72,16 @@ pub struct ChatTemplateInput {
 #[derive(Clone)]
 pub struct ChatTemplate {
     inner: Arc<Inner>,
+    /// `--chat-template-content-format` (default `auto`).
+    content_format: ContentFormatOption,
 }
 
 struct Inner {
     env: Environment<'static>,
     has_tool_use: bool,
     mentions_content: bool,
+    /// The detected content format of the `default` template, and of `tool_use`.
+    detected: [ContentFormat; 2],
     special_tokens: Vec<(String, Value)>,
 }
 
@@ -124,21 +131,31 @@ impl ChatTemplate {
             })?;
         let mut env = environment();
         let mut has_tool_use = false;
+        let mut detected = [ContentFormat::String; 2];
         for (name, source) in templates {
             if name != "default" && name != "tool_use" {
                 continue;
             }
             has_tool_use |= name == "tool_use";
-            env.add_template_owned(name.clone(), strip_generation_tags(source))
-                .map_err(|e| {
-                    TextError::Template(format!("chat template {name:?}: {}", describe(&e)))
-                })?;
+            let source = strip_generation_tags(source);
+            let format = content_format::detect(&source);
+            if name == "default" {
+                detected = [format; 2];
+            }
+            env.add_template_owned(name.clone(), source).map_err(|e| {
+                TextError::Template(format!("chat template {name:?}: {}", describe(&e)))
+            })?;
+        }
+        if let Some((_, source)) = templates.iter().find(|(n, _)| n == "tool_use") {
+            detected[1] = content_format::detect(&strip_generation_tags(source));
         }
         Ok(Self {
+            content_format: ContentFormatOption::Auto,
             inner: Arc::new(Inner {
                 env,
                 has_tool_use,
                 mentions_content: default.1.contains("content"),
+                detected,
                 special_tokens: special_tokens
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
@@ -147,7 +164,37 @@ impl ChatTemplate {
         })
     }
 
+    /// This template with `--chat-template-content-format` set to `option`.
+    pub fn with_content_format(mut self, option: ContentFormatOption) -> Self {
+        self.content_format = option;
+        self
+    }
+
+    /// How message content reaches the template (`tools`: the request has tools, which
+    /// renders the `tool_use` template when there is one).
+    pub fn content_format(&self, tools: bool) -> ContentFormat {
+        let detected = self.inner.detected[usize::from(tools && self.inner.has_tool_use)];
+        self.content_format.resolve(detected).0
+    }
+
+    /// The start-up log line of the content format (and the tool_use template's).
+    pub fn content_format_line(&self) -> String {
+        let (format, why) = self.content_format.resolve(self.inner.detected[0]);
+        let mut line = format!("chat template content format: {} ({why})", format.name());
+        if self.inner.has_tool_use && self.inner.detected[1] != self.inner.detected[0] {
+            let (tools, why) = self.content_format.resolve(self.inner.detected[1]);
+            if tools != format {
+                line.push_str(&format!(
+                    "; with tools (tool_use template): {} ({why})",
+                    tools.name()
+                ));
+            }
+        }
+        line
+    }
+
     /// Renders the prompt text, like transformers' `apply_chat_template(tokenize=False)`:
+    /// content is given in the template's content format ([`content_format`]), other
     /// message keys whose value is null are dropped, reasoning fields are aliased
     /// (`reasoning_content` / `thinking` / `reasoning`), and `continue_final_message` cuts
     /// the text after the final message's content.
@@ -205,12 +252,14 @@ impl ChatTemplate {
     fn convert_messages(&self, input: &ChatTemplateInput) -> Result<(Value, Option<String>)> {
         let mut out = Vec::with_capacity(input.messages.len());
         let mut final_text = None;
+        let format = self.content_format(input.tools.is_some());
         for (i, message) in input.messages.iter().enumerate() {
-            let Json::Object(fields) = message else {
+            let Json::Object(original) = message else {
                 return Err(TextError::InvalidInput(format!(
                     "messages[{i}] must be an object"
                 )));
             };
+            let fields = &*with_content(original, format);
             let mut entries: Vec<(String, Value)> = Vec::with_capacity(fields.len() + 2);
             let reasoning = ["reasoning_content", "thinking", "reasoning"]
                 .iter()
@@ -281,6 +330,31 @@ impl ChatTemplate {
             _ => invalid("continue_final_message needs a string or a list of text blocks"),
         }
     }
+}
+
+/// The message with its `content` in `format` (in place of the original key, else last);
+/// borrowed when that changes nothing (a string or no content, format `string`).
+fn with_content(
+    message: &serde_json::Map<String, Json>,
+    format: ContentFormat,
+) -> Cow<'_, serde_json::Map<String, Json>> {
+    if format == ContentFormat::String && !matches!(message.get("content"), Some(Json::Array(_)))
+    {
+        return Cow::Borrowed(message);
+    }
+    let content = content_format::convert(message.get("content"), format);
+    let mut out: serde_json::Map<String, Json> = message
+        .iter()
+        .filter(|(k, _)| k.as_str() != "content" || content.is_some())
+        .map(|(k, v)| match (k.as_str(), &content) {
+            ("content", Some(c)) => (k.clone(), c.clone()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    if let (Some(c), false) = (content, message.contains_key("content")) {
+        out.insert("content".into(), c);
+    }
+    Cow::Owned(out)
 }
 
 /// Cuts the rendered prompt right after the final message's content (transformers' rule).
