@@ -34,11 +34,11 @@ import msgspec
 import uvicorn
 
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS
+from server.content_format import check_option as check_content_format
 from server.engine_client import EngineClient, EngineConnectError
 from server.parsers.reasoning import check_parser
 from server.parsers.tools import PARSER_CHOICES, pick_parser
 from server.routes import App, Handler, Options
-from server.content_format import check_option as check_content_format
 from server.text import ModelText, TextError
 
 logger = logging.getLogger("vrs.frontend")
