@@ -338,8 +338,7 @@ fn with_content(
     message: &serde_json::Map<String, Json>,
     format: ContentFormat,
 ) -> Cow<'_, serde_json::Map<String, Json>> {
-    if format == ContentFormat::String && !matches!(message.get("content"), Some(Json::Array(_)))
-    {
+    if format == ContentFormat::String && !matches!(message.get("content"), Some(Json::Array(_))) {
         return Cow::Borrowed(message);
     }
     let content = content_format::convert(message.get("content"), format);

@@ -192,9 +192,7 @@ fn reads(expr: &Expr<'_>, name: &str, key: Option<&str>) -> bool {
         Expr::Var(v) => key.is_none() && v.id == name,
         Expr::GetAttr(a) => key == Some(a.name) && is_var(&a.expr, name),
         Expr::GetItem(i) => match (&i.subscript_expr, key) {
-            (Expr::Const(c), Some(key)) => {
-                c.value.as_str() == Some(key) && is_var(&i.expr, name)
-            }
+            (Expr::Const(c), Some(key)) => c.value.as_str() == Some(key) && is_var(&i.expr, name),
             _ => false,
         },
         _ => false,
