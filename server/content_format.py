@@ -154,6 +154,8 @@ def resolve(option: str, source: str | None) -> tuple[ContentFormat, str]:
 def apply(messages: list[dict[str, Any]], fmt: ContentFormat) -> list[dict[str, Any]]:
     """The messages with their content in ``fmt`` (parts are already checked to be text
     parts, ``{"type": "text", "text": ...}``)."""
+    if fmt == "string" and not any(isinstance(m.get("content"), list) for m in messages):
+        return messages  # nothing to join
     out = []
     for message in messages:
         content = message.get("content")
