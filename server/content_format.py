@@ -23,12 +23,15 @@ template's syntax tree:
    (``x[1:]``).
 2. *message names*: the target of every ``{% for T in E %}`` whose ``E`` reads a messages
    name.
-3. ``openai`` when some ``{% for P in E %}`` has an ``E`` that reads ``m.content`` or
-   ``m['content']`` of a message name (through filters, tests and slices the same way).
+3. *content loops*: every ``{% for P in E %}`` whose ``E`` reads ``m.content`` or
+   ``m['content']`` of a message name (through filters, tests and slices the same way),
+   or is the bare name ``content`` (a macro parameter or variable of that name: vLLM's
+   rule since vllm-project/vllm#42660, e.g. ``{% for part in content %}`` in a
+   ``render_content(content)`` macro). ``openai`` when there is one.
 
-Anything else is ``string``: a template that only prints or tests content, a loop over a
-variable set from content (``{% set c = m.content %}{% for p in c %}``), over
-``messages[0].content``, or over a macro parameter. A template that does not parse, a
+Anything else is ``string``: a template that only prints or tests content, a loop over
+another variable set from content (``{% set c = m.content %}{% for p in c %}``), over
+``content | list``, or over ``messages[0].content``. A template that does not parse, a
 ``set`` of a tuple or namespace attribute from a messages name, a loop with a tuple target
 over a messages name, or a tuple target on the first content loop also mean ``string``
 (vLLM's walk gives up there). The same rule, on minijinja's tree, is
@@ -116,9 +119,14 @@ def _messages_names(tree: nodes.Template) -> set[str]:
     return names
 
 
-def _loops_over(loops: Iterable[nodes.For], names: set[str],
-                key: str | None = None) -> Iterable[nodes.For]:
-    return (loop for loop in loops if any(_reads(loop.iter, name, key) for name in names))
+def _loops_over(loops: Iterable[nodes.For], names: set[str]) -> Iterable[nodes.For]:
+    return (loop for loop in loops if any(_reads(loop.iter, name) for name in names))
+
+
+def _content_loops(loops: Iterable[nodes.For], message: set[str]) -> Iterable[nodes.For]:
+    return (loop for loop in loops
+            if any(_reads(loop.iter, name, "content") for name in message)
+            or (isinstance(loop.iter, nodes.Name) and loop.iter.name == "content"))
 
 
 def detect(source: str) -> ContentFormat:
@@ -130,7 +138,7 @@ def detect(source: str) -> ContentFormat:
     try:
         messages = _messages_names(tree)
         message = {_target(loop) for loop in _loops_over(loops, messages)}
-        first = next(iter(_loops_over(loops, message, "content")), None)
+        first = next(iter(_content_loops(loops, message)), None)
         if first is None:
             return "string"
         _target(first)

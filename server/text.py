@@ -87,7 +87,7 @@ class ModelText:
     ``tokenizer`` (``--tokenizer``)."""
 
     def __init__(self, model_dir: str, chat_template_path: str | None = None,
-                 content_format_option: str = "auto") -> None:
+                 content_format_option: str | None = None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from transformers import AutoTokenizer
 
@@ -111,9 +111,11 @@ class ModelText:
         self.tokenizer = tokenizer
         self.backend: tokenizers.Tokenizer = backend
         self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
-        # (format, why) for requests without tools and with them (a tool_use template)
+        # (format, why) for requests without tools and with them (a tool_use template);
+        # no option (None): content goes to the template as given, as transformers takes it
+        self._convert = content_format_option is not None
         self.content_formats = tuple(
-            resolve_content_format(content_format_option, self._template_for(tools))
+            resolve_content_format(content_format_option or "auto", self._template_for(tools))
             for tools in (False, True))
 
     def _template_for(self, tools: bool) -> str | None:
@@ -163,7 +165,8 @@ class ModelText:
         for name in kwargs:
             if name in RESERVED_TEMPLATE_KWARGS:
                 raise TemplateError(f"chat_template_kwargs may not set {json.dumps(name)}")
-        messages = apply_content_format(messages, self.content_format(tools is not None))
+        if self._convert:
+            messages = apply_content_format(messages, self.content_format(tools is not None))
         try:
             return self.tokenizer.apply_chat_template(
                 messages,

@@ -1,15 +1,17 @@
 """`--chat-template-content-format` through both `vrs render` services: the prompt ids equal
-transformers' ``apply_chat_template`` with vLLM's content-format rule applied.
+transformers' ``apply_chat_template`` with vLLM's content-format rule applied
+(``test_render.template_messages``).
 
 vLLM's rule (vllm/entrypoints/chat_utils.py): with format ``string`` a message's text
 parts reach the template joined with newlines; with ``openai`` the content is a list of
 ``{"type": "text", "text": ...}`` parts (a string content becomes one part, a null one an
 empty list). ``auto`` is ``openai`` exactly when the template loops over a message's
 content (the detection is checked against tests/parser_cases/content_format.jsonl in
-both languages). Here: the demo template loops over a macro parameter, not over
-``message.content``, so ``auto`` is ``string`` for it (as in vLLM), and
-``tests/render_corpus/list_aware.jinja`` loops over ``message.content``, so ``auto`` is
-``openai``.
+both languages). The demo template loops over its ``render_content(content)`` macro's
+parameter, so ``auto`` is ``openai`` for it (the whole corpus of test_render.py runs so);
+``tests/render_corpus/list_aware.jinja`` loops over ``message.content``: ``openai`` too,
+with parts kept apart by " | ". ``--chat-template-content-format string`` on the demo
+template joins them with newlines.
 """
 
 from __future__ import annotations
@@ -19,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_render import CHATS, CORPUS, RenderServer, rendered
+from test_render import (
+    CHATS,
+    CORPUS,
+    DEMO_FORMAT,
+    QWEN3_STYLE,
+    QWEN3_STYLE_FORMAT,
+    RenderServer,
+    rendered,
+    template_messages,
+)
 
 from server.content_format import detect
 
@@ -31,30 +42,10 @@ PLAIN_CHATS = [r for r in CHATS if "tools" not in r["body"] and "tool_choice" no
 CONTENT_PARTS = next(r for r in CHATS if r["name"] == "content_parts")
 
 
-def vllm_messages(messages: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
-    """What vLLM hands the template (``_parse_chat_message_content``), null fields left
-    out as transformers leaves them out of the template's view."""
-    out = []
-    for message in messages:
-        item = {k: v for k, v in message.items() if v is not None and k != "content"}
-        content = message.get("content")
-        if fmt == "string":
-            if isinstance(content, list):
-                content = "\n".join(part["text"] for part in content)
-            if content is not None:
-                item["content"] = content
-        elif isinstance(content, str):
-            item["content"] = [{"type": "text", "text": content}]
-        else:
-            item["content"] = [{"type": "text", "text": p["text"]} for p in content or []]
-        out.append(item)
-    return out
-
-
 def truth(tokenizer: Any, body: dict[str, Any], fmt: str, template: str | None) -> list[int]:
     continue_final = body.get("continue_final_message", False)
     text = tokenizer.apply_chat_template(
-        vllm_messages(body["messages"], fmt), tokenize=False, chat_template=template,
+        template_messages(body["messages"], fmt), tokenize=False, chat_template=template,
         add_generation_prompt=body.get("add_generation_prompt", not continue_final),
         continue_final_message=continue_final, **body.get("chat_template_kwargs", {}))
     return tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -79,14 +70,20 @@ def list_aware_servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture(scope="module")
-def openai_servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    yield from _servers(demo_model, tmp_path_factory.mktemp("demo-openai"), None,
-                        ("--chat-template-content-format", "openai"))
+def auto_servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    yield from _servers(demo_model, tmp_path_factory.mktemp("demo-auto"), None, ())
+
+
+@pytest.fixture(scope="module")
+def string_servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    yield from _servers(demo_model, tmp_path_factory.mktemp("demo-string"), None,
+                        ("--chat-template-content-format", "string"))
 
 
 def test_the_templates_are_detected_as_vllm_does() -> None:
     assert detect(LIST_AWARE.read_text(encoding="utf-8")) == "openai"
-    assert detect(DEMO_TEMPLATE.read_text(encoding="utf-8")) == "string"
+    assert detect(DEMO_TEMPLATE.read_text(encoding="utf-8")) == DEMO_FORMAT == "openai"
+    assert detect(QWEN3_STYLE.read_text(encoding="utf-8")) == QWEN3_STYLE_FORMAT == "string"
 
 
 @pytest.mark.parametrize("entry", PLAIN_CHATS, ids=[r["name"] for r in PLAIN_CHATS])
@@ -108,18 +105,23 @@ def test_content_parts_on_the_list_aware_template(list_aware_servers: dict[str, 
         assert "First part.\n" not in prompt
 
 
-def test_demo_template_auto_joins_the_parts(tokenizer: Any) -> None:
-    """The main corpus run (test_render.py, format auto) joins them: vLLM's ``string``;
-    the two formats do give different ids on this body."""
-    ids = truth(tokenizer, CONTENT_PARTS["body"], "string", None)
-    assert ids != truth(tokenizer, CONTENT_PARTS["body"], "openai", None)
+def test_demo_template_auto_keeps_the_parts(auto_servers: dict[str, RenderServer],
+                                             tokenizer: Any) -> None:
+    """The issue's case: on the demo template vLLM passes the parts list (no newline
+    between the parts), which is what both services render by default."""
+    want = truth(tokenizer, CONTENT_PARTS["body"], "openai", None)
+    assert want != truth(tokenizer, CONTENT_PARTS["body"], "string", None)
+    for server in auto_servers.values():
+        answer = rendered(server, CONTENT_PARTS)
+        assert answer["prompt_token_ids"] == want
+        assert "First part.Second part, 第二部分." in answer["prompt"]
 
 
 @pytest.mark.parametrize("entry", PLAIN_CHATS, ids=[r["name"] for r in PLAIN_CHATS])
-def test_openai_format_on_the_demo_template(openai_servers: dict[str, RenderServer],
-                                           tokenizer: Any, entry: dict[str, Any]) -> None:
-    want = truth(tokenizer, entry["body"], "openai", None)
-    rust = rendered(openai_servers["rust"], entry)
-    python = rendered(openai_servers["python"], entry)
+def test_string_format_on_the_demo_template(string_servers: dict[str, RenderServer],
+                                            tokenizer: Any, entry: dict[str, Any]) -> None:
+    want = truth(tokenizer, entry["body"], "string", None)
+    rust = rendered(string_servers["rust"], entry)
+    python = rendered(string_servers["python"], entry)
     assert rust["prompt"] == python["prompt"]
     assert rust["prompt_token_ids"] == python["prompt_token_ids"] == want

@@ -72,8 +72,9 @@ pub struct ChatTemplateInput {
 #[derive(Clone)]
 pub struct ChatTemplate {
     inner: Arc<Inner>,
-    /// `--chat-template-content-format` (default `auto`).
-    content_format: ContentFormatOption,
+    /// `--chat-template-content-format`; `None` (what [`ChatTemplate::new`] gives): the
+    /// content goes to the template as given, as transformers takes it.
+    content_format: Option<ContentFormatOption>,
 }
 
 struct Inner {
@@ -150,7 +151,7 @@ impl ChatTemplate {
             detected[1] = content_format::detect(&strip_generation_tags(source));
         }
         Ok(Self {
-            content_format: ContentFormatOption::Auto,
+            content_format: None,
             inner: Arc::new(Inner {
                 env,
                 has_tool_use,
@@ -164,25 +165,30 @@ impl ChatTemplate {
         })
     }
 
-    /// This template with `--chat-template-content-format` set to `option`.
+    /// This template with `--chat-template-content-format` set to `option`: message
+    /// content is converted to the resolved format before rendering.
     pub fn with_content_format(mut self, option: ContentFormatOption) -> Self {
-        self.content_format = option;
+        self.content_format = Some(option);
         self
     }
 
     /// How message content reaches the template (`tools`: the request has tools, which
-    /// renders the `tool_use` template when there is one).
+    /// renders the `tool_use` template when there is one); `auto` when no option is set.
     pub fn content_format(&self, tools: bool) -> ContentFormat {
         let detected = self.inner.detected[usize::from(tools && self.inner.has_tool_use)];
-        self.content_format.resolve(detected).0
+        self.option().resolve(detected).0
+    }
+
+    fn option(&self) -> ContentFormatOption {
+        self.content_format.unwrap_or_default()
     }
 
     /// The start-up log line of the content format (and the tool_use template's).
     pub fn content_format_line(&self) -> String {
-        let (format, why) = self.content_format.resolve(self.inner.detected[0]);
+        let (format, why) = self.option().resolve(self.inner.detected[0]);
         let mut line = format!("chat template content format: {} ({why})", format.name());
         if self.inner.has_tool_use && self.inner.detected[1] != self.inner.detected[0] {
-            let (tools, why) = self.content_format.resolve(self.inner.detected[1]);
+            let (tools, why) = self.option().resolve(self.inner.detected[1]);
             if tools != format {
                 line.push_str(&format!(
                     "; with tools (tool_use template): {} ({why})",
@@ -194,8 +200,9 @@ impl ChatTemplate {
     }
 
     /// Renders the prompt text, like transformers' `apply_chat_template(tokenize=False)`:
-    /// content is given in the template's content format ([`content_format`]), other
-    /// message keys whose value is null are dropped, reasoning fields are aliased
+    /// content is given in the template's content format ([`content_format`]) when one
+    /// is set ([`ChatTemplate::with_content_format`]), other message keys whose value is
+    /// null are dropped, reasoning fields are aliased
     /// (`reasoning_content` / `thinking` / `reasoning`), and `continue_final_message` cuts
     /// the text after the final message's content.
     pub fn render(&self, input: &ChatTemplateInput) -> Result<String> {
@@ -252,14 +259,22 @@ impl ChatTemplate {
     fn convert_messages(&self, input: &ChatTemplateInput) -> Result<(Value, Option<String>)> {
         let mut out = Vec::with_capacity(input.messages.len());
         let mut final_text = None;
-        let format = self.content_format(input.tools.is_some());
+        let format = self
+            .content_format
+            .map(|_| self.content_format(input.tools.is_some()));
         for (i, message) in input.messages.iter().enumerate() {
-            let Json::Object(original) = message else {
+            let Json::Object(fields) = message else {
                 return Err(TextError::InvalidInput(format!(
                     "messages[{i}] must be an object"
                 )));
             };
-            let fields = &*with_content(original, format);
+            let content = match format {
+                Some(format) => content_format::convert(fields.get("content"), format),
+                None => fields
+                    .get("content")
+                    .filter(|c| !c.is_null())
+                    .map(Cow::Borrowed),
+            };
             let mut entries: Vec<(String, Value)> = Vec::with_capacity(fields.len() + 2);
             let reasoning = ["reasoning_content", "thinking", "reasoning"]
                 .iter()
@@ -267,12 +282,21 @@ impl ChatTemplate {
             if let Some(r) = reasoning {
                 entries.push(("thinking".into(), to_value(r)));
             }
-            for (key, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
-                if reasoning.is_some() && key == "thinking" {
+            for (key, value) in fields {
+                if key == "content" {
+                    if let Some(c) = &content {
+                        entries.push((key.clone(), to_value(c)));
+                    }
+                } else if value.is_null() {
+                    continue;
+                } else if reasoning.is_some() && key == "thinking" {
                     entries[0].1 = to_value(value);
                 } else {
                     entries.push((key.clone(), to_value(value)));
                 }
+            }
+            if let (Some(c), false) = (&content, fields.contains_key("content")) {
+                entries.push(("content".into(), to_value(c)));
             }
             if let Some(r) = reasoning {
                 match entries.iter_mut().find(|(k, _)| k == "reasoning_content") {
@@ -281,7 +305,7 @@ impl ChatTemplate {
                 }
             }
             if input.continue_final_message && i + 1 == input.messages.len() {
-                final_text = Some(self.tag_final_message(&mut entries, fields)?);
+                final_text = Some(self.tag_final_message(&mut entries, content.as_deref())?);
             }
             out.push(Value::from_iter(entries));
         }
@@ -297,7 +321,7 @@ impl ChatTemplate {
     fn tag_final_message(
         &self,
         entries: &mut [(String, Value)],
-        fields: &serde_json::Map<String, Json>,
+        content: Option<&Json>,
     ) -> Result<String> {
         let invalid = |m: &str| Err(TextError::InvalidInput(m.to_owned()));
         if !self.inner.mentions_content {
@@ -308,7 +332,7 @@ impl ChatTemplate {
         let Some(entry) = entries.iter_mut().find(|(k, _)| k == "content") else {
             return invalid("continue_final_message is set but the final message has no content");
         };
-        match fields.get("content") {
+        match content {
             Some(Json::String(s)) => {
                 entry.1 = Value::from(format!("{s}{CONTINUE_TAG}"));
                 Ok(s.clone())
@@ -330,30 +354,6 @@ impl ChatTemplate {
             _ => invalid("continue_final_message needs a string or a list of text blocks"),
         }
     }
-}
-
-/// The message with its `content` in `format` (in place of the original key, else last);
-/// borrowed when that changes nothing (a string or no content, format `string`).
-fn with_content(
-    message: &serde_json::Map<String, Json>,
-    format: ContentFormat,
-) -> Cow<'_, serde_json::Map<String, Json>> {
-    if format == ContentFormat::String && !matches!(message.get("content"), Some(Json::Array(_))) {
-        return Cow::Borrowed(message);
-    }
-    let content = content_format::convert(message.get("content"), format);
-    let mut out: serde_json::Map<String, Json> = message
-        .iter()
-        .filter(|(k, _)| k.as_str() != "content" || content.is_some())
-        .map(|(k, v)| match (k.as_str(), &content) {
-            ("content", Some(c)) => (k.clone(), c.clone()),
-            _ => (k.clone(), v.clone()),
-        })
-        .collect();
-    if let (Some(c), false) = (content, message.contains_key("content")) {
-        out.insert("content".into(), c);
-    }
-    Cow::Owned(out)
 }
 
 /// Cuts the rendered prompt right after the final message's content (transformers' rule).

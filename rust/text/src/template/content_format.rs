@@ -17,16 +17,21 @@
 //!    applied to something that reads `x` (`x | reverse`), or a slice of it (`x[1:]`).
 //! 2. *message names*: the target of every `{% for T in E %}` whose `E` reads a messages
 //!    name.
-//! 3. `openai` when some `{% for P in E %}` has an `E` that reads `m.content` or
-//!    `m['content']` of a message name (through filters, tests and slices the same way).
+//! 3. *content loops*: every `{% for P in E %}` whose `E` reads `m.content` or
+//!    `m['content']` of a message name (through filters, tests and slices the same way),
+//!    or is the bare name `content` (a macro parameter or variable of that name: vLLM's
+//!    rule since vllm-project/vllm#42660, e.g. `{% for part in content %}` in a
+//!    `render_content(content)` macro). `openai` when there is one.
 //!
-//! Anything else is `string`: a template that only prints or tests content, a loop over a
-//! variable set from content, over `messages[0].content`, or over a macro parameter. A
-//! template that does not parse, a `set` of a tuple or namespace attribute from a messages
-//! name, a loop with a tuple target over a messages name, or a tuple target on the first
-//! content loop (in document order) also mean `string` (where vLLM's walk gives up).
+//! Anything else is `string`: a template that only prints or tests content, a loop over
+//! another variable set from content, over `content | list`, or over
+//! `messages[0].content`. A template that does not parse, a `set` of a tuple or namespace
+//! attribute from a messages name, a loop with a tuple target over a messages name, or a
+//! tuple target on the first content loop (in document order) also mean `string` (where
+//! vLLM's walk gives up).
 //! Checked against the shared table `tests/parser_cases/content_format.jsonl`.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use minijinja::machinery::ast::{Expr, ForLoop, Set, Stmt};
@@ -156,18 +161,19 @@ impl<'t, 's> Walk<'t, 's> {
                 break;
             }
         }
-        let over = |names: &BTreeSet<&str>, key: Option<&str>| {
-            self.loops
-                .iter()
-                .filter(move |l| names.iter().any(|name| reads(&l.iter, name, key)))
-                .copied()
-                .collect::<Vec<_>>()
-        };
         let mut message = BTreeSet::new();
-        for each in over(&messages, None) {
-            message.insert(target(&each.target)?);
+        for each in &self.loops {
+            if messages.iter().any(|name| reads(&each.iter, name, None)) {
+                message.insert(target(&each.target)?);
+            }
         }
-        match over(&message, Some("content")).first() {
+        let first = self.loops.iter().find(|l| {
+            message
+                .iter()
+                .any(|name| reads(&l.iter, name, Some("content")))
+                || is_var(&l.iter, "content")
+        });
+        match first {
             None => Some(ContentFormat::String),
             Some(first) => target(&first.target).map(|_| ContentFormat::OpenAi),
         }
@@ -204,8 +210,9 @@ fn is_var(expr: &Expr<'_>, name: &str) -> bool {
 }
 
 /// A message's `content` in `format` (text parts are checked already: each is an object
-/// with a string `text`); `None` when the message is to have no `content` key.
-pub(crate) fn convert(content: Option<&Json>, format: ContentFormat) -> Option<Json> {
+/// with a string `text`); `None` when the message is to have no `content` key, borrowed
+/// when unchanged.
+pub(crate) fn convert(content: Option<&Json>, format: ContentFormat) -> Option<Cow<'_, Json>> {
     let text_of = |part: &Json| part.get("text").cloned().unwrap_or(Json::Null);
     match (format, content) {
         (ContentFormat::String, Some(Json::Array(parts))) => {
@@ -213,17 +220,21 @@ pub(crate) fn convert(content: Option<&Json>, format: ContentFormat) -> Option<J
                 .iter()
                 .filter_map(|p| p.get("text").and_then(Json::as_str))
                 .collect();
-            Some(Json::String(texts.join("\n")))
+            Some(Cow::Owned(Json::String(texts.join("\n"))))
         }
-        (ContentFormat::String, other) => other.filter(|c| !c.is_null()).cloned(),
-        (ContentFormat::OpenAi, None | Some(Json::Null)) => Some(Json::Array(Vec::new())),
+        (ContentFormat::String, other) => other.filter(|c| !c.is_null()).map(Cow::Borrowed),
+        (ContentFormat::OpenAi, None | Some(Json::Null)) => {
+            Some(Cow::Owned(Json::Array(Vec::new())))
+        }
         (ContentFormat::OpenAi, Some(Json::String(text))) => {
-            Some(Json::Array(vec![text_part(Json::String(text.clone()))]))
+            Some(Cow::Owned(Json::Array(vec![text_part(Json::String(
+                text.clone(),
+            ))])))
         }
-        (ContentFormat::OpenAi, Some(Json::Array(parts))) => Some(Json::Array(
+        (ContentFormat::OpenAi, Some(Json::Array(parts))) => Some(Cow::Owned(Json::Array(
             parts.iter().map(|p| text_part(text_of(p))).collect(),
-        )),
-        (ContentFormat::OpenAi, Some(other)) => Some(other.clone()),
+        ))),
+        (ContentFormat::OpenAi, Some(other)) => Some(Cow::Borrowed(other)),
     }
 }
 

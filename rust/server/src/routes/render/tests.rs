@@ -43,6 +43,7 @@ fn fixture_with(template: Option<&str>) -> Fixture {
         log_level: None,
         chat_template,
         tokenizer: None,
+        chat_template_content_format: None,
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
         },

@@ -57,25 +57,28 @@ fn the_option_parses_and_resolves() {
 #[test]
 fn string_joins_parts_and_openai_makes_lists() {
     let parts = json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]);
+    let conv = |c: Option<&serde_json::Value>, f| convert(c, f).map(|c| c.into_owned());
     assert_eq!(
-        convert(Some(&parts), ContentFormat::String),
+        conv(Some(&parts), ContentFormat::String),
         Some(json!("a\nb"))
     );
     assert_eq!(
-        convert(Some(&json!("s")), ContentFormat::String),
+        conv(Some(&json!("s")), ContentFormat::String),
         Some(json!("s"))
     );
-    assert_eq!(convert(None, ContentFormat::String), None);
-    assert_eq!(convert(Some(&json!(null)), ContentFormat::String), None);
+    assert_eq!(conv(None, ContentFormat::String), None);
+    assert_eq!(conv(Some(&json!(null)), ContentFormat::String), None);
+    let extra = json!([{"type": "text", "text": "a", "cache_control": {}},
+                       {"type": "text", "text": "b"}]);
     assert_eq!(
-        convert(Some(&parts), ContentFormat::OpenAi),
+        conv(Some(&extra), ContentFormat::OpenAi),
         Some(parts.clone())
     );
     assert_eq!(
-        convert(Some(&json!("s")), ContentFormat::OpenAi),
+        conv(Some(&json!("s")), ContentFormat::OpenAi),
         Some(json!([{"type": "text", "text": "s"}]))
     );
-    assert_eq!(convert(None, ContentFormat::OpenAi), Some(json!([])));
+    assert_eq!(conv(None, ContentFormat::OpenAi), Some(json!([])));
 }
 
 /// Lists parts as they come, strings as they are; a `tool_use` template that does not loop.
@@ -99,7 +102,9 @@ fn render(template: &crate::ChatTemplate, tools: bool) -> String {
 
 #[test]
 fn the_template_renders_in_its_format() {
-    let auto = crate::ChatTemplate::new(LIST_AWARE, &[]).expect("compiles");
+    let auto = crate::ChatTemplate::new(LIST_AWARE, &[])
+        .expect("compiles")
+        .with_content_format(ContentFormatOption::Auto);
     assert_eq!(auto.content_format(false), ContentFormat::OpenAi);
     assert_eq!(render(&auto, false), "<user>[a][b]<user>[s]");
     assert!(auto
@@ -113,6 +118,12 @@ fn the_template_renders_in_its_format() {
 }
 
 #[test]
+fn without_an_option_the_content_goes_as_given() {
+    let raw = crate::ChatTemplate::new(LIST_AWARE, &[]).expect("compiles");
+    assert_eq!(render(&raw, false), "<user>[a][b]<user>s");
+}
+
+#[test]
 fn a_tool_use_template_has_its_own_format() {
     let config = crate::TokenizerConfig {
         chat_templates: vec![
@@ -121,7 +132,9 @@ fn a_tool_use_template_has_its_own_format() {
         ],
         ..Default::default()
     };
-    let template = crate::ChatTemplate::from_config(&config, None).expect("compiles");
+    let template = crate::ChatTemplate::from_config(&config, None)
+        .expect("compiles")
+        .with_content_format(ContentFormatOption::Auto);
     assert_eq!(template.content_format(false), ContentFormat::OpenAi);
     assert_eq!(template.content_format(true), ContentFormat::String);
     assert_eq!(render(&template, true), "<user>a\nb<user>s");
