@@ -36,7 +36,6 @@ use std::collections::BTreeSet;
 
 use minijinja::machinery::ast::{Expr, ForLoop, Set, Stmt};
 use minijinja::machinery::{parse, WhitespaceConfig};
-use minijinja::syntax::SyntaxConfig;
 use serde_json::{Map, Value as Json};
 
 /// What the template receives as a message's content.
@@ -99,7 +98,9 @@ pub fn detect(source: &str) -> ContentFormat {
     let Ok(tree) = parse(
         source,
         "chat_template",
-        SyntaxConfig::default(),
+        // (`Default::default()`: SyntaxConfig is a unit struct unless minijinja's
+        // custom_syntax feature is on somewhere in the build)
+        Default::default(),
         WhitespaceConfig::default(),
     ) else {
         return ContentFormat::String;
