@@ -149,11 +149,14 @@ def detect(source: str) -> ContentFormat:
 
 def resolve(option: str, source: str | None) -> tuple[ContentFormat, str]:
     """The format for a template (``source``; None: no template) and why, for the log."""
+    found = "string" if source is None else detect(source)
     if option != "auto":
-        return option, "--chat-template-content-format"  # type: ignore[return-value]
+        why = "--chat-template-content-format"
+        if option != found:
+            why += f"; auto would give {found}"
+        return option, why  # type: ignore[return-value]
     if source is None:
         return "string", "auto: no chat template"
-    found = detect(source)
     why = ("the template loops over message content" if found == "openai"
            else "the template does not loop over message content")
     return found, f"auto: {why}"

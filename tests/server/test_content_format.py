@@ -45,7 +45,9 @@ def test_the_option() -> None:
         check_option("list")
     assert resolve("auto", LIST_AWARE) == ("openai",
                                            "auto: the template loops over message content")
-    assert resolve("string", LIST_AWARE) == ("string", "--chat-template-content-format")
+    assert resolve("string", LIST_AWARE) == (
+        "string", "--chat-template-content-format; auto would give openai")
+    assert resolve("openai", LIST_AWARE) == ("openai", "--chat-template-content-format")
     assert resolve("auto", None)[0] == "string"
 
 

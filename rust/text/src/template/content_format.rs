@@ -81,7 +81,16 @@ impl ContentFormatOption {
     /// start-up log).
     pub fn resolve(self, detected: ContentFormat) -> (ContentFormat, String) {
         match self {
-            Self::Fixed(format) => (format, "--chat-template-content-format".into()),
+            Self::Fixed(format) if format == detected => {
+                (format, "--chat-template-content-format".into())
+            }
+            Self::Fixed(format) => (
+                format,
+                format!(
+                    "--chat-template-content-format; auto would give {}",
+                    detected.name()
+                ),
+            ),
             Self::Auto => {
                 let why = match detected {
                     ContentFormat::OpenAi => "the template loops over message content",

@@ -114,7 +114,7 @@ fn the_template_renders_in_its_format() {
     assert_eq!(render(&string, false), "<user>a\nb<user>s");
     assert!(string
         .content_format_line()
-        .ends_with("(--chat-template-content-format)"));
+        .ends_with("(--chat-template-content-format; auto would give openai)"));
 }
 
 #[test]
