@@ -35,6 +35,12 @@ class LogLevel(StrEnum):
     error = "error"
 
 
+class ContentFormat(StrEnum):
+    auto = "auto"
+    string = "string"
+    openai = "openai"
+
+
 class FrontendKind(StrEnum):
     rust = "rust"
     python = "python"
@@ -76,6 +82,11 @@ ShutdownTimeout = Annotated[float, typer.Option(
     min=0, help="Seconds to let in-flight requests finish on SIGINT/SIGTERM.")]
 ChatTemplate = Annotated[Path | None, typer.Option(
     exists=True, dir_okay=False, help="Jinja chat template file overriding the model's.")]
+ChatTemplateContentFormat = Annotated[ContentFormat, typer.Option(
+    help="How a message's content reaches the chat template: string (text parts joined "
+         "with newlines), openai (a list of text parts; a string becomes one part) or auto "
+         "(openai when the template loops over message content, as vLLM detects it; else "
+         "string).")]
 DeviceOpt = Annotated[Device, typer.Option(help="Where the engine runs.")]
 DTypeOpt = Annotated[DType, typer.Option(
     help="Weight and activation dtype (auto: float32 on CPU, bfloat16 on CUDA).")]

@@ -1,7 +1,8 @@
 """Turning `vrs render` options into the args-json both render services read.
 
 Keys (docs/internals.md): model, served_model_name, host, port, log_level,
-chat_template, tokenizer, max_model_len, tool_call_parser, reasoning_parser. Rust:
+chat_template, chat_template_content_format, tokenizer, max_model_len, tool_call_parser,
+reasoning_parser. Rust:
 `vrs-rs render --args-json`; Python: ``server.render.serve_render`` in this process.
 """
 
@@ -31,6 +32,7 @@ class RenderOptions:
     max_model_len: int | None
     chat_template: Path | None
     log_level: str
+    chat_template_content_format: str = "auto"
     tokenizer: str | None = None
     trust_remote_code: bool = False
     tool_call_parser: str = "auto"
@@ -55,6 +57,7 @@ def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
         "port": options.port,
         "log_level": options.log_level,
         "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
+        "chat_template_content_format": options.chat_template_content_format,
         "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "max_model_len": options.max_model_len,
         "tool_call_parser": options.tool_call_parser,

@@ -43,6 +43,7 @@ class ServeOptions:
     seed: int
     mock_step_delay_ms: float
     structured_outputs_compile_timeout: float = 5.0
+    chat_template_content_format: str = "auto"
     mock_replies: Path | None = None
     api_key: str | None = None
     max_request_body: int = 32 * 1024 * 1024
@@ -201,6 +202,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "shutdown_timeout": options.shutdown_timeout,
         "python_executable": sys.executable,
         "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
+        "chat_template_content_format": options.chat_template_content_format,
         "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
         "engine_config": engine_config,
         "api_key": None,  # travels as $VRS_API_KEY (see pass_api_key), not on a command line

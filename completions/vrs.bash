@@ -57,6 +57,7 @@ _vrs() {
         --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
         --shutdown-timeout) return ;;
         --chat-template) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --chat-template-content-format) COMPREPLY=($(compgen -W "auto string openai" -- "$cur")); return ;;
         --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return ;;
         --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16 float16" -- "$cur")); return ;;
         --block-size) return ;;
@@ -81,7 +82,7 @@ _vrs() {
         --data-parallel-rpc-port) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -94,10 +95,11 @@ _vrs() {
         --chat-template) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --tool-call-parser) return ;;
         --reasoning-parser) return ;;
+        --chat-template-content-format) COMPREPLY=($(compgen -W "auto string openai" -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --tool-call-parser --reasoning-parser --log-level --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --tool-call-parser --reasoning-parser --chat-template-content-format --log-level --frontend --help" -- "$cur"))
         return ;;
     "serve")
         case "$prev" in
@@ -110,6 +112,7 @@ _vrs() {
         --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
         --shutdown-timeout) return ;;
         --chat-template) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --chat-template-content-format) COMPREPLY=($(compgen -W "auto string openai" -- "$cur")); return ;;
         --device) COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur")); return ;;
         --dtype) COMPREPLY=($(compgen -W "auto float32 bfloat16 float16" -- "$cur")); return ;;
         --block-size) return ;;
@@ -136,7 +139,7 @@ _vrs() {
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

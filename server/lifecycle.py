@@ -34,6 +34,7 @@ import msgspec
 import uvicorn
 
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS
+from server.content_format import check_option as check_content_format
 from server.engine_client import EngineClient, EngineConnectError
 from server.parsers.select import check_settings, choose, model_config
 from server.routes import App, Handler, Options
@@ -73,6 +74,7 @@ class CommonArgs(msgspec.Struct):
     log_level: str | None = None
     chat_template: str | None = None
     tokenizer: str | None = None  # a tokenizer directory; None: the model directory
+    chat_template_content_format: str | None = None  # auto | string | openai; None: auto
 
 
 class ServeArgs(CommonArgs, forbid_unknown_fields=True):
@@ -122,6 +124,7 @@ class Config(msgspec.Struct):
     shutdown_timeout: float
     python_executable: str
     chat_template: str | None
+    content_format: str  # --chat-template-content-format: auto | string | openai
     tokenizer: str  # the directory of tokenizer.json: ``tokenizer`` or else ``model``
     engine_config: dict[str, Any]
     data_parallel_size: int
@@ -149,6 +152,7 @@ def convert_args(args: dict[str, Any], kind: type[Args]) -> Args:
         raise ValueError(f"chat template file {raw.chat_template!r} does not exist")
     if raw.tokenizer is not None and not os.path.isdir(raw.tokenizer):
         raise ValueError(f"tokenizer directory {raw.tokenizer!r} does not exist")
+    raw.chat_template_content_format = check_content_format(raw.chat_template_content_format)
     return raw
 
 
@@ -172,7 +176,9 @@ def parse_args(args: dict[str, Any]) -> Config:
                   host=raw.host or DEFAULT_HOST, port=port, log_level=level,
                   shutdown_timeout=timeout,
                   python_executable=raw.python_executable or sys.executable,
-                  chat_template=raw.chat_template, tokenizer=raw.tokenizer or raw.model,
+                  chat_template=raw.chat_template,
+                  content_format=raw.chat_template_content_format or "auto",
+                  tokenizer=raw.tokenizer or raw.model,
                   engine_config=engine_config,
                   data_parallel_size=data_parallel_size, options=_options(raw))
 
@@ -303,7 +309,8 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
     client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
     group = None
     try:
-        text_future = executor.submit(ModelText, config.tokenizer, config.chat_template)
+        text_future = executor.submit(ModelText, config.tokenizer, config.chat_template,
+                                      config.content_format)
         try:
             group = start_engines(config.engine_config, client.input_address,
                                   client.output_address, python=config.python_executable,
@@ -326,6 +333,7 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
                                   model_config(config.model))
         options = msgspec.structs.replace(config.options, tool_call_parser=tools.name,
                                           reasoning_parser=reasoning.name)
+        logger.info("%s", text.content_format_line())
         if options.api_key:
             logger.info("API key required on /v1/*")
         app = App(client, text, config.served_model_name, config.model, executor, options)

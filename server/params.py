@@ -308,8 +308,10 @@ def resolve_max_tokens(requested: int | None, field: str, prompt_len: int,
 
 
 def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[dict[str, Any]]:
-    """The messages as the template sees them: text parts joined with newlines, null
-    fields left out (as transformers' apply_chat_template drops them)."""
+    """The messages as the template will see them: null fields left out (as transformers'
+    apply_chat_template drops them), a content list checked to hold text parts only and
+    kept as ``{"type": "text", "text": ...}`` parts (the template's content format joins
+    them or not: :mod:`server.content_format`)."""
     if request.messages is None:
         raise bad_request("`messages` is required", "messages")
     if not request.messages:
@@ -321,16 +323,16 @@ def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[
         item: dict[str, Any] = {"role": message.role}
         content = message.content
         if isinstance(content, list):
-            texts = []
+            parts = []
             for j, part in enumerate(content):
                 param = f"messages[{i}].content[{j}]"
                 if part.type != "text":
-                    raise bad_request(f"content parts of type `{part.type}` are not supported",
-                                      param)
+                    raise bad_request(f"`{param}` is a content part of type `{part.type}`; "
+                                      "only text parts (type `text`) are supported", param)
                 if part.text is None:
-                    raise bad_request("a text content part needs `text`", param)
-                texts.append(part.text)
-            item["content"] = "\n".join(texts)
+                    raise bad_request(f"`{param}` is a text part without `text`", param)
+                parts.append({"type": "text", "text": part.text})
+            item["content"] = parts
         elif content is not None:
             item["content"] = content
         for field in ("name", "tool_calls", "tool_call_id", "reasoning_content"):

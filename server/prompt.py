@@ -156,7 +156,9 @@ class PromptBuilder:
         last = messages[-1]
         echo = ""
         if request.echo and last.get("role") == "assistant":
-            echo = last.get("content") or ""
+            content = last.get("content") or ""
+            echo = content if isinstance(content, str) else "\n".join(
+                part["text"] for part in content)
         markers = self.reasoning_markers
         rendered = text[:len(text) - len(forced or "")]
         inside = markers is not None and starts_inside(markers, rendered)

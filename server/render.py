@@ -184,7 +184,8 @@ def serve_render(args: dict[str, Any]) -> int:
     level = (config.log_level or "info").lower()
     setup_logging(level)
     try:
-        text = ModelText(config.tokenizer or config.model, config.chat_template)
+        text = ModelText(config.tokenizer or config.model, config.chat_template,
+                         config.chat_template_content_format or "auto")
         limits = model_limits(config.model, config.max_model_len, text.vocab_size)
     except TextError as exc:
         logger.error("%s", exc)
@@ -204,6 +205,7 @@ def serve_render(args: dict[str, Any]) -> int:
     logger.info("render service for %s (max_model_len %d%s) on http://%s:%d", name,
                 limits.max_model_len, "" if text.has_chat_template else "; no chat template",
                 host, sock.getsockname()[1])
+    logger.info("%s", text.content_format_line())
     server = http_server(app, level, graceful_shutdown_s=5)
     import uvloop
 

@@ -13,7 +13,8 @@ Tokenizer
 Chat template
     ``--chat-template FILE`` if given, else the tokenizer's own, rendered by
     ``apply_chat_template(tokenize=False)``: messages with ``None`` values dropped and
-    list content given as its text parts joined with newlines (``params.chat_messages``),
+    content in the template's content format (:mod:`server.content_format`: text parts
+    joined with newlines, or the list of parts),
     ``tools`` (render only, for now), ``add_generation_prompt``, ``continue_final_message``
     and the request's ``chat_template_kwargs`` (plus the tokenizer's special tokens, e.g.
     ``bos_token``) as template variables. Any rendering failure is the user's error (HTTP
@@ -53,6 +54,10 @@ from typing import Any
 
 import tokenizers
 
+from server.content_format import ContentFormat
+from server.content_format import apply as apply_content_format
+from server.content_format import resolve as resolve_content_format
+
 # vLLM's INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET: prompt tokens that seed the decoder.
 PROMPT_SEED_TOKENS = 5
 _REPLACEMENT = "\ufffd"
@@ -81,7 +86,8 @@ class ModelText:
     """Tokenizer and chat template of one directory: the model's, or the args-json's
     ``tokenizer`` (``--tokenizer``)."""
 
-    def __init__(self, model_dir: str, chat_template_path: str | None = None) -> None:
+    def __init__(self, model_dir: str, chat_template_path: str | None = None,
+                 content_format_option: str | None = None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from transformers import AutoTokenizer
 
@@ -105,6 +111,33 @@ class ModelText:
         self.tokenizer = tokenizer
         self.backend: tokenizers.Tokenizer = backend
         self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
+        # (format, why) for requests without tools and with them (a tool_use template);
+        # no option (None): content goes to the template as given, as transformers takes it
+        self._convert = content_format_option is not None
+        self.content_formats = tuple(
+            resolve_content_format(content_format_option or "auto", self._template_for(tools))
+            for tools in (False, True))
+
+    def _template_for(self, tools: bool) -> str | None:
+        """The template source ``apply_chat_template`` uses (``tool_use`` with tools)."""
+        if not self.tokenizer.chat_template:
+            return None
+        try:
+            return self.tokenizer.get_chat_template(None, tools=[{}] if tools else None)
+        except ValueError:
+            return None
+
+    def content_format_line(self) -> str:
+        """The start-up log line of the content format (and the tool_use template's)."""
+        (plain, why), (with_tools, tools_why) = self.content_formats
+        line = f"chat template content format: {plain} ({why})"
+        if (with_tools, tools_why) != (plain, why):
+            line += f"; with tools (tool_use template): {with_tools} ({tools_why})"
+        return line
+
+    def content_format(self, tools: bool) -> ContentFormat:
+        """How message content reaches the template (``tools``: the request has tools)."""
+        return self.content_formats[tools][0]
 
     @property
     def has_chat_template(self) -> bool:
@@ -132,6 +165,8 @@ class ModelText:
         for name in kwargs:
             if name in RESERVED_TEMPLATE_KWARGS:
                 raise TemplateError(f"chat_template_kwargs may not set {json.dumps(name)}")
+        if self._convert:
+            messages = apply_content_format(messages, self.content_format(tools is not None))
         try:
             return self.tokenizer.apply_chat_template(
                 messages,

@@ -22,6 +22,7 @@ def render(
     chat_template: o.ChatTemplate = None,
     tool_call_parser: o.ToolCallParser = "auto",
     reasoning_parser: o.ReasoningParser = "auto",
+    chat_template_content_format: o.ChatTemplateContentFormat = o.ContentFormat.auto,
     log_level: o.LogLevelOpt = o.LogLevel.info,
     frontend: o.Frontend = o.FrontendKind.rust,
 ) -> None:

@@ -23,6 +23,7 @@ def serve(
     log_level: o.LogLevelOpt = o.LogLevel.info,
     shutdown_timeout: o.ShutdownTimeout = 30.0,
     chat_template: o.ChatTemplate = None,
+    chat_template_content_format: o.ChatTemplateContentFormat = o.ContentFormat.auto,
     device: o.DeviceOpt = o.Device.auto,
     dtype: o.DTypeOpt = o.DType.auto,
     block_size: o.BlockSize = 16,

@@ -157,3 +157,42 @@ def test_max_batch_prompts_is_checked_by_the_cli(tmp_path: Path) -> None:
     result = run_vrs("serve", "--mock", "--max-batch-prompts", "0", hf_home=tmp_path)
     assert result.returncode == 2
     assert "--max-batch-prompts" in result.stderr
+
+
+def test_chat_template_content_format_reaches_the_args_json(demo_copy: Path) -> None:
+    """`--chat-template-content-format` (default auto) is the args-json's
+    chat_template_content_format for serve, frontend and render alike; both services
+    refuse other values."""
+    import inspect
+
+    from rich.console import Console
+
+    from cli.commands.frontend import frontend
+    from cli.commands.render import render
+    from cli.commands.serve import serve
+    from cli.render_args import RenderOptions
+    from cli.render_args import build_args as render_args
+    from cli.serve_args import ServeOptions, build_args
+    from server.lifecycle import parse_args
+    from server.render import parse_args as parse_render_args
+
+    for command in (serve, frontend, render):
+        default = inspect.signature(command).parameters["chat_template_content_format"].default
+        assert default == "auto", command
+    console = Console(stderr=True)
+    base = {"host": "127.0.0.1", "port": 0, "served_model_name": None, "mock": True,
+            "max_model_len": None, "log_level": "info", "shutdown_timeout": 1.0,
+            "chat_template": None, "device": "auto", "dtype": "auto", "block_size": 16,
+            "max_num_seqs": 8, "max_num_batched_tokens": 256, "kv_cache_memory": None,
+            "gpu_memory_utilization": 0.9, "enable_prefix_caching": True, "seed": 0,
+            "mock_step_delay_ms": 0.0, "model": str(demo_copy), "model_option": None,
+            "tokenizer": None}
+    serve_json = build_args(ServeOptions.from_params(
+        {**base, "chat_template_content_format": "openai"}), console)
+    assert serve_json["chat_template_content_format"] == "openai"
+    assert parse_args(serve_json).content_format == "openai"
+    render_json = render_args(RenderOptions.from_params(base), console)
+    assert render_json["chat_template_content_format"] == "auto"
+    assert parse_render_args(render_json).chat_template_content_format == "auto"
+    with pytest.raises(ValueError, match="one of auto, string, openai; got 'list'"):
+        parse_render_args({**render_json, "chat_template_content_format": "list"})

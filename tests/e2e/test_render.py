@@ -147,14 +147,31 @@ def override_servers(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 # --------------------------------------------------------------------------- ground truth
 
 
-def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The documented mapping of OpenAI messages to template messages: null fields left
-    out, text parts joined with newlines."""
+# The content format (docs/api.md) of each template, as vLLM detects it: the demo template
+# loops over its `render_content(content)` macro's parameter (`openai`), the override
+# template only tests `message.content is string` (`string`).
+DEMO_FORMAT = "openai"
+QWEN3_STYLE_FORMAT = "string"
+
+
+def template_messages(messages: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
+    """The documented mapping of OpenAI messages to template messages (vLLM's
+    ``_parse_chat_message_content``): null fields left out; with ``string`` text parts
+    joined with newlines, with ``openai`` the content a list of ``{"type": "text",
+    "text": ...}`` parts (a string one part, null an empty list)."""
     out = []
     for message in messages:
-        item = {k: v for k, v in message.items() if v is not None}
-        if isinstance(item.get("content"), list):
-            item["content"] = "\n".join(part["text"] for part in item["content"])
+        item = {k: v for k, v in message.items() if v is not None and k != "content"}
+        content = message.get("content")
+        if fmt == "string":
+            if isinstance(content, list):
+                content = "\n".join(part["text"] for part in content)
+            if content is not None:
+                item["content"] = content
+        elif isinstance(content, str):
+            item["content"] = [{"type": "text", "text": content}]
+        else:
+            item["content"] = [{"type": "text", "text": p["text"]} for p in content or []]
         out.append(item)
     return out
 
@@ -176,7 +193,8 @@ def forced_prefill(body: dict[str, Any], template: str) -> str:
     return f'{begin}{{"name": {name}, "arguments": '
 
 
-def truth(tokenizer: Any, entry: dict[str, Any], template: str | None = None) -> dict[str, Any]:
+def truth(tokenizer: Any, entry: dict[str, Any], template: str | None = None,
+          fmt: str = DEMO_FORMAT) -> dict[str, Any]:
     """Prompt text and ids by transformers itself (plus a forced call's prefill), or
     {"error": message}."""
     body = entry["body"]
@@ -191,7 +209,7 @@ def truth(tokenizer: Any, entry: dict[str, Any], template: str | None = None) ->
     continue_final = body.get("continue_final_message", False)
     try:
         text = tokenizer.apply_chat_template(
-            template_messages(body["messages"]), tools=body.get("tools"), tokenize=False,
+            template_messages(body["messages"], fmt), tools=body.get("tools"), tokenize=False,
             chat_template=template,
             add_generation_prompt=body.get("add_generation_prompt", not continue_final),
             continue_final_message=continue_final, **body.get("chat_template_kwargs", {}))
@@ -261,7 +279,7 @@ def test_sampling_params_are_lowered_like_serving(servers: dict[str, RenderServe
 @pytest.mark.parametrize("entry", OVERRIDE_CHATS, ids=[r["name"] for r in OVERRIDE_CHATS])
 def test_chat_template_override(override_servers: dict[str, RenderServer], tokenizer: Any,
                                 entry: dict[str, Any]) -> None:
-    want = truth(tokenizer, entry, QWEN3_STYLE.read_text(encoding="utf-8"))
+    want = truth(tokenizer, entry, QWEN3_STYLE.read_text(encoding="utf-8"), QWEN3_STYLE_FORMAT)
     rust = rendered(override_servers["rust"], entry)
     python = rendered(override_servers["python"], entry)
     assert rust["prompt"] == python["prompt"] == want["prompt"]

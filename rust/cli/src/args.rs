@@ -40,6 +40,12 @@ pub struct CommonCli {
     /// MODEL's.
     #[arg(long)]
     pub tokenizer: Option<String>,
+
+    /// How message content reaches the chat template: string (text parts joined with
+    /// newlines), openai (a list of text parts) or auto (openai when the template loops
+    /// over message content; default).
+    #[arg(long, value_name = "FORMAT")]
+    pub chat_template_content_format: Option<String>,
 }
 
 impl CommonCli {
@@ -53,6 +59,7 @@ impl CommonCli {
             log_level: self.log_level,
             chat_template: self.chat_template,
             tokenizer: self.tokenizer,
+            chat_template_content_format: self.chat_template_content_format,
             specific,
         };
         args.check()?;
@@ -65,15 +72,15 @@ impl CommonCli {
 #[derive(Debug, Args)]
 pub struct ServeCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
-    /// log_level, shutdown_timeout, python_executable, chat_template, tokenizer,
-    /// engine_config,
+    /// log_level, shutdown_timeout, python_executable, chat_template,
+    /// chat_template_content_format, tokenizer, engine_config,
     /// api_key, max_request_body, max_concurrent_requests, request_timeout,
     /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
     /// data_parallel_address, data_parallel_rpc_port, max_batch_prompts; see
     /// docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
-        "python_executable", "chat_template", "tokenizer", "mock", "max_model_len", "engine_config",
+        "python_executable", "chat_template", "chat_template_content_format", "tokenizer", "mock", "max_model_len", "engine_config",
         "api_key", "max_request_body", "max_concurrent_requests", "request_timeout",
         "tool_call_parser", "reasoning_parser", "data_parallel_size",
         "data_parallel_size_local", "data_parallel_address", "data_parallel_rpc_port",
@@ -204,11 +211,12 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
 #[derive(Debug, Args)]
 pub struct RenderCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
-    /// log_level, chat_template, tokenizer, max_model_len, tool_call_parser,
-    /// reasoning_parser).
+    /// log_level, chat_template, chat_template_content_format, tokenizer, max_model_len,
+    /// tool_call_parser, reasoning_parser).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "chat_template",
-        "tokenizer", "max_model_len", "tool_call_parser", "reasoning_parser",
+        "chat_template_content_format", "tokenizer", "max_model_len", "tool_call_parser",
+        "reasoning_parser",
     ])]
     pub args_json: Option<String>,
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use vrs_text::ContentFormatOption;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8000;
@@ -31,6 +32,9 @@ pub struct CommandArgs<T> {
     /// model's; absent or null: the model directory.
     #[serde(default)]
     pub tokenizer: Option<String>,
+    /// `--chat-template-content-format`: auto (default), string or openai.
+    #[serde(default)]
+    pub chat_template_content_format: Option<String>,
     #[serde(flatten)]
     pub specific: T,
 }
@@ -68,6 +72,7 @@ impl<T: Specific> CommandArgs<T> {
                 return Err(format!("tokenizer directory {dir:?} does not exist"));
             }
         }
+        self.content_format()?;
         T::check(self)
     }
 }
@@ -92,6 +97,11 @@ impl<T> CommandArgs<T> {
 
     pub fn log_level(&self) -> &str {
         self.log_level.as_deref().unwrap_or("info")
+    }
+
+    /// `chat_template_content_format`, parsed (absent: `auto`).
+    pub fn content_format(&self) -> Result<ContentFormatOption, String> {
+        ContentFormatOption::parse(self.chat_template_content_format.as_deref())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use vrs_text::{ChatTemplate, TextError, Tokenizer};
+use vrs_text::{ChatTemplate, ContentFormatOption, TextError, Tokenizer};
 
 use crate::edge::error::ApiError;
 
@@ -17,10 +17,20 @@ pub type Text = (Tokenizer, Option<Template>);
 pub type Template = ChatTemplate;
 
 /// Loads the tokenizer and the chat template of `dir` (the model directory, or the
-/// `tokenizer` directory of the args) or from `override_path` when given.
+/// `tokenizer` directory of the args) or from `override_path` when given; content format
+/// `auto`.
 pub fn load_text(
     dir: &Path,
     override_path: Option<&str>,
+) -> Result<(Tokenizer, Option<Template>), String> {
+    load_text_with(dir, override_path, ContentFormatOption::Auto)
+}
+
+/// [`load_text`] with `--chat-template-content-format` `content_format` (logged).
+pub fn load_text_with(
+    dir: &Path,
+    override_path: Option<&str>,
+    content_format: ContentFormatOption,
 ) -> Result<(Tokenizer, Option<Template>), String> {
     let tokenizer =
         Tokenizer::from_dir(dir).map_err(|e| format!("cannot load the tokenizer: {e}"))?;
@@ -29,7 +39,11 @@ pub fn load_text(
         Err(why) => tracing::info!("tokenizer: the tokenizers pipeline ({why})"),
     }
     match ChatTemplate::from_config(tokenizer.config(), override_path.map(Path::new)) {
-        Ok(template) => Ok((tokenizer, Some(template))),
+        Ok(template) => {
+            let template = template.with_content_format(content_format);
+            tracing::info!("{}", template.content_format_line());
+            Ok((tokenizer, Some(template)))
+        }
         Err(TextError::NoChatTemplate(message)) => {
             tracing::warn!("{message}");
             Ok((tokenizer, None))

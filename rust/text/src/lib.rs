@@ -24,5 +24,8 @@ pub use config::TokenizerConfig;
 pub use detokenizer::IncrementalDetokenizer;
 pub use error::{Result, TextError};
 pub use stop::{StopMatcher, StopOutcome};
+pub use template::content_format::{
+    detect as detect_content_format, ContentFormat, ContentFormatOption,
+};
 pub use template::{ChatTemplate, ChatTemplateInput};
 pub use tokenizer::{Tokenizer, FAST_ENCODER_ENV};

@@ -8,6 +8,7 @@
 //! tuples); `pprint` prints minijinja's debug form and a printed `dict.items()` lacks
 //! Python's `dict_items(...)` wrapper.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,8 +17,10 @@ use serde_json::Value as Json;
 
 use crate::config::{read_to_string, TokenizerConfig};
 use crate::error::{Result, TextError};
+use crate::template::content_format::{ContentFormat, ContentFormatOption};
 use crate::template::jinja::{describe, environment, strip_generation_tags};
 
+pub mod content_format;
 mod filters;
 mod jinja;
 mod pyjson;
@@ -69,12 +72,17 @@ pub struct ChatTemplateInput {
 #[derive(Clone)]
 pub struct ChatTemplate {
     inner: Arc<Inner>,
+    /// `--chat-template-content-format`; `None` (what [`ChatTemplate::new`] gives): the
+    /// content goes to the template as given, as transformers takes it.
+    content_format: Option<ContentFormatOption>,
 }
 
 struct Inner {
     env: Environment<'static>,
     has_tool_use: bool,
     mentions_content: bool,
+    /// The detected content format of the `default` template, and of `tool_use`.
+    detected: [ContentFormat; 2],
     special_tokens: Vec<(String, Value)>,
 }
 
@@ -124,21 +132,31 @@ impl ChatTemplate {
             })?;
         let mut env = environment();
         let mut has_tool_use = false;
+        let mut detected = [ContentFormat::String; 2];
         for (name, source) in templates {
             if name != "default" && name != "tool_use" {
                 continue;
             }
             has_tool_use |= name == "tool_use";
-            env.add_template_owned(name.clone(), strip_generation_tags(source))
-                .map_err(|e| {
-                    TextError::Template(format!("chat template {name:?}: {}", describe(&e)))
-                })?;
+            let source = strip_generation_tags(source);
+            let format = content_format::detect(&source);
+            if name == "default" {
+                detected = [format; 2];
+            }
+            env.add_template_owned(name.clone(), source).map_err(|e| {
+                TextError::Template(format!("chat template {name:?}: {}", describe(&e)))
+            })?;
+        }
+        if let Some((_, source)) = templates.iter().find(|(n, _)| n == "tool_use") {
+            detected[1] = content_format::detect(&strip_generation_tags(source));
         }
         Ok(Self {
+            content_format: None,
             inner: Arc::new(Inner {
                 env,
                 has_tool_use,
                 mentions_content: default.1.contains("content"),
+                detected,
                 special_tokens: special_tokens
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
@@ -147,8 +165,44 @@ impl ChatTemplate {
         })
     }
 
+    /// This template with `--chat-template-content-format` set to `option`: message
+    /// content is converted to the resolved format before rendering.
+    pub fn with_content_format(mut self, option: ContentFormatOption) -> Self {
+        self.content_format = Some(option);
+        self
+    }
+
+    /// How message content reaches the template (`tools`: the request has tools, which
+    /// renders the `tool_use` template when there is one); `auto` when no option is set.
+    pub fn content_format(&self, tools: bool) -> ContentFormat {
+        let detected = self.inner.detected[usize::from(tools && self.inner.has_tool_use)];
+        self.option().resolve(detected).0
+    }
+
+    fn option(&self) -> ContentFormatOption {
+        self.content_format.unwrap_or_default()
+    }
+
+    /// The start-up log line of the content format (and the tool_use template's).
+    pub fn content_format_line(&self) -> String {
+        let (format, why) = self.option().resolve(self.inner.detected[0]);
+        let mut line = format!("chat template content format: {} ({why})", format.name());
+        if self.inner.has_tool_use && self.inner.detected[1] != self.inner.detected[0] {
+            let (tools, why) = self.option().resolve(self.inner.detected[1]);
+            if tools != format {
+                line.push_str(&format!(
+                    "; with tools (tool_use template): {} ({why})",
+                    tools.name()
+                ));
+            }
+        }
+        line
+    }
+
     /// Renders the prompt text, like transformers' `apply_chat_template(tokenize=False)`:
-    /// message keys whose value is null are dropped, reasoning fields are aliased
+    /// content is given in the template's content format ([`content_format`]) when one
+    /// is set ([`ChatTemplate::with_content_format`]), other message keys whose value is
+    /// null are dropped, reasoning fields are aliased
     /// (`reasoning_content` / `thinking` / `reasoning`), and `continue_final_message` cuts
     /// the text after the final message's content.
     pub fn render(&self, input: &ChatTemplateInput) -> Result<String> {
@@ -205,11 +259,21 @@ impl ChatTemplate {
     fn convert_messages(&self, input: &ChatTemplateInput) -> Result<(Value, Option<String>)> {
         let mut out = Vec::with_capacity(input.messages.len());
         let mut final_text = None;
+        let format = self
+            .content_format
+            .map(|_| self.content_format(input.tools.is_some()));
         for (i, message) in input.messages.iter().enumerate() {
             let Json::Object(fields) = message else {
                 return Err(TextError::InvalidInput(format!(
                     "messages[{i}] must be an object"
                 )));
+            };
+            let content = match format {
+                Some(format) => content_format::convert(fields.get("content"), format),
+                None => fields
+                    .get("content")
+                    .filter(|c| !c.is_null())
+                    .map(Cow::Borrowed),
             };
             let mut entries: Vec<(String, Value)> = Vec::with_capacity(fields.len() + 2);
             let reasoning = ["reasoning_content", "thinking", "reasoning"]
@@ -218,12 +282,21 @@ impl ChatTemplate {
             if let Some(r) = reasoning {
                 entries.push(("thinking".into(), to_value(r)));
             }
-            for (key, value) in fields.iter().filter(|(_, v)| !v.is_null()) {
-                if reasoning.is_some() && key == "thinking" {
+            for (key, value) in fields {
+                if key == "content" {
+                    if let Some(c) = &content {
+                        entries.push((key.clone(), to_value(c)));
+                    }
+                } else if value.is_null() {
+                    continue;
+                } else if reasoning.is_some() && key == "thinking" {
                     entries[0].1 = to_value(value);
                 } else {
                     entries.push((key.clone(), to_value(value)));
                 }
+            }
+            if let (Some(c), false) = (&content, fields.contains_key("content")) {
+                entries.push(("content".into(), to_value(c)));
             }
             if let Some(r) = reasoning {
                 match entries.iter_mut().find(|(k, _)| k == "reasoning_content") {
@@ -232,7 +305,7 @@ impl ChatTemplate {
                 }
             }
             if input.continue_final_message && i + 1 == input.messages.len() {
-                final_text = Some(self.tag_final_message(&mut entries, fields)?);
+                final_text = Some(self.tag_final_message(&mut entries, content.as_deref())?);
             }
             out.push(Value::from_iter(entries));
         }
@@ -248,7 +321,7 @@ impl ChatTemplate {
     fn tag_final_message(
         &self,
         entries: &mut [(String, Value)],
-        fields: &serde_json::Map<String, Json>,
+        content: Option<&Json>,
     ) -> Result<String> {
         let invalid = |m: &str| Err(TextError::InvalidInput(m.to_owned()));
         if !self.inner.mentions_content {
@@ -259,7 +332,7 @@ impl ChatTemplate {
         let Some(entry) = entries.iter_mut().find(|(k, _)| k == "content") else {
             return invalid("continue_final_message is set but the final message has no content");
         };
-        match fields.get("content") {
+        match content {
             Some(Json::String(s)) => {
                 entry.1 = Value::from(format!("{s}{CONTINUE_TAG}"));
                 Ok(s.clone())

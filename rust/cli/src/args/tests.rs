@@ -63,7 +63,7 @@ fn dir() -> String {
 fn args_json_and_flags_agree() {
     let json = serde_json::json!({"model": dir(), "served_model_name": "demo",
         "host": "127.0.0.1", "port": 0, "log_level": "debug", "chat_template": null,
-        "max_model_len": 512});
+        "chat_template_content_format": "openai", "max_model_len": 512});
     let from_json = RenderArgs::from_json(&json.to_string()).unwrap();
     let d = dir();
     let w = RenderWrapper::try_parse_from([
@@ -79,6 +79,8 @@ fn args_json_and_flags_agree() {
         "debug",
         "--max-model-len",
         "512",
+        "--chat-template-content-format",
+        "openai",
     ])
     .unwrap();
     assert_eq!(render_args(w.render).unwrap(), from_json);
@@ -99,6 +101,17 @@ fn bad_settings_name_the_problem() {
             .contains("chat template")
     );
     assert!(RenderWrapper::try_parse_from(["x", "--args-json", "{}", "--port", "1"]).is_err());
+    let format = err(serde_json::json!({"model": dir(), "chat_template_content_format": "list"}));
+    assert!(format.contains("auto, string, openai"), "{format}");
+    let both = [
+        "x",
+        "--args-json",
+        "{}",
+        "--chat-template-content-format",
+        "string",
+    ];
+    assert!(RenderWrapper::try_parse_from(both).is_err());
+    assert!(Wrapper::try_parse_from(both).is_err());
 }
 
 #[test]

@@ -67,6 +67,11 @@ fn args_json_errors_name_the_problem() {
         ("max_batch_prompts", "0", "max_batch_prompts"),
         ("tool_call_parser", "\"xml\"", "demo"),
         ("reasoning_parser", "\"o1\"", "deepseek_r1"),
+        (
+            "chat_template_content_format",
+            "\"list\"",
+            "auto, string, openai",
+        ),
     ] {
         let text = format!(r#"{{"model": {:?}, "{key}": {value}}}"#, model_dir());
         let err = ServeArgs::from_json(&text).unwrap_err();

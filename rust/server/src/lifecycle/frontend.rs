@@ -69,8 +69,9 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
 
     let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
+    let content_format = args.content_format().map_err(EngineError::Setup)?;
     let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text(&tokenizer_dir, chat_template.as_deref())
+        crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
     });
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);

@@ -54,9 +54,10 @@ pub fn model_limits(
 /// Loads the model's text assets and limits.
 pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
     let dir = Path::new(&args.model);
-    let (tokenizer, template) = crate::text::load_text(
+    let (tokenizer, template) = crate::text::load_text_with(
         Path::new(args.tokenizer_dir()),
         args.chat_template.as_deref(),
+        args.content_format()?,
     )?;
     let (vocab_size, max_model_len) = model_limits(
         dir,

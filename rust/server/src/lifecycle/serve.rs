@@ -29,8 +29,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
 
     let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
+    let content_format = args.content_format().map_err(anyhow::Error::msg)?;
     let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text(&tokenizer_dir, chat_template.as_deref())
+        crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
     });
 
     let listener = listener::bind_http(args.host(), args.port()).await?;

@@ -348,7 +348,9 @@ fn echoed(message: &ChatMessage) -> Option<String> {
     }
 }
 
-/// A message as the template sees it: text parts joined, absent fields left out.
+/// A message as the template will see it: absent fields left out, a content list checked
+/// to hold text parts only and kept as `{"type": "text", "text": ...}` parts (the
+/// template's content format joins them or not: `vrs_text::ContentFormat`).
 pub fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiError> {
     let mut out = Map::new();
     out.insert("role".into(), Value::String(message.role));
@@ -360,19 +362,26 @@ pub fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiErro
             for (j, part) in parts.into_iter().enumerate() {
                 let param = format!("messages[{index}].content[{j}]");
                 match (part.kind.as_str(), part.text) {
-                    ("text", Some(text)) => texts.push(text),
+                    ("text", Some(text)) => {
+                        let mut item = Map::new();
+                        item.insert("type".into(), Value::String("text".into()));
+                        item.insert("text".into(), Value::String(text));
+                        texts.push(Value::Object(item));
+                    }
                     ("text", None) => {
-                        return Err(ApiError::bad(param, "a text content part needs `text`"))
+                        let message = format!("`{param}` is a text part without `text`");
+                        return Err(ApiError::bad(param, message));
                     }
                     (other, _) => {
-                        return Err(ApiError::bad(
-                            param,
-                            format!("content parts of type `{other}` are not supported"),
-                        ))
+                        let message = format!(
+                            "`{param}` is a content part of type `{other}`; only text parts \
+                             (type `text`) are supported"
+                        );
+                        return Err(ApiError::bad(param, message));
                     }
                 }
             }
-            Value::String(texts.join("\n"))
+            Value::Array(texts)
         }
     };
     out.insert("content".into(), content);

@@ -49,6 +49,7 @@ fn fixture_parsers(template: Option<&str>, tool_call_parser: Option<&str>) -> Fi
         log_level: None,
         chat_template,
         tokenizer: None,
+        chat_template_content_format: None,
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
             tool_call_parser: tool_call_parser.map(str::to_owned),
