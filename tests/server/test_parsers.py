@@ -57,7 +57,7 @@ def test_auto_splits_content_and_calls_across_any_piece_boundary() -> None:
     text = ('Hi <｜tool▁call▁begin｜>{"name": "f", "arguments": {"a": [1, 2]}}'
             '<｜tool▁call▁end｜> bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>')
     content, calls = run(ToolCallParser("demo", settings("auto")), text)
-    assert content == "Hi  bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>"
+    assert content == "Hi bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>"  # rule: ws after a call dropped
     assert [(c.name, c.arguments) for c in calls] == [("f", '{"a": [1, 2]}')]
     assert calls[0].id.startswith("call_") and len(calls[0].id) == 29
     whole = ToolCallParser("demo", settings("auto"))

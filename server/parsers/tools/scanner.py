@@ -17,6 +17,8 @@ import msgspec
 from server.parsers.markers import held_suffix
 from server.parsers.tools.settings import ToolSettings, tool_names
 
+WS = " \t\n\r"  # JSON whitespace: what the formats' syntax allows between tokens
+
 
 class CallDelta(msgspec.Struct):
     """A piece of call ``index``: ``id`` and ``name`` only on its first delta."""
@@ -36,7 +38,7 @@ class Sink:
     """What the scanners emit: content, and calls opened, extended and closed."""
 
     __slots__ = ("names", "parallel", "_new_id", "_content", "_calls", "_open", "_dropped",
-                 "calls_made")
+                 "_after_call", "calls_made")
 
     def __init__(self, settings: ToolSettings, new_id: Callable[[], str]) -> None:
         self.names = tool_names(settings)
@@ -46,9 +48,13 @@ class Sink:
         self._calls: list[CallDelta] = []
         self._open = False  # a call is taking arguments
         self._dropped = False  # ... and it is dropped (parallel_tool_calls false)
+        self._after_call = False  # a call ended and no content came since
         self.calls_made = 0
 
     def content(self, text: str) -> None:
+        if self._after_call:  # whitespace after a call is part of its closing syntax
+            text = text.lstrip(WS)
+            self._after_call = not text
         if text:
             self._content.append(text)
 
@@ -69,6 +75,7 @@ class Sink:
             self._calls.append(CallDelta(self.calls_made - 1, None, None, text))
 
     def close(self) -> None:
+        self._after_call = self._after_call or self._open
         self._open = self._dropped = False
 
     def take(self) -> ToolDelta:
