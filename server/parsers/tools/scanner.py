@@ -6,6 +6,8 @@ A :class:`Scanner` is one format's state machine: ``step(buf, final)`` consumes 
 the unconsumed text (emitting through the sink) and returns its length, 0 when it only
 changed state, or None to wait for more text (only when not ``final``).
 ``parallel_tool_calls: false``: the sink drops calls after the first (their text too).
+Whitespace after a call is part of its closing syntax: the sink drops the leading
+whitespace of the content that follows a closed call.
 """
 
 from __future__ import annotations
