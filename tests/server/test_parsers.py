@@ -53,11 +53,24 @@ def test_held_suffix() -> None:
     assert held_suffix("x<｜tool", DEMO.begin) == len("<｜tool")
 
 
+def test_held_text_that_fails_is_content_up_to_the_failing_point() -> None:
+    """The marker search resumes where the held text failed, not after its marker: a
+    marker inside a body that turns out not to be a call does not start one."""
+    text = '<tool_call>{"x": 1, "y": <tool_call>{"name": "f", "arguments": {}}}</tool_call>'
+    content, calls = run(ToolCallParser("hermes", settings("auto")), text)
+    assert (content, calls) == (text, [])
+    text = '<tool_call>{"name": "nope", "arguments": {}} <tool_call>{"name": "f", "arguments": {}}'
+    content, calls = run(ToolCallParser("hermes", settings("auto")), text)
+    assert content == '<tool_call>{"name": "nope", "arguments": {}} '
+    assert [(c.name, c.arguments) for c in calls] == [("f", "{}")]
+
+
 def test_auto_splits_content_and_calls_across_any_piece_boundary() -> None:
     text = ('Hi <｜tool▁call▁begin｜>{"name": "f", "arguments": {"a": [1, 2]}}'
             '<｜tool▁call▁end｜> bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>')
     content, calls = run(ToolCallParser("demo", settings("auto")), text)
-    assert content == "Hi  bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>"
+    # the whitespace after the first call's end marker is part of its closing syntax
+    assert content == "Hi bye <｜tool▁call▁begin｜>{bad}<｜tool▁call▁end｜>"
     assert [(c.name, c.arguments) for c in calls] == [("f", '{"a": [1, 2]}')]
     assert calls[0].id.startswith("call_") and len(calls[0].id) == 29
     whole = ToolCallParser("demo", settings("auto"))

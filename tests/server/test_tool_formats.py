@@ -8,8 +8,8 @@ import pytest
 
 from server.parsers.tools.json_call import (
     NEED,
-    REJECT,
     Commit,
+    Reject,
     StringDecoder,
     Whole,
     body_head,
@@ -52,13 +52,15 @@ def test_json_body_commit_point() -> None:
     assert body_head('{"name": "f", "arguments": {', 0, NAMES, False) == Commit("f", 27, "{")
     assert body_head(' {"name":"f","parameters":"{', 0, NAMES, False) == Commit("f", 27, '"')
     assert body_head('{"name": "f", "argu', 0, NAMES, False) is NEED
-    assert body_head('{"name": "f", "argu', 0, NAMES, True) is REJECT
-    assert body_head('{"name": "g", ', 0, NAMES, False) is REJECT
-    assert body_head('{"name": "f", "arguments": 1', 0, NAMES, False) is REJECT
-    assert body_head('{"name": "f", "id": 1', 0, NAMES, False) is REJECT
+    assert body_head('{"name": "f", "argu', 0, NAMES, True) == Reject(19)
+    assert body_head('{"name": "g", ', 0, NAMES, False) == Reject(12)  # after the name
+    assert body_head('{"name": "f", "arguments": 1', 0, NAMES, False) == Reject(27)
+    assert body_head('{"name": "f", "id": 1', 0, NAMES, False) == Reject(14)
     assert body_head('{"arguments": {}, "name": "f"', 0, NAMES, False) is NEED
     assert body_head('{"arguments": {}, "name": "f"} x', 0, NAMES, False) == Whole("f", "{}", 30)
-    assert body_head("[", 0, NAMES, False) is REJECT
+    assert body_head("[", 0, NAMES, False) == Reject(0)
+    assert body_head('{"x": 1} <', 0, NAMES, False) == Reject(8)  # after the whole body
+    assert body_head("{ 1", 0, NAMES, False) == Reject(2)
 
 
 def test_pythonic_literals() -> None:

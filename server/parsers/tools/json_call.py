@@ -28,7 +28,10 @@ class Need(msgspec.Struct, frozen=True):
 
 
 class Reject(msgspec.Struct, frozen=True):
-    """Not a call."""
+    """Not a call: the text up to ``at`` (where it failed; the end of the text when the
+    output ended first) is content, and the marker search resumes there."""
+
+    at: int
 
 
 class Commit(msgspec.Struct, frozen=True):
@@ -48,7 +51,7 @@ class Whole(msgspec.Struct, frozen=True):
     end: int
 
 
-NEED, REJECT = Need(), Reject()
+NEED = Need()
 Head = Need | Reject | Commit | Whole
 
 
@@ -107,45 +110,49 @@ def body_head(text: str, i: int, names: frozenset[str], final: bool) -> Head:
     """A body starting at ``text[i]`` (after whitespace) read up to its commit point."""
     i = skip_ws(text, i)
     if i == len(text):
-        return REJECT if final else NEED
+        return Reject(i) if final else NEED
     if text[i] != "{":
-        return REJECT
+        return Reject(i)
     start = i
     parts: list[Any] = []  # the name key, the name, the arguments key
     i = skip_ws(text, i + 1)
     for expect in ('"', ":", '"', ",", '"', ":", "value"):
         i = skip_ws(text, i)
         if i == len(text):
-            return REJECT if final else NEED
+            return Reject(i) if final else NEED
         if expect == "value":
             if text[i] == "{":
                 return Commit(parts[1], i, "{")
-            return Commit(parts[1], i + 1, '"') if text[i] == '"' else REJECT
+            return Commit(parts[1], i + 1, '"') if text[i] == '"' else Reject(i)
         if text[i] != expect:
-            return _whole(text, start, names, final) if not parts else REJECT
+            return Reject(i)
         if expect != '"':
             i += 1
             continue
         end = string_end(text, i)
         if end is None:
-            return REJECT if final else NEED
+            return Reject(len(text)) if final else NEED
         value = _decode_string(text[i:end])
+        if not isinstance(value, str):
+            return Reject(i)
         if len(parts) == 0 and value != "name":
             return _whole(text, start, names, final)
-        if (len(parts) == 1 and value not in names) or (len(parts) == 2 and value not in KEYS):
-            return REJECT
+        if len(parts) == 1 and value not in names:
+            return Reject(end)
+        if len(parts) == 2 and value not in KEYS:
+            return Reject(i)
         parts.append(value)
         i = end
-    return REJECT  # not reached: the loop returns at "value"
+    return Reject(i)  # not reached: the loop returns at "value"
 
 
 def _whole(text: str, start: int, names: frozenset[str], final: bool) -> Head:
     end = balanced_end(text, start)
     if end is None:
-        return REJECT if final else NEED
+        return Reject(len(text)) if final else NEED
     parsed = parse_call(text[start:end])
     if parsed is None or parsed[0] not in names:
-        return REJECT
+        return Reject(end)
     return Whole(parsed[0], parsed[1], end)
 
 

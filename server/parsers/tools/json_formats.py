@@ -21,21 +21,21 @@ Mirrors ``rust/server/src/parsers/tools/json_formats.rs``. The bytes (sources in
   call's arguments.
 
 BODY and its commit point: :mod:`server.parsers.tools.json_call`. Whitespace before a
-closing token is part of the closing syntax; anything else after a call's arguments is
-content, and the marker search starts again (for the start-only formats, ``llama3_json``
-and forced JSON, the rest is content).
+closing token, and after a call's last closing token or a list separator, is part of the
+closing syntax (dropped); anything else after a call's arguments is content, and the
+marker search starts again (for the start-only formats, ``llama3_json`` and forced JSON,
+the rest is content). Held text that is not a call is content up to the point where it
+failed (:class:`~server.parsers.tools.json_call.Reject`), the search resumes there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from server.parsers.markers import held_suffix
 from server.parsers.tools import formats as f
 from server.parsers.tools.formats import call_prefix
 from server.parsers.tools.json_call import (
     NEED,
-    REJECT,
     Commit,
     Head,
     Need,
@@ -57,10 +57,12 @@ HeadReader = Callable[[str, bool], Head]
 
 
 def _expect(buf: str, i: int, token: str, final: bool) -> int | Head:
-    """The index after ``token`` at ``buf[i]``, or NEED / REJECT."""
+    """The index after ``token`` at ``buf[i]``, or NEED / a Reject."""
     if buf.startswith(token, i):
         return i + len(token)
-    return NEED if is_partial(buf[i:], token) and not final else REJECT
+    if is_partial(buf[i:], token):
+        return Reject(len(buf)) if final else NEED
+    return Reject(i)
 
 
 class JsonCalls(Scanner):
@@ -115,10 +117,11 @@ class JsonCalls(Scanner):
         got = self.head(buf, final)
         if isinstance(got, Need):
             return None
-        if isinstance(got, Reject):
-            self.sink.content(buf[:self.marker_len])
+        if isinstance(got, Reject):  # content up to where it failed (at least the marker)
+            used = max(got.at, self.marker_len)
+            self.sink.content(buf[:used])
             self.state = self.rest
-            return self.marker_len
+            return used
         if isinstance(got, Whole):
             self.sink.open(got.name, got.arguments)
             self.sink.close()
@@ -181,6 +184,8 @@ class JsonCalls(Scanner):
             return Commit(got.name, got.at - len(given), got.kind)
         if isinstance(got, Whole):
             return Whole(got.name, got.arguments, got.end - len(given))
+        if isinstance(got, Reject):
+            return Reject(max(got.at - len(given), 0))
         return got
 
     def _next_body(self, buf: str, final: bool) -> Head:
@@ -190,13 +195,13 @@ class JsonCalls(Scanner):
         """``[`` (after the marker and whitespace), then a body."""
         i = skip_ws(buf, self.marker_len)
         if i == len(buf):
-            return REJECT if final else NEED
-        return self._body(buf, i + 1, final) if buf[i] == "[" else REJECT
+            return Reject(i) if final else NEED
+        return self._body(buf, i + 1, final) if buf[i] == "[" else Reject(i)
 
     def _llama(self, buf: str, final: bool) -> Head:
         i = skip_ws(buf, 0)
         if i == len(buf) or (is_partial(buf[i:], f.PYTHON_TAG) and not final):
-            return REJECT if final else NEED
+            return Reject(len(buf)) if final else NEED
         if buf.startswith(f.PYTHON_TAG, i):
             i += len(f.PYTHON_TAG)
         return self._body(buf, i, final)
@@ -204,26 +209,32 @@ class JsonCalls(Scanner):
     def _mistral(self, buf: str, final: bool) -> Head:
         i = skip_ws(buf, self.marker_len)
         if i == len(buf):
-            return REJECT if final else NEED
+            return Reject(i) if final else NEED
         if buf[i] == "[":
             self.after, self.more, self.end = (), (",",), ("]",)
             return self._body(buf, i + 1, final)
         self.after, self.more, self.end = (), (), ()
-        at = buf.find(f.MISTRAL_ARGS, i)
-        if at == -1:
-            name = buf[i:len(buf) - held_suffix(buf, f.MISTRAL_ARGS)]
-            return REJECT if final or not set(name) <= _NAME_CHARS else NEED
+        at = i
+        while at < len(buf) and buf[at] in _NAME_CHARS:
+            at += 1
+        if at == len(buf):
+            return Reject(at) if final else NEED
+        if at == i:
+            return Reject(i)
+        got = _expect(buf, at, f.MISTRAL_ARGS, final)
+        if not isinstance(got, int):
+            return got
         if buf[i:at] not in self.sink.names:
-            return REJECT
-        return self._raw_object(buf, at + len(f.MISTRAL_ARGS), buf[i:at], final, [])
+            return Reject(got)
+        return self._raw_object(buf, got, buf[i:at], final, [])
 
     def _raw_object(self, buf: str, i: int, name: str, final: bool,
                     tokens: list[str]) -> Head:
         i = skip_ws(buf, i)
         if i == len(buf):
-            return REJECT if final else NEED
+            return Reject(i) if final else NEED
         if buf[i] != "{":
-            return REJECT
+            return Reject(i)
         self.tokens = tokens
         return Commit(name, i, "{")
 
@@ -237,12 +248,16 @@ class JsonCalls(Scanner):
             if not isinstance(got, int):
                 return got
             i = got
-        line = buf.find("\n", i)
-        if line == -1:
-            return REJECT if final else NEED
+        line = i
+        while line < len(buf) and buf[line] not in "\n<":
+            line += 1
+        if line == len(buf):
+            return Reject(line) if final else NEED
         name = buf[i:line].strip()
         if name not in self.sink.names:
-            return REJECT
+            return Reject(line)
+        if buf[line] != "\n":
+            return Reject(line)
         got = _expect(buf, skip_ws(buf, line), "```json", final)
         if not isinstance(got, int):
             return got

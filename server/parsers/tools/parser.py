@@ -12,10 +12,15 @@ stream and non-stream agree, bad output included.
 A call is committed (its first delta emitted) only once the parser is sure it is a call of a
 function named in ``tools`` (the commit point of each format, see its module); until then
 the text since its possible start is held, and when it turns out not to be a call it is
-released as content exactly as generated and the search for a begin marker resumes just
-after the marker. At the end of the output, held text is content; a committed call cut
-short (e.g. ``max_tokens``) keeps the arguments generated so far. After a call's arguments
-end, anything that is not the format's closing syntax is content again.
+released as content exactly as generated, up to the character where it failed (at least
+its begin marker), and the search for a begin marker resumes there. At the end of the
+output, held text is content; a committed call cut short (e.g. ``max_tokens``) keeps the
+arguments generated so far. After a call's arguments end, anything that is not the
+format's closing syntax is content again, from its first character that is neither
+whitespace nor the body's ``}``. Whitespace right after a call's closing syntax (end
+marker, list ``]`` or separator, a ``mistral`` v11 object, ``pythonic``'s ``)]`` /
+``<|python_end|>``, a ``llama3_json`` object) is part of it and dropped (so
+``</tool_call>\n<tool_call>`` gives no content); whitespace before a call is content.
 ``parallel_tool_calls: false`` drops calls after the first (their text too).
 
 Call ids: ``call_`` + 24 hex characters (uuid4), except ``mistral``: 9 characters of

@@ -15,7 +15,9 @@ Literals: strings ``'..'`` / ``".."`` with the escapes ``\\\\ \\' \\" \\n \\t \\
 :mod:`server.parsers.tools.typed`), JSON numbers (written as is), ``True`` ``False``
 ``None``, lists and tuples (-> arrays), dicts with string keys (-> objects); containers
 are written with ``", "`` and ``": "``. Anything else inside a committed call is
-malformed: its arguments are closed with ``}`` and the rest of the output is content.
+malformed: its arguments are closed with ``}`` and the rest of the output, from the
+failing argument's first non-whitespace character, is content. Whitespace after the
+closing ``)]`` / ``<|python_end|>`` is dropped.
 Output cut inside a call keeps the arguments completed so far (no ``}``).
 """
 

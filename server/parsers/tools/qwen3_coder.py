@@ -9,7 +9,9 @@ chat template, https://huggingface.co/Qwen/Qwen3-Coder-30B-A3B-Instruct). Mirror
 by the schema (:mod:`server.parsers.tools.typed`) after removing one leading and one
 trailing ``\\n``; VALUE ends at the first ``</parameter>``. ``</function>`` emits ``}``.
 Anything else inside a committed call is malformed: the arguments are closed with ``}``
-and the rest is content again (the marker search starts over). Output cut inside a call
+and the rest, from its first non-whitespace character, is content again (the marker
+search starts over). Held text that is not a call is content up to where it failed (an
+unknown NAME: through its ``>``), and the marker search resumes there. Output cut inside a call
 keeps the parameters completed so far (no ``}``), like the JSON formats' truncated calls.
 """
 
@@ -54,24 +56,33 @@ class Qwen3Coder(Scanner):
 
     def _pending(self, buf: str, final: bool) -> int | None:
         i = skip_ws(buf, len(HERMES_BEGIN))
-        rest = buf[i:]
-        if rest.startswith(FUNCTION):
-            end = rest.find(">")
-            if end != -1:
-                name = rest[len(FUNCTION):end]
-                if name in self.sink.names:
-                    self.sink.open(name, "{")
-                    self._properties = property_types(self.settings, name)
-                    self._first = True
-                    self.state = PARAMS
-                    return i + end + 1
-            elif not final and "<" not in rest[len(FUNCTION):]:
-                return None
-        elif not final and is_partial(rest, FUNCTION):
-            return None
-        self.sink.content(HERMES_BEGIN)  # not a call: the marker is content
+        if not buf.startswith(FUNCTION, i):
+            if is_partial(buf[i:], FUNCTION):
+                return self._reject(buf, len(buf)) if final else None
+            return self._reject(buf, i)
+        start = i + len(FUNCTION)
+        end = start
+        while end < len(buf) and buf[end] not in ">\n<":
+            end += 1
+        if end == len(buf):
+            return self._reject(buf, end) if final else None
+        name = buf[start:end]
+        if buf[end] != ">":
+            return self._reject(buf, start)
+        if name not in self.sink.names:
+            return self._reject(buf, end + 1)
+        self.sink.open(name, "{")
+        self._properties = property_types(self.settings, name)
+        self._first = True
+        self.state = PARAMS
+        return end + 1
+
+    def _reject(self, buf: str, at: int) -> int:
+        """Not a call: content up to where it failed, the marker search resumes there."""
+        at = max(at, len(HERMES_BEGIN))
+        self.sink.content(buf[:at])
         self.state = CONTENT
-        return len(HERMES_BEGIN)
+        return at
 
     def _params(self, buf: str, final: bool) -> int | None:
         i = skip_ws(buf, 0)

@@ -6,6 +6,8 @@ A :class:`Scanner` is one format's state machine: ``step(buf, final)`` consumes 
 the unconsumed text (emitting through the sink) and returns its length, 0 when it only
 changed state, or None to wait for more text (only when not ``final``).
 ``parallel_tool_calls: false``: the sink drops calls after the first (their text too).
+Whitespace after a call is part of its closing syntax: the sink drops the leading
+whitespace of the content that follows a closed call.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import msgspec
 
 from server.parsers.markers import held_suffix
 from server.parsers.tools.settings import ToolSettings, tool_names
+
+WS = " \t\n\r"  # JSON whitespace: what the formats' syntax allows between tokens
 
 
 class CallDelta(msgspec.Struct):
@@ -36,7 +40,7 @@ class Sink:
     """What the scanners emit: content, and calls opened, extended and closed."""
 
     __slots__ = ("names", "parallel", "_new_id", "_content", "_calls", "_open", "_dropped",
-                 "calls_made")
+                 "_after_call", "calls_made")
 
     def __init__(self, settings: ToolSettings, new_id: Callable[[], str]) -> None:
         self.names = tool_names(settings)
@@ -46,9 +50,13 @@ class Sink:
         self._calls: list[CallDelta] = []
         self._open = False  # a call is taking arguments
         self._dropped = False  # ... and it is dropped (parallel_tool_calls false)
+        self._after_call = False  # a call ended and no content came since
         self.calls_made = 0
 
     def content(self, text: str) -> None:
+        if self._after_call:  # whitespace after a call is part of its closing syntax
+            text = text.lstrip(WS)
+            self._after_call = not text
         if text:
             self._content.append(text)
 
@@ -69,6 +77,7 @@ class Sink:
             self._calls.append(CallDelta(self.calls_made - 1, None, None, text))
 
     def close(self) -> None:
+        self._after_call = self._after_call or self._open
         self._open = self._dropped = False
 
     def take(self) -> ToolDelta:
