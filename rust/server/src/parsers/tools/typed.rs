@@ -118,7 +118,11 @@ mod tests {
         }
         assert_eq!(typed("3", None), "\"3\"", "no schema: a string");
         let int = json!("integer");
-        assert_eq!(typed("\t\r\n 5 \n", Some(&int)), "5", "JSON white space is trimmed");
+        assert_eq!(
+            typed("\t\r\n 5 \n", Some(&int)),
+            "5",
+            "JSON white space is trimmed"
+        );
         assert_eq!(
             typed("\u{a0}5", Some(&int)),
             "\"\u{a0}5\"",
@@ -129,6 +133,10 @@ mod tests {
             "\"\u{2003}5\u{2003}\"",
             "em space is not trimmed"
         );
-        assert_eq!(typed(" x ", Some(&int)), "\" x \"", "the fallback keeps the text");
+        assert_eq!(
+            typed(" x ", Some(&int)),
+            "\" x \"",
+            "the fallback keeps the text"
+        );
     }
 }
