@@ -165,6 +165,8 @@ pub fn pre(
             cur.expect("[")?;
             json_call::body(cur, known, Closer::List)
         }
+        // A further call of the forced list: its `]` is the list's end, in every format.
+        (_, Entry::Item) if forced => json_call::body(cur, known, Closer::List),
         (F::Demo | F::Hermes, Entry::Marker) => {
             let (begin, end) = format.native().ok_or(Stop::Fail(0))?;
             cur.expect(begin)?;

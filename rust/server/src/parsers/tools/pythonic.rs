@@ -5,14 +5,16 @@
 //! `server/parsers/tools/pythonic.py`.
 //!
 //! A call is committed at `NAME(` (NAME `[A-Za-z_][A-Za-z0-9_.]*`, in `tools`) with
-//! arguments `{`; each keyword argument is given when its literal completes, as
-//! `"KW": V` (`, ` before all but the first); `)` gives `}`. Literals: `'..'` / `".."`
+//! arguments `{`; each keyword argument is given when the `,` or `)` after its literal
+//! arrives (not when the literal completes), as `"KW": V` (`, ` before all but the
+//! first); `)` gives `}`. Literals: `'..'` / `".."`
 //! strings with Python escapes (`\\ \' \" \n \t \r \xHH \uHHHH`), JSON-grammar numbers
 //! (as written), `True` `False` `None`, lists and tuples (arrays), dicts with string
 //! keys (objects); containers are written with `", "` and `": "`. A top-level string is
 //! typed by the schema ([`typed`](super::typed)); other literals are their own JSON.
 //! Anything else after the commit point closes the arguments with `}` and the rest
-//! (from the failing argument) is content.
+//! (from the failing argument's first non-whitespace character) is content, so
+//! `[f(a="x", b=3 + 1)]` gives `{"a": "x"}` and content `b=3 + 1)]`.
 
 use serde_json::Value;
 
@@ -85,6 +87,11 @@ pub fn item(
             Lit::Str(s) => typed(&s, param_type(parameters, kw)),
             Lit::Json(j) => j,
         };
+        // The argument stands only once its `,` or `)` follows (left for the next item).
+        cur.ws();
+        if !matches!(cur.peek().ok_or(Stop::Need)?, ',' | ')') {
+            return Err(Stop::Fail(start));
+        }
         Ok(format!("{}: {value}", json_string(kw)))
     })()
     .map_err(|e| at(e, start))?;

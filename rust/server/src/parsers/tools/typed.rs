@@ -2,12 +2,13 @@
 //! XML values and `pythonic`'s string literals. Mirrors `server/parsers/tools/typed.py`.
 //!
 //! The schema type `t` is `parameters.properties[P].type` (a string or a list of them;
-//! missing: no schema). For text `s` (trimmed: of whitespace), the first that applies of: `null` listed and
+//! missing: no schema). Text `s` is trimmed of exactly `" \t\n\r"` (JSON's white
+//! space, not Unicode's) before typing; the first that applies of: `null` listed and
 //! trimmed `s` is `null` → `null`; `integer` and trimmed `s` matches `-?(0|[1-9][0-9]*)`
 //! → that text; `number` and trimmed `s` is a JSON number → that text as written;
 //! `boolean` and trimmed `s` lower-cased is `true`/`false` → that; `object`/`array` and
 //! trimmed `s` is strict JSON of that kind → the trimmed text as written; otherwise the
-//! JSON string of `s` (serde_json's escaping, which is Python's
+//! JSON string of the untrimmed `s` (serde_json's escaping, which is Python's
 //! `json.dumps(s, ensure_ascii=False)`).
 
 use serde_json::Value;
@@ -17,6 +18,9 @@ pub fn param_type<'a>(parameters: Option<&'a Value>, param: &str) -> Option<&'a 
     parameters?.get("properties")?.get(param)?.get("type")
 }
 
+/// The characters trimmed before typing (JSON's white space; Python's `str.strip(" \t\n\r")`).
+const TRIMMED: &[char] = &[' ', '\t', '\n', '\r'];
+
 /// `s` as JSON text by the schema type `ty`.
 pub fn typed(s: &str, ty: Option<&Value>) -> String {
     let listed: Vec<&str> = match ty {
@@ -25,7 +29,7 @@ pub fn typed(s: &str, ty: Option<&Value>) -> String {
         _ => Vec::new(),
     };
     let has = |t: &str| listed.contains(&t);
-    let t = s.trim();
+    let t = s.trim_matches(TRIMMED);
     if has("null") && t == "null" {
         return "null".into();
     }
@@ -113,5 +117,26 @@ mod tests {
             assert_eq!(typed(s, Some(&ty)), want, "{s:?} as {ty}");
         }
         assert_eq!(typed("3", None), "\"3\"", "no schema: a string");
+        let int = json!("integer");
+        assert_eq!(
+            typed("\t\r\n 5 \n", Some(&int)),
+            "5",
+            "JSON white space is trimmed"
+        );
+        assert_eq!(
+            typed("\u{a0}5", Some(&int)),
+            "\"\u{a0}5\"",
+            "no-break space is not trimmed"
+        );
+        assert_eq!(
+            typed("\u{2003}5\u{2003}", Some(&int)),
+            "\"\u{2003}5\u{2003}\"",
+            "em space is not trimmed"
+        );
+        assert_eq!(
+            typed(" x ", Some(&int)),
+            "\" x \"",
+            "the fallback keeps the text"
+        );
     }
 }
