@@ -1,11 +1,12 @@
-"""Tool-call parser cost: streamed chat answers with a tool call, with tools and without.
+"""Tool-call parser cost: streamed chat answers with a tool call, parsed and not parsed.
 
 Starts ``vrs serve --mock`` (the Rust frontend, the demo model, whose template writes the
 ``demo`` tool-call format) with ``--mock-replies`` scripting one answer of
 ``--reply-tokens`` tokens: prose, then one ``demo`` call. Then, in alternating rounds
 (tools, plain, tools, plain, ...; ``--rounds`` of each), ``--requests`` streamed chat
-requests at ``--concurrency`` ask for that answer: with ``tools`` (the parser splits the
-call out and streams its argument deltas) or without (the same text streams as content).
+requests at ``--concurrency`` ask for that answer, both with ``tools`` (so the prompts are
+the same): ``tool_choice`` ``auto`` (the parser splits the call out and streams its
+argument deltas) or ``none`` (the output is not parsed: the same text streams as content).
 ``--step-delay-ms`` slows the mock engine so that tokens arrive one by one (at full speed
 the frontend coalesces them into fewer chunks). Reports per round requests/s, streamed
 chunks/s and per request, TTFT p50 / TPOT p50 (per chunk), the frontend's CPU time per
@@ -145,8 +146,9 @@ class Server:
 def body(kind: str) -> dict[str, Any]:
     request: dict[str, Any] = {"messages": [{"role": "user", "content": f"{WHEN} weather?"}],
                                "stream": True, "max_tokens": 512}
-    if kind == "tools":
-        request["tools"] = TOOLS
+    request["tools"] = TOOLS  # the same prompt for both kinds: only the parsing differs
+    if kind == "plain":
+        request["tool_choice"] = "none"
     return request
 
 
@@ -208,9 +210,9 @@ async def check(url: str) -> None:
         calls = [t for d in deltas for t in d.get("tool_calls", [])]
         content = "".join(d.get("content") or "" for d in deltas)
         if kind == "tools" and not (calls and calls[0]["function"]["name"] == "get_weather"):
-            raise RuntimeError(f"with tools, no streamed call: {lines[:4]}")
+            raise RuntimeError(f"tool_choice auto: no streamed call: {lines[:4]}")
         if kind == "plain" and "<｜tool▁call▁begin｜>" not in content:
-            raise RuntimeError(f"without tools, the call text is not content: {content!r}")
+            raise RuntimeError(f"tool_choice none: the call text is not content: {content!r}")
 
 
 METRICS = ("requests_per_s", "chunks_per_s", "chunks_per_request", "ttft_p50_ms",
@@ -232,8 +234,8 @@ def markdown(med: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
              "| | req/s | chunks/s | chunks/request | TTFT p50 (ms) | TPOT p50 (ms) "
              "| frontend CPU ms/request |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for k, label in (("tools", "with tools (parsed)"), ("plain", "without tools"),
-                     ("ratio", "tools / plain")):
+    for k, label in (("tools", "tool_choice auto (parsed)"),
+                     ("plain", "tool_choice none (not parsed)"), ("ratio", "auto / none")):
         m = med[k]
         fmt = "{:.3f}" if k == "ratio" else "{:.1f}"
         lines.append(f"| {label} | " + " | ".join(fmt.format(m[x]) for x in METRICS) + " |")
