@@ -78,25 +78,8 @@ def string_end(text: str, i: int) -> int | None:
 def balanced_end(text: str, i: int) -> int | None:
     """The index after the object or array starting at ``text[i]`` once its brackets
     balance (JSON-string aware; None: unfinished)."""
-    depth, in_string, escaped = 0, False, False
-    for j in range(i, len(text)):
-        ch = text[j]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return None
+    end = ObjectScanner().feed(text[i:])
+    return None if end is None else i + end
 
 
 def _decode_string(text: str) -> Any:
