@@ -160,4 +160,5 @@ EngineIndex = Annotated[int, typer.Option(
 MockReplies = Annotated[Path | None, typer.Option(
     exists=True, dir_okay=False,
     help="Mock engine: a JSON file [{\"when\": TEXT, \"reply\": TEXT}, ...]; a prompt "
-         "containing `when` is answered with `reply`, then EOS (for testing parsers).")]
+         "containing `when` is answered with `reply`, then EOS (for testing parsers); "
+         "optional \"cuts\": [OFFSET, ...] break the streamed pieces there.")]

@@ -219,7 +219,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
     }
 
 
-def _mock_replies(path: Path | None) -> list[dict[str, str]]:
+def _mock_replies(path: Path | None) -> list[dict[str, Any]]:
     """The scripted mock replies of a JSON file (see engine/mock/replies.py)."""
     if path is None:
         return []
@@ -233,7 +233,7 @@ def _mock_replies(path: Path | None) -> list[dict[str, str]]:
             isinstance(r, dict) and isinstance(r.get("when"), str)
             and isinstance(r.get("reply"), str) for r in replies):
         raise ConfigError(f"--mock-replies {path}: expected a JSON list of "
-                          '{"when": text, "reply": text}')
+                          '{"when": text, "reply": text} (optionally "cuts": [offset, ...])')
     return replies
 
 

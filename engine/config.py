@@ -24,6 +24,9 @@ class MockReply(msgspec.Struct, forbid_unknown_fields=True):
 
     when: str
     reply: str
+    # Character offsets into ``reply`` where it is encoded in separate parts, so that the
+    # streamed pieces break there (e.g. inside a marker the tokenizer keeps whole).
+    cuts: list[int] = []
 
 
 class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -76,6 +79,9 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
         for reply in self.mock_replies:
             _check(bool(reply.when), "mock_replies", "entries with a non-empty `when`",
                    reply.when)
+            _check(reply.cuts == sorted(set(reply.cuts))
+                   and all(0 < cut < len(reply.reply) for cut in reply.cuts),
+                   "mock_replies", "`cuts`: increasing offsets inside the reply", reply.cuts)
         return self
 
 

@@ -7,8 +7,11 @@ with the tokens of ``reply`` (encoded without special tokens, so markers such as
 encoded, and prompts decoded, with the frontend's tokenizer: ``engine_config.tokenizer``
 (what ``--tokenizer`` names), else the model directory's. Everything
 else about the request (max_tokens, stop_token_ids, aborts, logprobs) behaves as for
-random tokens. This is how end-to-end tests make the mock produce tool calls, reasoning
-or a given text through either frontend.
+random tokens. An entry's ``cuts`` (character offsets into ``reply``) encode the reply in
+separate parts, so the streamed pieces break at those offsets even inside a marker the
+tokenizer would keep whole (tests use it to split a marker at every boundary). This is how
+end-to-end tests make the mock produce tool calls, reasoning or a given text through
+either frontend.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ class MockReplies:
             raise ConfigError(f"mock_replies need {path}")
         self._tokenizer = tokenizers.Tokenizer.from_file(str(path))
         for reply in replies:
-            ids = self._tokenizer.encode(reply.reply, add_special_tokens=False).ids
+            bounds = [0, *reply.cuts, len(reply.reply)]
+            ids = [i for start, end in zip(bounds, bounds[1:], strict=False)
+                   for i in self._tokenizer.encode(reply.reply[start:end],
+                                                   add_special_tokens=False).ids]
             self._replies.append((reply.when, ids))
 
     def __bool__(self) -> bool:

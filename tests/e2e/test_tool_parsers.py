@@ -4,7 +4,8 @@ mock engine replies with that family's outputs, taken from the shared case table
 (tests/parser_cases/tools.jsonl): one call, two parallel calls, text around a call, the
 family's markers inside JSON string arguments, CJK and emoji, a call truncated by
 ``max_tokens``, and a malformed call. The mock streams a reply token by token, so markers
-arrive split across pieces.
+arrive split across pieces; and the text-around reply once per offset inside each of its
+markers, with a piece boundary there (the mock reply's ``cuts``).
 
 For each: the non-streamed answer is the case's content, calls and finish_reason; the
 streamed deltas have OpenAI's shape (a call's first delta has index, id, type and
@@ -50,6 +51,28 @@ def trigger(scenario: str) -> str:
     return f"[tool-parser-case {scenario}]"
 
 
+# Every marker string of the eight formats (server/parsers/tools/formats.py).
+MARKERS = ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁begin｜>",
+           "<｜tool▁calls▁end｜>", "<｜tool▁sep｜>", "<tool_call>", "</tool_call>",
+           "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", "<|tool_call|>", "<function=",
+           "<parameter=", "</parameter>", "</function>", "<|python_start|>", "<|python_end|>")
+
+
+def marker_cuts(text: str) -> list[int]:
+    """Every offset strictly inside an occurrence of a marker in ``text``."""
+    cuts: set[int] = set()
+    for marker in MARKERS:
+        start = text.find(marker)
+        while start != -1:
+            cuts.update(range(start + 1, start + len(marker)))
+            start = text.find(marker, start + 1)
+    return sorted(cuts)
+
+
+def split_trigger(cut: int) -> str:
+    return f"[tool-parser-split {cut}]"
+
+
 # Format-independent forcing (every parser but demo / hermes): the engine's grammar takes
 # the scripted reply token by token while it fits the structural tag.
 FORCED_REQUIRED = ('[{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}, '
@@ -67,6 +90,9 @@ def parser_server(request: pytest.FixtureRequest, demo_model: Path,
     replies = directory / "replies.json"
     scripts = [{"when": trigger(s), "reply": case_of(parser, s)["text"]} for s in SCENARIOS]
     scripts += [{"when": trigger(s), "reply": reply} for s, reply in FORCED.items()]
+    around = case_of(parser, "text_around")["text"]
+    scripts += [{"when": split_trigger(k), "reply": around, "cuts": [k]}
+                for k in marker_cuts(around)]
     replies.write_text(json.dumps(scripts), encoding="utf-8")
     server = Server(mode, demo_model, directory / "server.log",
                     cli_args=("--mock-step-delay-ms", "1", "--mock-replies", str(replies),
@@ -191,3 +217,32 @@ def test_forcing_without_native_markers(parser_server: tuple[str, Server]) -> No
         content, streamed_calls, finish, _ = streamed(server, request)
         assert (content, finish) == ("", "tool_calls")
         assert [{"name": c["name"], "arguments": c["arguments"]} for c in streamed_calls] == calls
+
+
+def test_markers_split_at_every_boundary(parser_server: tuple[str, Server]) -> None:
+    """The text-around reply streamed with a piece boundary at every offset inside each of
+    its markers (the mock encodes the reply in two parts there): each streamed answer is
+    the case's content and calls, and no content piece carries a held-back fragment."""
+    parser, server = parser_server
+    case = case_of(parser, "text_around")
+    cuts = marker_cuts(case["text"])
+    assert len(cuts) >= 10, cuts
+    for cut in cuts:
+        request = {"model": MODEL, "messages": user(split_trigger(cut)), "tools": case["tools"],
+                   "parallel_tool_calls": case["parallel"], "max_tokens": 400, "stream": True}
+        pieces: list[str] = []
+        calls: list[dict[str, str]] = []
+        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=request,
+                          timeout=60) as response:
+            assert response.status_code == 200, response.read()
+            events = sse_events(response.iter_lines())
+        for event in events:
+            delta = event["choices"][0]["delta"]
+            if delta.get("content"):
+                pieces.append(delta["content"])
+            for call in delta.get("tool_calls", ()):
+                if call["index"] == len(calls):
+                    calls.append({"name": call["function"]["name"], "arguments": ""})
+                calls[call["index"]]["arguments"] += call["function"]["arguments"]
+        assert ("".join(pieces), calls) == (case["content"], case["calls"]), cut
+        assert all(piece in case["content"] for piece in pieces), (cut, pieces)
