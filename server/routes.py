@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 
 from engine.version import __version__
-from server import batch, response, tokenize
+from server import batch, response, responses, tokenize
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.engine_client import ClientDisconnected, EngineClient
@@ -131,9 +131,12 @@ def protected(path: str) -> bool:
 async def dispatch(routes: dict[str, tuple[str | tuple[str, ...], Handler]], scope: Scope,
                    receive: Receive,
                    send: Send, api_key: bytes | None = None,
-                   metrics: Metrics | None = None) -> None:
+                   metrics: Metrics | None = None,
+                   fallback: Callable[[str], tuple[str | tuple[str, ...], Handler] | None]
+                   | None = None) -> None:
     """Routes one ASGI request: 401 without the API key on /v1/*, JSON 404 / 405,
-    APIError bodies, 500 for our own bugs; counts it in ``metrics``."""
+    APIError bodies, 500 for our own bugs; counts it in ``metrics``. ``fallback``: the
+    route of a path not in ``routes`` (paths with parameters), or None."""
     if scope["type"] != "http":
         return
     path = scope["path"]
@@ -147,6 +150,8 @@ async def dispatch(routes: dict[str, tuple[str | tuple[str, ...], Handler]], sco
             await inner(message)
 
     route = routes.get(path)
+    if route is None and fallback is not None:
+        route = fallback(path)
     try:
         if api_key is not None and protected(path) and not authorized(scope, api_key):
             raise APIError(ErrorKind.UNAUTHORIZED, "invalid or missing API key: send "
@@ -243,7 +248,8 @@ class App:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await dispatch(self._routes, scope, receive, send, self._api_key, self.metrics)
+        await dispatch(self._routes, scope, receive, send, self._api_key, self.metrics,
+                       responses.stored_route)
 
     # ------------------------------------------------------------------ simple routes
 
