@@ -6,13 +6,25 @@ answer 404: nothing is stored."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from server.error import APIError, ErrorKind
+import msgspec
+
+from server.choice import ChatChoice
+from server.error import APIError, Dialect, ErrorKind
+from server.parsers.reasoning import markers_of
+from server.prompt import Prompt
+from server.responses.events import ResponseShapes
+from server.responses.request import Echo, translate
+
+if TYPE_CHECKING:
+    from server.routes import App
 
 Handler = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 PREFIX = "/v1/responses/"
+_encode = msgspec.json.Encoder().encode
 
 
 def takes_effort(template_source: str | None) -> bool:
@@ -45,3 +57,24 @@ def stored_route(path: str) -> tuple[str, Handler] | None:
         raise not_stored(parts[0])
 
     return methods, missing
+
+
+async def create(app: App, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``POST /v1/responses``: the chat generate path with the Responses shapes."""
+    echo: list[Echo] = []
+    effort = takes_effort(app.text.chat_template_source)
+
+    async def build(body: bytes) -> list[Prompt]:
+        translated = translate(body, effort)
+        echo.append(translated.echo)
+        return [await app.prompts.chat(_encode(translated.chat))]
+
+    def shapes_of(prompts: list[Prompt], hex_id: str) -> ResponseShapes:
+        prompt = prompts[0]
+        assert prompt.chat is not None
+        choice = ChatChoice(0, prompt.chat, markers_of(app.options.reasoning_parser), None,
+                            app.token_texts)
+        return ResponseShapes(hex_id, int(time.time()), app.model_name, choice,
+                              len(prompt.ids), echo[0])
+
+    await app.generate(receive, send, build, shapes_of, Dialect.OPENAI, "resp")
