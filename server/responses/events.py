@@ -20,8 +20,9 @@ import msgspec
 
 from server import openai as s
 from server.choice import ChatChoice
-from server.error import APIError
+from server.error import APIError, Dialect
 from server.generation import Generation, Piece
+from server.response import typed_event
 from server.responses.request import Echo
 
 _encode = msgspec.json.Encoder().encode
@@ -63,6 +64,8 @@ class _Item:
 
 class ResponseShapes:
     """The response of one chat choice (n = 1) in the Responses API's shapes."""
+
+    dialect = Dialect.OPENAI
 
     def __init__(self, hex_id: str, created: int, model: str, choice: ChatChoice,
                  prompt_tokens: int, echo: Echo) -> None:
@@ -109,7 +112,7 @@ class ResponseShapes:
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
-        return b"event: " + kind.encode() + b"\ndata: " + _encode(data) + b"\n\n"
+        return typed_event(kind, data)
 
     def _end(self) -> bytes:
         """The events that end the open item."""
