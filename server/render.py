@@ -69,7 +69,7 @@ from server.lifecycle import (
 )
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
-from server.responses import takes_effort
+from server.responses import chat_prompt, takes_effort
 from server.responses.request import translate
 from server.text import ModelText, TextError
 
@@ -159,7 +159,7 @@ class RenderApp:
     async def responses(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The Responses body's chat request, rendered as chat render renders it."""
         translated = translate(await read_body(receive), self._takes_effort)
-        prompt = await self.prompts.chat(_encode(translated.chat))
+        prompt = await chat_prompt(self.prompts, translated)
         await send_json(send, 200, rendered("resp", self.model_name, prompt))
 
     async def completion(self, scope: Scope, receive: Receive, send: Send) -> None:

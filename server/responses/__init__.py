@@ -15,9 +15,9 @@ from server.choice import ChatChoice
 from server.edge import Receive, Scope, Send, allowed_methods
 from server.error import APIError, ErrorKind
 from server.parsers.reasoning import markers_of
-from server.prompt import Prompt
+from server.prompt import Prompt, PromptBuilder
 from server.responses.events import ResponseShapes
-from server.responses.request import Echo, translate
+from server.responses.request import Echo, Translated, responses_param, translate
 
 if TYPE_CHECKING:
     from server.routes import App
@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 PREFIX = "/v1/responses/"  # the prefix route of the stored-response paths
 ID_PREFIX = "resp"  # the engine request ids: resp-<32 hex>; the response id: resp_<hex>
 _encode = msgspec.json.Encoder().encode
+
+
+async def chat_prompt(prompts: PromptBuilder, translated: Translated) -> Prompt:
+    """The translated request through the chat prompt builder; its errors name the
+    Responses fields (``responses_param``)."""
+    try:
+        return await prompts.chat(_encode(translated.chat))
+    except APIError as error:
+        error.param = responses_param(error.param)
+        raise
 
 
 def takes_effort(template_source: str | None) -> bool:
@@ -40,7 +50,7 @@ async def create(app: App, receive: Receive, send: Send) -> None:
     async def build(body: bytes) -> list[Prompt]:
         translated = translate(body, effort)
         echo.append(translated.echo)
-        return [await app.prompts.chat(_encode(translated.chat))]
+        return [await chat_prompt(app.prompts, translated)]
 
     def shapes_of(prompts: list[Prompt], rid: str) -> ResponseShapes:
         prompt = prompts[0]

@@ -13,6 +13,7 @@ Items of ``input`` may carry keys this server does not read (``id``, ``status``,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -309,6 +310,23 @@ def _metadata(raw: Any) -> dict[str, str]:
     for key, value in raw.items():
         _string(value, f"metadata.{key}")
     return raw
+
+
+# A chat field's name in the Responses body (errors of the chat checks name the latter).
+_RENAMED = (("max_completion_tokens", "max_output_tokens"),
+            ("response_format.json_schema", "text.format"), ("response_format", "text.format"),
+            ("chat_template_kwargs", "reasoning.effort"))
+_TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.function(\.|$)")
+
+
+def responses_param(param: str | None) -> str | None:
+    """The Responses name of the chat field ``param`` (``messages`` paths are kept)."""
+    if param is None:
+        return None
+    for chat, ours in _RENAMED:
+        if param == chat or param.startswith((chat + ".", chat + "[")):
+            return ours + param[len(chat):] if chat != "chat_template_kwargs" else ours
+    return _TOOL_FIELD.sub(lambda m: f"tools[{m.group(1)}]{m.group(2)}", param)
 
 
 def translate(body: bytes, takes_effort: bool) -> Translated:

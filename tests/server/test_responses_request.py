@@ -175,3 +175,15 @@ def test_body_must_be_a_json_object() -> None:
         with pytest.raises(APIError) as info:
             translate(raw, False)
         assert info.value.status == 400 and info.value.param is None
+
+
+def test_chat_field_names_map_back() -> None:
+    from server.responses.request import responses_param
+
+    assert [responses_param(p) for p in (
+        None, "max_completion_tokens", "response_format", "response_format.json_schema.schema",
+        "tools[2].function.parameters", "tools[0].function", "chat_template_kwargs",
+        "messages[1].content", "temperature")] == [
+        None, "max_output_tokens", "text.format", "text.format.schema",
+        "tools[2].parameters", "tools[0]", "reasoning.effort", "messages[1].content",
+        "temperature"]
