@@ -320,9 +320,10 @@ _TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.function(\.|$)")
 
 
 def responses_param(param: str | None) -> str | None:
-    """The Responses name of the chat field ``param`` (``messages`` paths are kept)."""
-    if param is None:
-        return None
+    """The Responses name of the chat field ``param`` (``messages`` is ``input``; paths
+    inside it are kept: chat messages do not map one to one onto input items)."""
+    if param is None or param == "messages":
+        return None if param is None else "input"
     for chat, ours in _RENAMED:
         if param == chat or param.startswith((chat + ".", chat + "[")):
             return ours + param[len(chat):] if chat != "chat_template_kwargs" else ours

@@ -183,7 +183,7 @@ def test_chat_field_names_map_back() -> None:
     assert [responses_param(p) for p in (
         None, "max_completion_tokens", "response_format", "response_format.json_schema.schema",
         "tools[2].function.parameters", "tools[0].function", "chat_template_kwargs",
-        "messages[1].content", "temperature")] == [
+        "messages[1].content", "temperature", "messages")] == [
         None, "max_output_tokens", "text.format", "text.format.schema",
         "tools[2].parameters", "tools[0]", "reasoning.effort", "messages[1].content",
-        "temperature"]
+        "temperature", "input"]
