@@ -247,6 +247,28 @@ def test_unknown_model_and_stored_routes(feature_server: Server) -> None:
     assert wrong.status_code == 405
 
 
+def test_deadline_mid_stream_is_an_error_event(mode: str, demo_model: Path,
+                                               tmp_path: Path) -> None:
+    """``--request-timeout`` expiring after the stream began: an ``error`` event (the
+    OpenAI error type as its code), then the stream ends; not streamed, a 504."""
+    server = Server(mode, demo_model, tmp_path / "server.log", cli_args=(
+        "--request-timeout", "1", "--mock-step-delay-ms", "20"))
+    try:
+        events = list(server.client().responses.create(
+            model=MODEL, input="hi", max_output_tokens=1000, stream=True))
+        assert [e.sequence_number for e in events] == list(range(len(events)))
+        last = events[-1]
+        assert (last.type, last.code, last.param) == ("error", "TimeoutError", None)
+        assert "request timeout" in last.message
+        assert "response.output_text.delta" in {e.type for e in events[:-1]}
+        assert not {"response.completed", "response.incomplete"} & {e.type for e in events}
+        with pytest.raises(openai.APIStatusError) as info:
+            server.client().responses.create(model=MODEL, input="hi", max_output_tokens=1000)
+        assert info.value.status_code == 504
+    finally:
+        assert server.stop() == 0, server.log()
+
+
 ITEM = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "developer", "x"]),
                            "content": st.one_of(st.text(max_size=20), JSON)}),
