@@ -17,6 +17,9 @@ shapes and errors as ``rust/server/src/routes/render.rs``):
   ``--tool-call-parser NAME``.
   A completions request with a batch of prompts is answered with a JSON list, one answer
   per prompt (in order).
+* ``POST /v1/responses/render``: a Responses API body, translated into its chat request
+  (:mod:`server.responses.request`), answered as ``/v1/chat/completions/render`` answers
+  that request.
 * ``GET /v1/models``, ``GET /health``.
 
 The engine's limits come from ``config.json`` as the mock engine reads them:
@@ -66,6 +69,8 @@ from server.lifecycle import (
 )
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
+from server.responses import chat_prompt, takes_effort
+from server.responses.request import translate
 from server.text import ModelText, TextError
 
 logger = logging.getLogger("vrs.render")
@@ -135,9 +140,11 @@ class RenderApp:
                                              model_config(model_root))
         self.prompts = PromptBuilder(text, served_model_name, limits, executor,
                                      tool_parser=tools.name, reasoning_parser=reasoning.name)
+        self._takes_effort = takes_effort(text.chat_template_source)
         self._routes: dict[str, tuple[str, Handler]] = {
             "/v1/chat/completions/render": ("POST", self.chat),
             "/v1/completions/render": ("POST", self.completion),
+            "/v1/responses/render": ("POST", self.responses),
             "/v1/models": ("GET", self.models),
             "/health": ("GET", self.health),
         }
@@ -148,6 +155,12 @@ class RenderApp:
     async def chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         prompt = await self.prompts.chat(await read_body(receive))
         await send_json(send, 200, rendered("chatcmpl", self.model_name, prompt))
+
+    async def responses(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The Responses body's chat request, rendered as chat render renders it."""
+        translated = translate(await read_body(receive), self._takes_effort)
+        prompt = await chat_prompt(self.prompts, translated)
+        await send_json(send, 200, rendered("resp", self.model_name, prompt))
 
     async def completion(self, scope: Scope, receive: Receive, send: Send) -> None:
         prompts = await self.prompts.completion(await read_body(receive))

@@ -5,7 +5,9 @@ Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON, or SSE wh
 text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``GET
 /version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
 /ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
-``server/invocations.py``); anything else is a JSON 404, a known path with the wrong
+``server/invocations.py``), OpenAI's Responses API (``POST /v1/responses``, stateless, on
+the chat pipeline, and 404s for the stored-response routes: ``server/responses/``);
+anything else is a JSON 404, a known path with the wrong
 method a JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
 ``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as the Rust server
 (``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
@@ -34,7 +36,7 @@ from concurrent.futures import Executor
 import msgspec
 
 from engine.version import __version__
-from server import batch, response, tokenize
+from server import batch, response, responses, tokenize
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.edge import (
@@ -126,6 +128,8 @@ class App:
             "/invocations": ("POST", self.invocations),
             "/tokenize": ("POST", self.tokenize),
             "/detokenize": ("POST", self.detokenize),
+            "/v1/responses": ("POST", self.create_response),
+            responses.PREFIX: (("GET", "POST", "DELETE"), responses.stored),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -208,6 +212,9 @@ class App:
 
     async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=False)
+
+    async def create_response(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await responses.create(self, receive, send)
 
     async def invocations(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=None)

@@ -28,6 +28,7 @@ REPLIES = [
     ("[weather]", "Let me check." + CALL_BEGIN
      + '{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}' + CALL_END),
     ("[think]", "Two plus two is 4, 四.</think>The answer is 4."),
+    ("[reason]", "<think>Two plus two is 4, 四.</think>The answer is 4."),
     ("[special]", "a<｜begin▁of▁sentence｜>b"),
     ("[script]", "alpha beta gamma delta epsilon"),
 ]

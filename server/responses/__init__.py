@@ -1,0 +1,90 @@
+"""``POST /v1/responses`` (stateless): the body translated into a chat request
+(:mod:`server.responses.request`), the chat choice's deltas shaped as output items and
+typed events (:mod:`server.responses.events`). The routes of stored responses
+(``GET``/``DELETE /v1/responses/{id}``, ``POST …/{id}/cancel``, ``GET …/{id}/input_items``)
+answer 404: nothing is stored. As ``rust/server/src/routes/responses.rs``."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from server.choice import ChatChoice
+from server.edge import Receive, Scope, Send, allowed_methods
+from server.error import APIError, ErrorKind
+from server.parsers.reasoning import markers_of
+from server.prompt import Prompt, PromptBuilder
+from server.responses.events import ResponseShapes
+from server.responses.request import Echo, Translated, responses_param, translate
+
+if TYPE_CHECKING:
+    from server.routes import App
+
+PREFIX = "/v1/responses/"  # the prefix route of the stored-response paths
+ID_PREFIX = "resp"  # the engine request ids: resp-<32 hex>; the response id: resp_<hex>
+_encode = msgspec.json.Encoder().encode
+
+
+async def chat_prompt(prompts: PromptBuilder, translated: Translated) -> Prompt:
+    """The translated request through the chat prompt builder; its errors name the
+    Responses fields (``responses_param``)."""
+    try:
+        return await prompts.chat(_encode(translated.chat))
+    except APIError as error:
+        error.param = responses_param(error.param)
+        raise
+
+
+def takes_effort(template_source: str | None) -> bool:
+    """Whether the chat template reads ``reasoning_effort`` (``reasoning.effort``)."""
+    return template_source is not None and "reasoning_effort" in template_source
+
+
+async def create(app: App, receive: Receive, send: Send) -> None:
+    """``POST /v1/responses``: the chat generate path with the Responses shapes."""
+    echo: list[Echo] = []
+    effort = takes_effort(app.text.chat_template_source)
+
+    async def build(body: bytes) -> list[Prompt]:
+        translated = translate(body, effort)
+        echo.append(translated.echo)
+        return [await chat_prompt(app.prompts, translated)]
+
+    def shapes_of(prompts: list[Prompt], rid: str) -> ResponseShapes:
+        prompt = prompts[0]
+        assert prompt.chat is not None
+        choice = ChatChoice(0, prompt.chat, markers_of(app.options.reasoning_parser), None,
+                            app.token_texts)
+        return ResponseShapes(rid.removeprefix(f"{ID_PREFIX}-"), int(time.time()),
+                              app.model_name, choice, len(prompt.ids), echo[0])
+
+    await app.generate(receive, send, build, shapes_of, ID_PREFIX)
+
+
+def stored_methods(path: str) -> tuple[str, ...] | None:
+    """The methods of a stored-response path (None: no such route)."""
+    parts = path.removeprefix(PREFIX).split("/")
+    if not parts[0] or len(parts) > 2:
+        return None
+    if len(parts) == 1:
+        return ("GET", "DELETE")
+    return {"cancel": ("POST",), "input_items": ("GET",)}.get(parts[1])
+
+
+async def stored(scope: Scope, receive: Receive, send: Send) -> None:
+    """The stored-response routes: 404, nothing is stored (405 for another method, 404
+    for another path)."""
+    path = scope["path"]
+    methods = stored_methods(path)
+    if methods is None:
+        raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {path}")
+    allowed = allowed_methods(methods)
+    if scope["method"] not in allowed:
+        raise APIError(ErrorKind.METHOD_NOT_ALLOWED,
+                       f"Method Not Allowed: {scope['method']} {path}",
+                       headers=[(b"allow", ",".join(allowed).encode())])
+    response_id = path.removeprefix(PREFIX).split("/")[0]
+    raise APIError(ErrorKind.NOT_FOUND, f"Response '{response_id}' not found: this server "
+                   "is stateless (store is not supported)")
