@@ -17,6 +17,8 @@ shapes and errors as ``rust/server/src/routes/render.rs``):
   ``--tool-call-parser NAME``.
   A completions request with a batch of prompts is answered with a JSON list, one answer
   per prompt (in order).
+* ``POST /v1/messages/render``: an Anthropic Messages body, translated into the equivalent
+  chat request (:mod:`server.messages.request`), answered as that chat request is.
 * ``GET /v1/models``, ``GET /health``.
 
 The engine's limits come from ``config.json`` as the mock engine reads them:
@@ -54,6 +56,7 @@ from server.lifecycle import (
     setup_logging,
     text_executor,
 )
+from server.messages.request import translate
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
 from server.routes import (
@@ -138,6 +141,7 @@ class RenderApp:
         self._routes: dict[str, tuple[str, Handler]] = {
             "/v1/chat/completions/render": ("POST", self.chat),
             "/v1/completions/render": ("POST", self.completion),
+            "/v1/messages/render": ("POST", self.messages),
             "/v1/models": ("GET", self.models),
             "/health": ("GET", self.health),
         }
@@ -156,6 +160,12 @@ class RenderApp:
             return
         answers = b",".join(rendered("cmpl", self.model_name, prompt) for prompt in prompts)
         await send_json(send, 200, b"[" + answers + b"]")
+
+    async def messages(self, scope: Scope, receive: Receive, send: Send) -> None:
+        chat = translate(await read_body(receive),
+                         reasoning=self.prompts.reasoning_markers is not None)
+        prompt = await self.prompts.chat(_encode(chat))
+        await send_json(send, 200, rendered("msg", self.model_name, prompt))
 
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_json(send, 200, model_list(self.model_name, self.created, self.model_root,
