@@ -18,7 +18,10 @@ from typing import Any
 
 import msgspec
 
+from server import openai as s
 from server.choice import ChatChoice, ChatDelta
+from server.error import APIError, Dialect
+from server.generation import Generation, Piece
 
 _encode = msgspec.json.Encoder().encode
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens"}
@@ -137,7 +140,10 @@ class Blocks:
 
 class MessageShapes:
     """The Anthropic message of one chat choice (``hex``: the request's 32 hex digits, the
-    message id ``msg_<hex>``; ``prompt_tokens``: the usage's input tokens)."""
+    message id ``msg_<hex>``; ``prompt_tokens``: the usage's input tokens); a
+    ``server.response.Shapes``."""
+
+    dialect = Dialect.ANTHROPIC
 
     def __init__(self, hex: str, model: str, choice: ChatChoice, prompt_tokens: int) -> None:
         self.id = f"msg_{hex}"
@@ -182,8 +188,24 @@ class MessageShapes:
         """The non-streamed body."""
         return _encode(self.message(self.blocks.content(), self.stop_reason(), output_tokens))
 
-    @staticmethod
-    def error(body: bytes) -> bytes:
-        """The ``error`` event of a failure after the start (``body``: the Anthropic error
-        JSON)."""
-        return b"event: error\ndata: " + body + b"\n\n"
+    # ------------------------------------------------------------ response.Shapes
+
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+        return self.push(self.choice.step(piece), piece.stop_sequence)
+
+    def whole_step(self, index: int, piece: Piece) -> None:
+        self.push(self.choice.step(piece), piece.stop_sequence)
+
+    def usage_of(self, generations: list[Generation]) -> s.Usage:
+        completion = generations[0].completion_tokens
+        return s.Usage(self.prompt_tokens, completion, self.prompt_tokens + completion)
+
+    def body(self, usage: s.Usage) -> bytes:
+        return self.whole(usage.completion_tokens)
+
+    def finish(self, usage: s.Usage, include_usage: bool) -> bytes:
+        return self.end(usage.completion_tokens)
+
+    def failure(self, error: APIError) -> bytes:
+        """A failure after the start: an ``error`` event, and the stream ends."""
+        return b"event: error\ndata: " + error.to_json(Dialect.ANTHROPIC) + b"\n\n"
