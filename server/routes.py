@@ -5,11 +5,12 @@ Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON, or SSE wh
 text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``GET
 /version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
 /ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
-``server/invocations.py``); anything else is a JSON 404, a known path with the wrong
-method a JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
-``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as the Rust server
-(``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
-``routes/invocations.rs``, ``output/response.rs``):
+``server/invocations.py``), Anthropic's ``POST /v1/messages`` and ``POST
+/v1/messages/count_tokens`` (``server/messages/``); anything else is a JSON 404, a known
+path with the wrong method a JSON 405 with ``Allow`` (a route that takes GET takes HEAD
+too, as axum's: ``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as
+the Rust server (``rust/server/src/routes.rs``, ``routes/chat_completions.rs``,
+``routes/completions.rs``, ``routes/invocations.rs``, ``output/response.rs``):
 
 API key (401 on ``/v1/*`` and ``/invocations``, when the server has one) -> admission (429
 with Retry-After when ``max_concurrent_requests`` generation requests are in flight) -> body
@@ -25,6 +26,7 @@ aborts them with 504 or an SSE error event.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -34,7 +36,7 @@ from concurrent.futures import Executor
 import msgspec
 
 from engine.version import __version__
-from server import batch, response, tokenize
+from server import batch, messages, response, tokenize
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.edge import (
@@ -126,6 +128,8 @@ class App:
             "/invocations": ("POST", self.invocations),
             "/tokenize": ("POST", self.tokenize),
             "/detokenize": ("POST", self.detokenize),
+            "/v1/messages": ("POST", functools.partial(messages.messages, self)),
+            "/v1/messages/count_tokens": ("POST", functools.partial(messages.count_tokens, self)),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
