@@ -268,9 +268,12 @@ def test_sdk_raises_on_errors(feature: Server) -> None:
     assert missing.value.body["error"]["type"] == "not_found_error"
 
 
-def test_api_key_in_x_api_key(api_mode: str, demo_model: Path, tmp_path: Path) -> None:
+def test_api_key_and_timeout(api_mode: str, demo_model: Path, tmp_path: Path) -> None:
+    """The key in x-api-key (or as a bearer token); the deadline as Anthropic's
+    timeout_error: a 504 body, or an error event ending a stream that began."""
     server = Server(api_mode, demo_model, tmp_path / "server.log",
-                    cli_args=("--api-key", KEY, "--mock-step-delay-ms", "1"))
+                    cli_args=("--api-key", KEY, "--mock-step-delay-ms", "5",
+                              "--request-timeout", "1"))
     try:
         with pytest.raises(anthropic.AuthenticationError) as info:
             ask(server, "hi", max_tokens=2)
@@ -288,6 +291,23 @@ def test_api_key_in_x_api_key(api_mode: str, demo_model: Path, tmp_path: Path) -
                           json={"model": MODEL, "max_tokens": 1, "messages": [
                               {"role": "user", "content": "a"}]})
         assert chat.status_code == 200
+        long = {"model": MODEL, "max_tokens": 1500,
+                "messages": [{"role": "user", "content": "a"}]}
+        with pytest.raises(anthropic.APIStatusError) as late:
+            client(server, KEY).messages.create(**long)
+        assert late.value.status_code == 504
+        assert late.value.body["error"]["type"] == "timeout_error"
+        with client(server, KEY).messages.stream(**long) as stream, \
+                pytest.raises(anthropic.APIStatusError) as cut:
+            "".join(stream.text_stream)
+        assert cut.value.body["error"]["type"] == "timeout_error", cut.value.body
+        raw = httpx.post(f"{server.url}/v1/messages", headers={"x-api-key": KEY}, timeout=30,
+                         json={**long, "stream": True}).text
+        assert raw.startswith("event: message_start\n")
+        assert raw.endswith('"message":"the request did not finish within the server\'s '
+                            'request timeout of 1 s"}}\n\n'), raw[-300:]
+        assert raw.rsplit("\n\n", 2)[-2].startswith('event: error\ndata: {"type":"error",'
+                                                     '"error":{"type":"timeout_error",')
     finally:
         assert server.stop() == 0, server.log()
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from server.choice import ChatChoice
+from server.error import APIError, Dialect, ErrorKind
 from server.generation import Piece
 from server.messages.events import MessageShapes, stop_reason, tool_input
 from server.parsers.reasoning import markers_of
@@ -130,3 +131,14 @@ def test_an_empty_answer_has_no_blocks() -> None:
     assert [kind for kind, _ in streamed] == ["message_start", "ping", "message_delta",
                                               "message_stop"]
     assert json.loads(message.whole(0))["content"] == []
+
+
+def test_a_failure_after_the_start_is_an_error_event() -> None:
+    message = shapes()
+    timeout = APIError(ErrorKind.TIMEOUT, "too slow")
+    assert message.failure(timeout) == (
+        b'event: error\ndata: {"type":"error","error":{"type":"timeout_error",'
+        b'"message":"too slow"}}\n\n')
+    dead = APIError(ErrorKind.ENGINE_DEAD, "gone")
+    assert b'"type":"overloaded_error"' in message.failure(dead)
+    assert message.dialect is Dialect.ANTHROPIC
