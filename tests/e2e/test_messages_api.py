@@ -216,6 +216,11 @@ def test_tool_loop_prompt_is_the_chat_prompt(feature: Server, render: str) -> No
     assert served.usage.prompt_tokens == len(ids)
     counted = client(feature).messages.count_tokens(model=MODEL, messages=turns, tools=[WEATHER])
     assert counted.input_tokens == len(ids)
+    refused = httpx.post(f"{render}/v1/messages/render", timeout=30,
+                         json={**wire, "messages": wire["messages"][2:]})
+    assert (refused.status_code, refused.json()) == (400, {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "messages[0].content[0].tool_use_id: "
+        f"tool_result for unknown tool_use_id '{call.id}'"}})
 
 
 def test_count_tokens(feature: Server) -> None:
@@ -363,3 +368,14 @@ def test_fuzzed_bodies_never_get_a_5xx(feature: Server, data: st.DataObject) -> 
             assert raw.endswith(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), (
                 body, raw[-300:])
     assert httpx.get(f"{feature.url}/health", timeout=10).status_code == 200
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.binary(max_size=64) | st.text(max_size=64).map(str.encode))
+def test_raw_bytes_never_get_a_5xx(feature: Server, raw: bytes) -> None:
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        response = httpx.post(f"{feature.url}{path}", content=raw, timeout=30,
+                              headers={"content-type": "application/json"})
+        assert response.status_code < 500, (path, raw, response.text)
+        assert response.json()["type"] == "error"
