@@ -20,6 +20,8 @@ shapes and errors as ``rust/server/src/routes/render.rs``):
 * ``POST /v1/responses/render``: a Responses API body, translated into its chat request
   (:mod:`server.responses.request`), answered as ``/v1/chat/completions/render`` answers
   that request.
+* ``POST /v1/messages/render``: an Anthropic Messages body, translated into the equivalent
+  chat request (:mod:`server.messages.request`), answered as that chat request is.
 * ``GET /v1/models``, ``GET /health``.
 
 The engine's limits come from ``config.json`` as the mock engine reads them:
@@ -67,10 +69,11 @@ from server.lifecycle import (
     setup_logging,
     text_executor,
 )
+from server.messages import request as messages_request
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
 from server.responses import chat_prompt, takes_effort
-from server.responses.request import translate
+from server.responses import request as responses_request
 from server.text import ModelText, TextError
 
 logger = logging.getLogger("vrs.render")
@@ -145,6 +148,7 @@ class RenderApp:
             "/v1/chat/completions/render": ("POST", self.chat),
             "/v1/completions/render": ("POST", self.completion),
             "/v1/responses/render": ("POST", self.responses),
+            "/v1/messages/render": ("POST", self.messages),
             "/v1/models": ("GET", self.models),
             "/health": ("GET", self.health),
         }
@@ -158,7 +162,7 @@ class RenderApp:
 
     async def responses(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The Responses body's chat request, rendered as chat render renders it."""
-        translated = translate(await read_body(receive), self._takes_effort)
+        translated = responses_request.translate(await read_body(receive), self._takes_effort)
         prompt = await chat_prompt(self.prompts, translated)
         await send_json(send, 200, rendered("resp", self.model_name, prompt))
 
@@ -169,6 +173,12 @@ class RenderApp:
             return
         answers = b",".join(rendered("cmpl", self.model_name, prompt) for prompt in prompts)
         await send_json(send, 200, b"[" + answers + b"]")
+
+    async def messages(self, scope: Scope, receive: Receive, send: Send) -> None:
+        chat = messages_request.translate(await read_body(receive),
+                                          reasoning=self.prompts.reasoning_markers is not None)
+        prompt = await self.prompts.chat(_encode(chat))
+        await send_json(send, 200, rendered("msg", self.model_name, prompt))
 
     async def models(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_json(send, 200, model_list(self.model_name, self.created, self.model_root,

@@ -6,9 +6,10 @@ text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``
 /version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
 /ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
 ``server/invocations.py``), OpenAI's Responses API (``POST /v1/responses``, stateless, on
-the chat pipeline, and 404s for the stored-response routes: ``server/responses/``);
-anything else is a JSON 404, a known path with the wrong
-method a JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
+the chat pipeline, and 404s for the stored-response routes: ``server/responses/``),
+Anthropic's ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``
+(``server/messages/``); anything else is a JSON 404, a known path with the wrong method a
+JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
 ``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as the Rust server
 (``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
 ``routes/invocations.rs``, ``output/response.rs``):
@@ -27,6 +28,7 @@ aborts them with 504 or an SSE error event.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -36,7 +38,7 @@ from concurrent.futures import Executor
 import msgspec
 
 from engine.version import __version__
-from server import batch, response, responses, tokenize
+from server import batch, messages, response, responses, tokenize
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.edge import (
@@ -128,8 +130,10 @@ class App:
             "/invocations": ("POST", self.invocations),
             "/tokenize": ("POST", self.tokenize),
             "/detokenize": ("POST", self.detokenize),
-            "/v1/responses": ("POST", self.create_response),
+            "/v1/responses": ("POST", functools.partial(responses.create, self)),
             responses.PREFIX: (("GET", "POST", "DELETE"), responses.stored),
+            "/v1/messages": ("POST", functools.partial(messages.messages, self)),
+            "/v1/messages/count_tokens": ("POST", functools.partial(messages.count_tokens, self)),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -212,9 +216,6 @@ class App:
 
     async def completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=False)
-
-    async def create_response(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await responses.create(self, receive, send)
 
     async def invocations(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=None)

@@ -42,7 +42,7 @@ def takes_effort(template_source: str | None) -> bool:
     return template_source is not None and "reasoning_effort" in template_source
 
 
-async def create(app: App, receive: Receive, send: Send) -> None:
+async def create(app: App, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/responses``: the chat generate path with the Responses shapes."""
     echo: list[Echo] = []
     effort = takes_effort(app.text.chat_template_source)
