@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 import torch
 from servers import MODEL, Server
@@ -62,6 +63,42 @@ def test_chat_greedy_equals_transformers(real_server: Server, tokenizer: Any,
     assert usage is not None and usage.prompt_tokens == len(ids)
     assert usage.completion_tokens == MAX_TOKENS
     assert text == tokenizer.decode(expected, skip_special_tokens=True)
+
+
+def test_responses_and_messages_generate_what_chat_generates(real_server: Server) -> None:
+    """The Responses and Messages APIs on the demo model, through the official SDKs:
+    greedy, the same reasoning and text as the equivalent chat request (itself equal to
+    transformers above), whole and streamed."""
+    system, question = "Answer briefly.", "Name a colour. 用中文回答"
+    chat = real_server.client().chat.completions.create(
+        model=MODEL, max_tokens=MAX_TOKENS, temperature=0,
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}])
+    message = chat.choices[0].message
+    expected = (getattr(message, "reasoning_content", None) or "", message.content or "")
+    assert "".join(expected), "the chat request generated nothing to compare"
+
+    response = real_server.client().responses.create(
+        model=MODEL, instructions=system, input=question, max_output_tokens=MAX_TOKENS,
+        temperature=0)
+    reasoning = "".join(part.text for item in response.output if item.type == "reasoning"
+                        for part in item.content or [])
+    assert (reasoning, response.output_text) == expected
+    assert response.usage.input_tokens == chat.usage.prompt_tokens
+    assert response.usage.output_tokens == chat.usage.completion_tokens
+
+    messages = anthropic.Anthropic(base_url=real_server.url, api_key="unused", max_retries=0)
+    # (the SDK no longer takes temperature as an argument; the API still does)
+    with messages.messages.stream(model=MODEL, system=system, max_tokens=MAX_TOKENS,
+                                  extra_body={"temperature": 0},
+                                  messages=[{"role": "user", "content": question}]) as stream:
+        final = stream.get_final_message()
+    thinking = "".join(b.thinking for b in final.content if b.type == "thinking")
+    text = "".join(b.text for b in final.content if b.type == "text")
+    assert (thinking, text) == expected
+    assert final.usage.input_tokens == chat.usage.prompt_tokens
+    assert final.usage.output_tokens == chat.usage.completion_tokens
+    stop = {"length": "max_tokens", "stop": "end_turn"}[chat.choices[0].finish_reason]
+    assert final.stop_reason == stop
 
 
 @pytest.mark.parametrize("mode", ["rust-serve", "python"])
