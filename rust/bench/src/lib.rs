@@ -8,6 +8,7 @@ pub mod client;
 pub mod dataset;
 pub mod events;
 pub mod metrics;
+pub mod payload;
 pub mod runner;
 pub mod sse;
 
