@@ -51,7 +51,7 @@ def serve(
         help="Request path. Default: /v1/completions; /v1/chat/completions, /v1/responses "
              "or /v1/messages for openai-chat, openai-responses or anthropic-messages.")] = None,
     backend: Annotated[Backend, typer.Option(
-        callback=vrs_backend,
+        callback=vrs_backend, metavar="API",
         help="Which API the requests use: openai-completions (vLLM's vllm and openai name "
              "it too), openai-chat, openai-responses (the Responses API) or anthropic-messages "
              "(Anthropic's Messages API; no --ignore-eos for these two).")]
@@ -116,8 +116,8 @@ def serve(
 
     Works against any OpenAI-compatible server (vrs serve, vrs serve --frontend python,
     vLLM, SGLang...): completions, chat completions or the Responses API, or an Anthropic
-    Messages server (--backend anthropic-messages). The load generator runs in vrs-rs; this shows its progress and
-    results. vLLM's `vllm bench serve` flags work under their names where vrs does
+    Messages server (--backend anthropic-messages). The load generator runs in vrs-rs;
+    this shows its progress and results. vLLM's `vllm bench serve` flags work under their names where vrs does
     the same (--dataset-name, --input-len, --num-warmups, --save-result, --backend
     vllm...); the others are refused with what vrs offers instead.
     """
