@@ -117,9 +117,10 @@ def serve(
     Works against any OpenAI-compatible server (vrs serve, vrs serve --frontend python,
     vLLM, SGLang...): completions, chat completions or the Responses API, or an Anthropic
     Messages server (--backend anthropic-messages). The load generator runs in vrs-rs;
-    this shows its progress and results. vLLM's `vllm bench serve` flags work under their names where vrs does
-    the same (--dataset-name, --input-len, --num-warmups, --save-result, --backend
-    vllm...); the others are refused with what vrs offers instead.
+    this shows its progress and results. vLLM's `vllm bench serve` flags work under
+    their names where vrs does the same (--dataset-name, --input-len, --num-warmups,
+    --save-result, --backend vllm...); the others are refused with what vrs offers
+    instead.
     """
     from cli.bench_args import BenchOptions
     from cli.bench_runner import run_bench
