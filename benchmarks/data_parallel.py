@@ -16,53 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from frontend_overhead import REPO_ROOT, RESULTS, free_port, machine, vrs  # noqa: E402
+from frontend_overhead import machine  # noqa: E402
+from servers import REPO_ROOT, RESULTS, Server, vrs  # noqa: E402
 
 METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms")
-
-
-def start(size: int, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            vrs("serve", "--mock", "--data-parallel-size", str(size), "--port", str(port),
-                "--log-level", "warning"),
-            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TOKENIZERS_PARALLELISM": "false"})
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vrs serve exited; see {log}")
-        try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"not healthy in 300 s; see {log}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def bench(url: str, size: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -89,11 +54,14 @@ def main() -> int:
     runs: dict[int, list[dict[str, Any]]] = {size: [] for size in args.sizes}
     for round_ in range(args.rounds):
         for size in args.sizes:
-            proc, url = start(size, work / f"serve-dp{size}.log")
+            server = Server(("serve", "--mock", "--data-parallel-size", str(size),
+                             "--log-level", "warning"), work / f"serve-dp{size}.log",
+                            "vrs serve")
             try:
-                runs[size].append(bench(url, size, args, work / f"dp{size}-r{round_}.json"))
+                runs[size].append(bench(server.url, size, args,
+                                        work / f"dp{size}-r{round_}.json"))
             finally:
-                stop(proc)
+                server.stop()
     rows = [{"engines": size, "failed": sum(r.get("failed", 0) for r in results),
              **{m: statistics.median(r[m] for r in results) for m in METRICS}}
             for size, results in runs.items()]

@@ -22,71 +22,31 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import REPO_ROOT, RESULTS, Server, vrs  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
 FRONTENDS = ("rust", "python")
 METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms",
            "median_tpot_ms")
 
 
-def vrs(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from cli.main import main; main()", *args]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    """`vrs serve --mock [--frontend python]` in its own session, on a free port."""
+class FrontendServer(Server):
+    """`vrs serve --mock [--frontend python]`."""
 
     def __init__(self, frontend: str, log_dir: Path) -> None:
         self.frontend = frontend
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(log_dir / f"{frontend}.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            vrs("serve", "--mock", "--frontend", frontend, "--port", str(self.port),
-                "--log-level", "warning"),
-            cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TOKENIZERS_PARALLELISM": "false"})
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{frontend} frontend exited; see {self.log.name}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"{frontend} frontend not healthy in 300 s; see {self.log.name}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
+        super().__init__(("serve", "--mock", "--frontend", frontend, "--log-level", "warning"),
+                         log_dir / f"{frontend}.log", f"{frontend} frontend")
 
 
-def bench(server: Server, concurrency: int, args: argparse.Namespace, out: Path) -> dict:
+def bench(server: FrontendServer, concurrency: int, args: argparse.Namespace, out: Path) -> dict:
     prompts = max(args.min_prompts, args.prompts_per_slot * concurrency)
     cmd = vrs("bench", "serve", "--base-url", server.url, "--num-prompts", str(prompts),
               "--max-concurrency", str(concurrency), "--random-input-len", str(args.input_len),
@@ -123,7 +83,7 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def profile(server: Server, concurrency: int, args: argparse.Namespace,
+def profile(server: FrontendServer, concurrency: int, args: argparse.Namespace,
             work: Path) -> dict[str, Any]:
     """During one bench run: CPU seconds of the frontend and of its engine, and perf's top
     symbols of the Rust frontend (vrs-rs) by self time."""
@@ -151,7 +111,7 @@ def profile(server: Server, concurrency: int, args: argparse.Namespace,
             "top_symbols": rows[:30]}
 
 
-def latency_parts(servers: dict[str, Server], args: argparse.Namespace,
+def latency_parts(servers: dict[str, FrontendServer], args: argparse.Namespace,
                   work: Path) -> list[dict[str, Any]]:
     """E2EL p50 at concurrency 1 for 8 / all prompt tokens x 1 / all output tokens."""
     shapes = [(8, 1), (8, args.output_len), (args.input_len, 1),
@@ -242,7 +202,7 @@ def main() -> int:
     servers = {}
     try:
         for frontend in FRONTENDS:
-            servers[frontend] = Server(frontend, work)
+            servers[frontend] = FrontendServer(frontend, work)
         runs = []
         for rnd in range(args.rounds):
             for c in concurrencies:

@@ -23,57 +23,32 @@ import json
 import os
 import platform
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import REPO_ROOT, RESULTS, Server  # noqa: E402
+
 CORPUS = REPO_ROOT / "tests" / "render_corpus" / "requests.jsonl"
 BODIES = ("short", "long", "tools")
 FRONTENDS = ("rust", "python")
 PATH = "/v1/chat/completions/render"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class RenderServer:
-    """`vrs render [--frontend python]` in its own session, on a free port."""
+class RenderServer(Server):
+    """`vrs render [--frontend python]` for the demo model."""
 
     def __init__(self, frontend: str, log_dir: Path) -> None:
         self.frontend = frontend
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.log = open(log_dir / f"render-{frontend}.log", "wb")  # noqa: SIM115 - see stop()
-        argv = [sys.executable, "-c", "from cli.main import main; main()", "render",
-                "--frontend", frontend, "--port", self.url.rsplit(":", 1)[1],
-                "--served-model-name", "demo", "--log-level", "warning"]
-        self.proc = subprocess.Popen(
-            argv, cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TOKENIZERS_PARALLELISM": "false"})
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{frontend} render exited; see {self.log.name}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"{frontend} render not healthy in 120 s; see {self.log.name}")
+        super().__init__(("render", "--frontend", frontend, "--served-model-name", "demo",
+                          "--log-level", "warning"), log_dir / f"render-{frontend}.log",
+                         f"{frontend} render", timeout_s=120, poll_s=0.2)
 
     def ids(self, body: bytes) -> list[int]:
         response = httpx.post(self.url + PATH, content=body, timeout=30,
@@ -81,16 +56,6 @@ class RenderServer:
         if response.status_code != 200:
             raise RuntimeError(f"{self.frontend}: {response.status_code} {response.text}")
         return response.json()["prompt_token_ids"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
 
 
 def oha(url: str, body_file: Path, requests: int, concurrency: int) -> dict[str, Any]:

@@ -30,10 +30,7 @@ import asyncio
 import json
 import os
 import platform
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +39,9 @@ from typing import Any
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import REPO_ROOT, Server  # noqa: E402
+
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -81,37 +80,14 @@ def reply_of(tokens: int) -> str:
     return best
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    """`vrs serve --mock --mock-replies FILE` in its own session, on a free port."""
+class MockServer(Server):
+    """`vrs serve --mock --mock-replies FILE`; stopped by a SIGTERM to its whole session."""
 
     def __init__(self, replies: Path, log: Path, step_delay_ms: float, frontend: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from cli.main import main; main()", "serve", "--mock",
-             "--mock-replies", str(replies), "--mock-step-delay-ms", str(step_delay_ms),
-             "--port", str(self.port), "--log-level", "warning",
-             *(["--frontend", "python"] if frontend == "python" else [])],
-            cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "TOKENIZERS_PARALLELISM": "false"})
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited; see {log}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"the server was not healthy in 300 s; see {log}")
+        super().__init__(("serve", "--mock", "--mock-replies", str(replies),
+                          "--mock-step-delay-ms", str(step_delay_ms), "--log-level", "warning",
+                          *(["--frontend", "python"] if frontend == "python" else [])),
+                         log, "the server", stop_session=True)
 
     def frontend_cpu_s(self) -> float:
         """User + system CPU seconds so far of the server's processes (its session) other
@@ -131,16 +107,6 @@ class Server:
                 continue  # fields[3]: the session id (the server leads its own session)
             total += (int(fields[11]) + int(fields[12])) / tick
         return total
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
 
 
 def body(kind: str) -> dict[str, Any]:
@@ -171,7 +137,7 @@ async def one(client: httpx.AsyncClient, url: str, request: dict[str, Any],
     return first, time.perf_counter() - start, chunks
 
 
-async def round_of(server: Server, kind: str, requests: int,
+async def round_of(server: MockServer, kind: str, requests: int,
                    concurrency: int) -> dict[str, Any]:
     url = server.url
     request = body(kind)
@@ -257,7 +223,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="vrs-tool-parsers-"))
     replies = work / "replies.json"
     replies.write_text(json.dumps([{"when": WHEN, "reply": reply_of(args.reply_tokens)}]))
-    server = Server(replies, work / "server.log", args.step_delay_ms, args.frontend)
+    server = MockServer(replies, work / "server.log", args.step_delay_ms, args.frontend)
     try:
         asyncio.run(check(server.url))
         asyncio.run(round_of(server, "tools", args.concurrency, args.concurrency))  # warm-up

@@ -14,11 +14,13 @@ from typer.core import TyperCommand
 BACKENDS = {
     "openai-completions": "openai-completions",
     "openai-chat": "openai-chat",
+    "openai-responses": "openai-responses",
+    "anthropic-messages": "anthropic-messages",
     "vllm": "openai-completions",
     "openai": "openai-completions",
 }
 TEXT_ONLY = ("vrs bench serve measures text generation: use --backend openai-completions "
-             "(vLLM's vllm/openai) or --backend openai-chat")
+             "(vLLM's vllm/openai), openai-chat, openai-responses or anthropic-messages")
 
 NO_EQUIVALENT = "vrs bench serve has no equivalent"
 RANDOM_ONLY = ("vrs bench serve generates random prompts only: use --dataset-name random "

@@ -24,6 +24,8 @@ app = typer.Typer(
 class Backend(StrEnum):
     openai_completions = "openai-completions"
     openai_chat = "openai-chat"
+    openai_responses = "openai-responses"
+    anthropic_messages = "anthropic-messages"
     vllm = "vllm"  # vLLM's names of openai-completions
     openai = "openai"
 
@@ -46,12 +48,14 @@ def serve(
     port: Annotated[int, typer.Option(
         min=1, max=65535, help="Server port (when --base-url is not given).")] = 8000,
     endpoint: Annotated[str | None, typer.Option(
-        help="Request path. Default: /v1/completions, or /v1/chat/completions for "
-             "openai-chat.")] = None,
+        help="Request path. Default: /v1/completions; /v1/chat/completions, /v1/responses "
+             "or /v1/messages for openai-chat, openai-responses or anthropic-messages.")] = None,
     backend: Annotated[Backend, typer.Option(
-        callback=vrs_backend,
-        help="Which OpenAI API the requests use: openai-completions (vLLM's vllm and "
-             "openai name it too) or openai-chat.")] = Backend.openai_completions,
+        callback=vrs_backend, metavar="API",
+        help="Which API the requests use: openai-completions (vLLM's vllm and openai name "
+             "it too), openai-chat, openai-responses (the Responses API) or anthropic-messages "
+             "(Anthropic's Messages API; no --ignore-eos for these two).")]
+        = Backend.openai_completions,
     model: Annotated[str | None, typer.Option(
         help="Model name sent in requests. Default: the first model of GET /v1/models.")]
         = None,
@@ -111,10 +115,12 @@ def serve(
     """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
 
     Works against any OpenAI-compatible server (vrs serve, vrs serve --frontend python,
-    vLLM, SGLang...). The load generator runs in vrs-rs; this shows its progress and
-    results. vLLM's `vllm bench serve` flags work under their names where vrs does
-    the same (--dataset-name, --input-len, --num-warmups, --save-result, --backend
-    vllm...); the others are refused with what vrs offers instead.
+    vLLM, SGLang...): completions, chat completions or the Responses API, or an Anthropic
+    Messages server (--backend anthropic-messages). The load generator runs in vrs-rs;
+    this shows its progress and results. vLLM's `vllm bench serve` flags work under
+    their names where vrs does the same (--dataset-name, --input-len, --num-warmups,
+    --save-result, --backend vllm...); the others are refused with what vrs offers
+    instead.
     """
     from cli.bench_args import BenchOptions
     from cli.bench_runner import run_bench

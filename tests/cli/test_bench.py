@@ -238,7 +238,8 @@ def test_bash_completion_reaches_nested_commands() -> None:
              'c vrs bench serve --port 80 --ignore; c vrs serve --dev')
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["serve --help",
-                                       "openai-completions openai-chat vllm openai",
+                                       "openai-completions openai-chat openai-responses "
+                                       "anthropic-messages vllm openai",
                                        "--ignore-eos", "--device"]
 
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-/// Which OpenAI API the requests use.
+/// Which API the requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
@@ -13,6 +13,10 @@ pub enum Backend {
     OpenaiCompletions,
     /// `POST /v1/chat/completions` with one user message.
     OpenaiChat,
+    /// `POST /v1/responses` with `input` (one user message).
+    OpenaiResponses,
+    /// `POST /v1/messages` (Anthropic) with one user message.
+    AnthropicMessages,
 }
 
 impl Backend {
@@ -20,6 +24,8 @@ impl Backend {
         match self {
             Backend::OpenaiCompletions => "openai-completions",
             Backend::OpenaiChat => "openai-chat",
+            Backend::OpenaiResponses => "openai-responses",
+            Backend::AnthropicMessages => "anthropic-messages",
         }
     }
 
@@ -27,7 +33,25 @@ impl Backend {
         match self {
             Backend::OpenaiCompletions => "/v1/completions",
             Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::OpenaiResponses => "/v1/responses",
+            Backend::AnthropicMessages => "/v1/messages",
         }
+    }
+
+    /// The API's name in messages.
+    pub fn api(self) -> &'static str {
+        match self {
+            Backend::OpenaiCompletions => "OpenAI completions",
+            Backend::OpenaiChat => "OpenAI chat completions",
+            Backend::OpenaiResponses => "OpenAI Responses",
+            Backend::AnthropicMessages => "Anthropic Messages",
+        }
+    }
+
+    /// Whether the request body takes vLLM's `ignore_eos` (the Responses and Messages
+    /// APIs have no such field; servers that check their fields refuse it).
+    pub fn takes_ignore_eos(self) -> bool {
+        matches!(self, Backend::OpenaiCompletions | Backend::OpenaiChat)
     }
 }
 
@@ -198,6 +222,14 @@ impl BenchArgs {
                 ));
             }
         }
+        if raw.ignore_eos && !raw.backend.takes_ignore_eos() {
+            return Err(format!(
+                "ignore_eos: the {} API has no such field; drop --ignore-eos for backend {} \
+                 (or use openai-completions / openai-chat)",
+                raw.backend.api(),
+                raw.backend.name()
+            ));
+        }
         let request_rate = raw.request_rate.filter(|r| r.is_finite());
         let mut percentile_metrics = Vec::new();
         for name in &raw.percentile_metrics {
@@ -274,90 +306,4 @@ fn check_goodput(slos: BTreeMap<String, f64>) -> Result<Vec<(Metric, f64)>, Stri
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_follow_vllm() {
-        let args = BenchArgs::from_json(r#"{"base_url": "http://127.0.0.1:8000/"}"#).unwrap();
-        assert_eq!(args.url(), "http://127.0.0.1:8000/v1/completions");
-        assert_eq!(args.models_url(), "http://127.0.0.1:8000/v1/models");
-        assert_eq!(args.num_prompts, 1000);
-        assert_eq!(args.request_rate, None);
-        assert_eq!(args.metric_percentiles, vec![99.0]);
-        assert_eq!(args.percentile_metrics, Metric::ALL.to_vec());
-        assert!(args.goodput.is_none());
-    }
-
-    #[test]
-    fn chat_backend_picks_its_endpoint_and_goodput_parses() {
-        let args = BenchArgs::from_json(
-            r#"{"base_url": "http://h:1", "backend": "openai-chat", "request_rate": 5.5,
-                "percentile_metrics": ["ttft", "itl", "ttft"], "goodput": {"tpot": 50, "ttft": 500},
-                "max_concurrency": 4, "label": "x"}"#,
-        )
-        .unwrap();
-        assert_eq!(args.url(), "http://h:1/v1/chat/completions");
-        assert_eq!(args.request_rate, Some(5.5));
-        assert_eq!(args.percentile_metrics, vec![Metric::Ttft, Metric::Itl]);
-        assert_eq!(
-            args.goodput,
-            Some(vec![(Metric::Ttft, 500.0), (Metric::Tpot, 50.0)])
-        );
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let cases = [
-            (r#"{"base_url": "https://h"}"#, "https"),
-            (r#"{"base_url": "h:80"}"#, "base_url"),
-            (r#"{"base_url": "http://h", "endpoint": "v1"}"#, "endpoint"),
-            (
-                r#"{"base_url": "http://h", "dataset": "sharegpt"}"#,
-                "dataset",
-            ),
-            (
-                r#"{"base_url": "http://h", "random_range_ratio": 1.0}"#,
-                "random_range_ratio",
-            ),
-            (
-                r#"{"base_url": "http://h", "num_prompts": 0}"#,
-                "num_prompts",
-            ),
-            (
-                r#"{"base_url": "http://h", "max_concurrency": 0}"#,
-                "max_concurrency",
-            ),
-            (
-                r#"{"base_url": "http://h", "request_rate": 0}"#,
-                "request_rate",
-            ),
-            (
-                r#"{"base_url": "http://h", "percentile_metrics": ["x"]}"#,
-                "percentile_metrics",
-            ),
-            (
-                r#"{"base_url": "http://h", "metric_percentiles": [101]}"#,
-                "metric_percentiles",
-            ),
-            (
-                r#"{"base_url": "http://h", "goodput": {"itl": 5}}"#,
-                "goodput",
-            ),
-            (
-                r#"{"base_url": "http://h", "goodput": {"ttft": -5}}"#,
-                "goodput",
-            ),
-            (r#"{"base_url": "http://h", "bogus": 1}"#, "bogus"),
-            (
-                r#"{"base_url": "http://h", "backend": "vllm"}"#,
-                "openai-chat",
-            ),
-            ("{", "invalid --args-json"),
-        ];
-        for (text, needle) in cases {
-            let err = BenchArgs::from_json(text).unwrap_err();
-            assert!(err.contains(needle), "{text}: {err}");
-        }
-    }
-}
+mod tests;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -15,16 +15,22 @@ use serde_json::{json, Value};
 
 use crate::args::Backend;
 use crate::metrics::RequestRecord;
-use crate::sse::{parse_payload, Payload, SseParser};
+use crate::payload::{self, Payload};
+use crate::sse::SseParser;
 
 /// Bytes of an error response kept for the message.
 const ERROR_BODY_LIMIT: usize = 8 * 1024;
 
-/// A cheap-to-clone client sharing one connection pool.
+/// The `anthropic-version` header the Messages backend sends (the API's current one).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// A cheap-to-clone client sharing one connection pool, speaking one backend's API.
 #[derive(Clone)]
 pub struct HttpClient {
     inner: Client<HttpConnector, Full<Bytes>>,
-    auth: Option<HeaderValue>,
+    backend: Backend,
+    /// Sent with every request: the API key, and the API version where one is required.
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// `error` and its sources on one line ("client error (Connect): ...: Connection refused").
@@ -67,6 +73,17 @@ pub fn request_body(
             "max_completion_tokens": max_tokens, "temperature": 0.0, "stream": true,
             "stream_options": stream_options,
         }),
+        // The usage comes with response.completed; nothing is stored server-side.
+        Backend::OpenaiResponses => json!({
+            "model": model, "input": prompt, "max_output_tokens": max_tokens,
+            "temperature": 0.0, "stream": true, "store": false,
+        }),
+        // max_tokens is required there; the usage comes with message_delta.
+        Backend::AnthropicMessages => json!({
+            "model": model, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": prompt}], "temperature": 0.0,
+            "stream": true,
+        }),
     };
     if let (true, Value::Object(map)) = (ignore_eos, &mut body) {
         map.insert("ignore_eos".into(), Value::Bool(true));
@@ -74,7 +91,8 @@ pub fn request_body(
     Bytes::from(body.to_string())
 }
 
-/// The message of an error response body: OpenAI's `error.message`, else the text.
+/// The message of an error response body: OpenAI's or Anthropic's `error.message`, else
+/// the text.
 fn error_message(body: &[u8]) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let message = parsed.as_ref().and_then(|v| match &v["error"] {
@@ -93,6 +111,7 @@ fn error_message(body: &[u8]) -> String {
 
 /// Per-stream bookkeeping while the chunks of one response arrive.
 struct StreamState {
+    backend: Backend,
     start: Instant,
     /// The first chunk with generated output (TTFT).
     first: Option<Instant>,
@@ -111,8 +130,15 @@ impl StreamState {
         if self.done.is_some() || self.failure.is_some() {
             return;
         }
-        match parse_payload(data) {
+        match payload::parse(self.backend, data) {
             Ok(Payload::Done) => self.done = Some(now),
+            Ok(Payload::Final { completion_tokens }) => {
+                if completion_tokens.is_some() {
+                    self.usage = completion_tokens;
+                }
+                self.first_choice.get_or_insert(now);
+                self.done = Some(now);
+            }
             Ok(Payload::Error(message)) => self.failure = Some(message),
             Err(message) => self.failure = Some(message),
             Ok(Payload::Chunk {
@@ -141,7 +167,16 @@ impl StreamState {
 }
 
 impl HttpClient {
+    /// A client for the OpenAI completions backend.
     pub fn new() -> Self {
+        Self::for_backend(Backend::OpenaiCompletions)
+    }
+
+    /// A client speaking `backend`'s API. The key is read as vLLM's bench does, from
+    /// `OPENAI_API_KEY` (`Authorization: Bearer`); the Anthropic backend sends
+    /// `ANTHROPIC_API_KEY` (else `OPENAI_API_KEY`) as `x-api-key`, with
+    /// `anthropic-version`.
+    pub fn for_backend(backend: Backend) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
@@ -149,12 +184,27 @@ impl HttpClient {
             .pool_max_idle_per_host(usize::MAX)
             .pool_idle_timeout(Duration::from_secs(90))
             .build(connector);
-        // vLLM's bench reads the key from the same variable.
-        let auth = std::env::var("OPENAI_API_KEY")
-            .ok()
-            .filter(|k| !k.is_empty())
-            .and_then(|k| HeaderValue::from_str(&format!("Bearer {k}")).ok());
-        Self { inner, auth }
+        let key = |name: &str| std::env::var(name).ok().filter(|k| !k.is_empty());
+        let mut headers = Vec::new();
+        if backend == Backend::AnthropicMessages {
+            let key = key("ANTHROPIC_API_KEY").or_else(|| key("OPENAI_API_KEY"));
+            if let Some(value) = key.and_then(|k| HeaderValue::from_str(&k).ok()) {
+                headers.push((HeaderName::from_static("x-api-key"), value));
+            }
+            headers.push((
+                HeaderName::from_static("anthropic-version"),
+                HeaderValue::from_static(ANTHROPIC_VERSION),
+            ));
+        } else if let Some(value) =
+            key("OPENAI_API_KEY").and_then(|k| HeaderValue::from_str(&format!("Bearer {k}")).ok())
+        {
+            headers.push((AUTHORIZATION, value));
+        }
+        Self {
+            inner,
+            backend,
+            headers,
+        }
     }
 
     fn request(
@@ -164,8 +214,8 @@ impl HttpClient {
         body: Bytes,
     ) -> Result<Request<Full<Bytes>>, String> {
         let mut builder = Request::builder().method(method).uri(uri.clone());
-        if let Some(auth) = &self.auth {
-            builder = builder.header(AUTHORIZATION, auth.clone());
+        for (name, value) in &self.headers {
+            builder = builder.header(name, value.clone());
         }
         if !body.is_empty() {
             builder = builder
@@ -207,6 +257,7 @@ impl HttpClient {
     pub async fn send(&self, uri: &Uri, body: Bytes, prompt_len: usize) -> RequestRecord {
         let start = Instant::now();
         let mut state = StreamState {
+            backend: self.backend,
             start,
             first: None,
             first_choice: None,
@@ -233,10 +284,17 @@ impl HttpClient {
         match (state.failure, state.first.or(state.first_choice)) {
             (Some(message), _) => record.error = Some(message),
             (None, None) => {
-                record.error = Some(format!(
-                    "POST {uri}: the response carried no choices (is the endpoint a \
-                     streaming OpenAI completions API?)"
-                ))
+                record.error = Some(match self.backend {
+                    Backend::OpenaiCompletions | Backend::OpenaiChat => format!(
+                        "POST {uri}: the response carried no choices (is the endpoint a \
+                         streaming OpenAI completions API?)"
+                    ),
+                    backend => format!(
+                        "POST {uri}: the response carried no output events (is the endpoint \
+                         a streaming {} API?)",
+                        backend.api()
+                    ),
+                })
             }
             (None, Some(first)) => {
                 record.success = true;
@@ -301,32 +359,4 @@ impl Default for HttpClient {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bodies_follow_the_backend() {
-        let body = request_body(Backend::OpenaiCompletions, "m", "hi", 8, true);
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["prompt"], "hi");
-        assert_eq!(v["max_tokens"], 8);
-        assert_eq!(v["ignore_eos"], true);
-        assert_eq!(v["stream_options"]["include_usage"], true);
-        let chat = request_body(Backend::OpenaiChat, "m", "hi", 8, false);
-        let v: Value = serde_json::from_slice(&chat).unwrap();
-        assert_eq!(v["messages"][0]["content"], "hi");
-        assert_eq!(v["max_completion_tokens"], 8);
-        assert!(v.get("ignore_eos").is_none());
-    }
-
-    #[test]
-    fn error_messages_are_one_line() {
-        let openai = br#"{"error": {"message": "model x not found", "code": 404}}"#;
-        assert_eq!(error_message(openai), "model x not found");
-        assert_eq!(error_message(b"Not Found\nmore"), "Not Found");
-        assert_eq!(
-            error_message(br#"{"detail": "Not Found"}"#),
-            "\"Not Found\""
-        );
-    }
-}
+mod tests;

@@ -1,4 +1,5 @@
-//! `vrs-rs bench serve`: a load generator for any OpenAI-compatible server, measuring
+//! `vrs-rs bench serve`: a load generator for any OpenAI-compatible server (completions,
+//! chat completions, the Responses API) or Anthropic Messages server, measuring
 //! with vLLM's definitions (`vllm bench serve`). The `vrs bench serve` app passes every
 //! setting as `--args-json` and renders the JSON-lines events this writes (see
 //! [`events`]).
@@ -8,6 +9,7 @@ pub mod client;
 pub mod dataset;
 pub mod events;
 pub mod metrics;
+pub mod payload;
 pub mod runner;
 pub mod sse;
 
@@ -26,7 +28,8 @@ pub struct BenchCli {
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// Load-test an OpenAI-compatible server; writes JSON-lines events to stdout.
+    /// Load-test an OpenAI-compatible (or Anthropic Messages) server; writes JSON-lines
+    /// events to stdout.
     ///
     /// Normally run by `vrs bench serve`, which builds the settings document.
     Serve {

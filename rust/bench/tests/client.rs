@@ -7,6 +7,7 @@ use bytes::Bytes;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 
+use vrs_bench::args::Backend;
 use vrs_bench::client::{parse_uri, HttpClient};
 
 /// Serves every connection (a thread each): reads one request, then writes `pieces`
@@ -161,4 +162,77 @@ async fn failures_are_one_line_records() {
         .await
         .unwrap_err();
     assert!(models.starts_with("cannot reach"), "{models}");
+}
+
+/// The Responses API's stream: the prelude is not TTFT, deltas are timed, the usage of
+/// `response.completed` is the count and ends the stream.
+#[tokio::test]
+async fn responses_events_are_timed_and_completed_ends_the_stream() {
+    let pieces: Vec<&'static [u8]> = vec![
+        b"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"usage\":null}}\n\n\
+          event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":{\"usage\":null}}\n\n",
+        b"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{}}\n\n\
+          event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n",
+        b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"b\"}\n\n",
+        b"event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"ab\"}\n\n\
+          event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"output_tokens\":4}}}\n\n",
+    ];
+    let url = canned(SSE_HEAD, pieces, Duration::from_millis(30));
+    let record = HttpClient::for_backend(Backend::OpenaiResponses)
+        .send(&parse_uri(&url).unwrap(), Bytes::from_static(b"{}"), 2)
+        .await;
+    assert!(record.success, "{:?}", record.error);
+    assert_eq!(record.output_tokens, 4, "response.completed's usage");
+    assert!(record.ttft >= 0.055, "not at the prelude: {record:?}");
+    assert_eq!(record.itl.len(), 1);
+    assert!(record.itl[0] >= 0.025, "{:?}", record.itl);
+
+    let silent = canned(
+        SSE_HEAD,
+        vec![b"data: {\"type\":\"response.created\",\"response\":{}}\n\n"],
+        Duration::ZERO,
+    );
+    let record = HttpClient::for_backend(Backend::OpenaiResponses)
+        .send(&parse_uri(&silent).unwrap(), Bytes::new(), 1)
+        .await;
+    let error = record.error.unwrap();
+    assert!(
+        error.contains("no output events") && error.contains("Responses"),
+        "{error}"
+    );
+}
+
+/// Anthropic's stream: ping and message_start are not TTFT, message_delta's usage is the
+/// count, an error event fails the request with its message.
+#[tokio::test]
+async fn messages_events_are_timed_and_errors_are_records() {
+    let pieces: Vec<&'static [u8]> = vec![
+        b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":2,\"output_tokens\":0}}}\n\n\
+          event: ping\ndata: {\"type\":\"ping\"}\n\n",
+        b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+          event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n",
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"b\"}}\n\n",
+        b"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+          event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n\
+          event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    ];
+    let url = canned(SSE_HEAD, pieces, Duration::from_millis(30));
+    let client = HttpClient::for_backend(Backend::AnthropicMessages);
+    let record = client
+        .send(&parse_uri(&url).unwrap(), Bytes::from_static(b"{}"), 2)
+        .await;
+    assert!(record.success, "{:?}", record.error);
+    assert_eq!(record.output_tokens, 3, "message_delta's usage");
+    assert!(record.ttft >= 0.055, "not at message_start: {record:?}");
+    assert_eq!(record.itl.len(), 1);
+
+    let failing = canned(
+        SSE_HEAD,
+        vec![b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"],
+        Duration::ZERO,
+    );
+    let record = client
+        .send(&parse_uri(&failing).unwrap(), Bytes::new(), 1)
+        .await;
+    assert_eq!(record.error.as_deref(), Some("Overloaded"));
 }

@@ -1,0 +1,78 @@
+"""The servers the benchmarks measure: a `vrs` command (`serve`, `render`) started in its own
+session on a free loopback port, waited on until `GET /health` answers 200, and stopped
+(SIGTERM, then SIGKILL of its session after 30 s). Shared by the scripts in benchmarks/.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+
+
+def vrs(*args: str) -> list[str]:
+    """The argv running the `vrs` CLI of this checkout with `args`."""
+    return [sys.executable, "-c", "from cli.main import main; main()", *args]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`vrs ARGS --port P` in its own session (P a free port), healthy once constructed.
+
+    ``name`` is how errors call it; its output goes to ``log``. ``stop_session`` sends the
+    SIGTERM to the whole session (the server and its engine at once) instead of the server
+    alone."""
+
+    def __init__(self, args: Sequence[str], log: Path, name: str, *,
+                 timeout_s: float = 300.0, poll_s: float = 0.3,
+                 stop_session: bool = False) -> None:
+        self.name = name
+        self.log_path = log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._stop_session = stop_session
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                vrs(*args, "--port", str(self.port)), cwd=REPO_ROOT, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                     "TOKENIZERS_PARALLELISM": "false"})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{name} exited; see {log}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(poll_s)
+        self.stop()
+        raise RuntimeError(f"{name} not healthy in {timeout_s:g} s; see {log}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            if self._stop_session:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            else:
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()

@@ -1,0 +1,112 @@
+//! Unit tests of `args.rs`.
+
+use super::*;
+
+#[test]
+fn defaults_follow_vllm() {
+    let args = BenchArgs::from_json(r#"{"base_url": "http://127.0.0.1:8000/"}"#).unwrap();
+    assert_eq!(args.url(), "http://127.0.0.1:8000/v1/completions");
+    assert_eq!(args.models_url(), "http://127.0.0.1:8000/v1/models");
+    assert_eq!(args.num_prompts, 1000);
+    assert_eq!(args.request_rate, None);
+    assert_eq!(args.metric_percentiles, vec![99.0]);
+    assert_eq!(args.percentile_metrics, Metric::ALL.to_vec());
+    assert!(args.goodput.is_none());
+}
+
+#[test]
+fn chat_backend_picks_its_endpoint_and_goodput_parses() {
+    let args = BenchArgs::from_json(
+        r#"{"base_url": "http://h:1", "backend": "openai-chat", "request_rate": 5.5,
+            "percentile_metrics": ["ttft", "itl", "ttft"], "goodput": {"tpot": 50, "ttft": 500},
+            "max_concurrency": 4, "label": "x"}"#,
+    )
+    .unwrap();
+    assert_eq!(args.url(), "http://h:1/v1/chat/completions");
+    assert_eq!(args.request_rate, Some(5.5));
+    assert_eq!(args.percentile_metrics, vec![Metric::Ttft, Metric::Itl]);
+    assert_eq!(
+        args.goodput,
+        Some(vec![(Metric::Ttft, 500.0), (Metric::Tpot, 50.0)])
+    );
+}
+
+#[test]
+fn responses_and_messages_pick_their_endpoints() {
+    let url = |backend: &str| {
+        let text = format!(r#"{{"base_url": "http://h:1", "backend": "{backend}"}}"#);
+        let args = BenchArgs::from_json(&text).unwrap();
+        assert_eq!(args.backend.name(), backend);
+        args.url()
+    };
+    assert_eq!(url("openai-responses"), "http://h:1/v1/responses");
+    assert_eq!(url("anthropic-messages"), "http://h:1/v1/messages");
+    let custom = BenchArgs::from_json(
+        r#"{"base_url": "http://h:1", "backend": "anthropic-messages", "endpoint": "/x"}"#,
+    )
+    .unwrap();
+    assert_eq!(custom.url(), "http://h:1/x");
+}
+
+#[test]
+fn errors_name_the_key() {
+    let cases = [
+        (r#"{"base_url": "https://h"}"#, "https"),
+        (r#"{"base_url": "h:80"}"#, "base_url"),
+        (r#"{"base_url": "http://h", "endpoint": "v1"}"#, "endpoint"),
+        (
+            r#"{"base_url": "http://h", "dataset": "sharegpt"}"#,
+            "dataset",
+        ),
+        (
+            r#"{"base_url": "http://h", "random_range_ratio": 1.0}"#,
+            "random_range_ratio",
+        ),
+        (
+            r#"{"base_url": "http://h", "num_prompts": 0}"#,
+            "num_prompts",
+        ),
+        (
+            r#"{"base_url": "http://h", "max_concurrency": 0}"#,
+            "max_concurrency",
+        ),
+        (
+            r#"{"base_url": "http://h", "request_rate": 0}"#,
+            "request_rate",
+        ),
+        (
+            r#"{"base_url": "http://h", "percentile_metrics": ["x"]}"#,
+            "percentile_metrics",
+        ),
+        (
+            r#"{"base_url": "http://h", "metric_percentiles": [101]}"#,
+            "metric_percentiles",
+        ),
+        (
+            r#"{"base_url": "http://h", "goodput": {"itl": 5}}"#,
+            "goodput",
+        ),
+        (
+            r#"{"base_url": "http://h", "goodput": {"ttft": -5}}"#,
+            "goodput",
+        ),
+        (r#"{"base_url": "http://h", "bogus": 1}"#, "bogus"),
+        (
+            r#"{"base_url": "http://h", "backend": "openai-responses", "ignore_eos": true}"#,
+            "ignore_eos: the OpenAI Responses API",
+        ),
+        (
+            r#"{"base_url": "http://h", "backend": "anthropic-messages", "ignore_eos": true}"#,
+            "ignore_eos: the Anthropic Messages API",
+        ),
+        (
+            r#"{"base_url": "http://h", "backend": "vllm"}"#,
+            "anthropic-messages",
+        ),
+        ("{", "invalid --args-json"),
+    ];
+    for (text, needle) in cases {
+        let err = BenchArgs::from_json(text).unwrap_err();
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+}
