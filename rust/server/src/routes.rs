@@ -21,6 +21,7 @@ pub mod chat_completions;
 pub mod completions;
 pub mod health;
 pub mod invocations;
+pub mod messages;
 pub mod metrics;
 pub mod models;
 pub mod render;
