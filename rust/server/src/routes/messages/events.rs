@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::wire::{BlockOut, DeltaOut, Event, MessageOut, MessageUsage, OutputUsage, StopDelta};
 use crate::output::choice::{ChatChoiceState, ChatDelta};
+use crate::output::generation::Piece;
 use crate::parsers::tools::CallDelta;
 
 /// A content block as it grows.
@@ -154,12 +155,8 @@ impl Message {
 
     /// A piece of the generation (its text, finish reason and the stop string that ended
     /// it): into the blocks, and with `buf` into events.
-    pub fn piece(
-        &mut self,
-        piece: crate::output::generation::Piece,
-        stop_sequence: Option<String>,
-        buf: Option<&mut Vec<u8>>,
-    ) {
+    pub fn piece(&mut self, mut piece: Piece, buf: Option<&mut Vec<u8>>) {
+        let stop_sequence = piece.stop_sequence.take();
         let delta = self.choice.step(piece);
         self.apply(delta, stop_sequence, buf);
     }

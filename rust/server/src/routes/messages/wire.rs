@@ -4,6 +4,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::output::sse;
+
 /// A content block as sent (whole, or empty in `content_block_start`).
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -106,18 +108,6 @@ impl Event<'_> {
 
     /// Appends `event: <type>\ndata: <json>\n\n` to `buf`.
     pub fn push(&self, buf: &mut Vec<u8>) {
-        push_named(buf, self.name(), self);
+        sse::push_typed_event(buf, self.name(), self);
     }
-}
-
-/// Appends an SSE event named `name` holding `value` as JSON.
-pub fn push_named<T: Serialize>(buf: &mut Vec<u8>, name: &str, value: &T) {
-    buf.extend_from_slice(b"event: ");
-    buf.extend_from_slice(name.as_bytes());
-    buf.extend_from_slice(b"\ndata: ");
-    // These shapes hold only strings, numbers and JSON values: serialization cannot fail.
-    if serde_json::to_writer(&mut *buf, value).is_err() {
-        buf.extend_from_slice(b"null");
-    }
-    buf.extend_from_slice(b"\n\n");
 }

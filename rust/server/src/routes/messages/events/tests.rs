@@ -2,7 +2,6 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::logprobs::TokenTexts;
-use crate::output::generation::Piece;
 use crate::parsers::tools::{ToolFormat, ToolMode, ToolSettings};
 use crate::validate::prompt::ChatOutput;
 
@@ -73,7 +72,7 @@ fn a_stream_opens_each_block_in_turn_and_closes_with_the_stop_reason() {
     let mut buf = Vec::new();
     m.open(&mut buf);
     for (text, finish) in PIECES {
-        m.piece(piece(text, finish), None, Some(&mut buf));
+        m.piece(piece(text, finish), Some(&mut buf));
     }
     m.close(&mut buf, 9);
     let evs = events(&buf);
@@ -154,7 +153,7 @@ fn a_stream_opens_each_block_in_turn_and_closes_with_the_stop_reason() {
 fn the_whole_message_has_the_blocks_in_generation_order() {
     let mut m = message();
     for (text, finish) in PIECES {
-        m.piece(piece(text, finish), None, None);
+        m.piece(piece(text, finish), None);
     }
     let body: Value = serde_json::from_slice(&m.body(9)).unwrap();
     let id = body["content"][2]["id"].clone();
@@ -194,7 +193,9 @@ fn stop_reasons_map_the_chat_finish() {
     ];
     for (finish, stop, reason, shown) in cases {
         let mut m = message();
-        m.piece(piece("hello", finish), stop.map(str::to_owned), None);
+        let mut p = piece("hello", finish);
+        p.stop_sequence = stop.map(str::to_owned);
+        m.piece(p, None);
         let body: Value = serde_json::from_slice(&m.body(1)).unwrap();
         assert_eq!(body["stop_reason"], reason, "{finish:?} {stop:?}");
         assert_eq!(body["stop_sequence"], shown);
@@ -217,7 +218,7 @@ fn a_call_cut_short_has_an_empty_input_and_no_output_has_no_blocks() {
     );
     let mut m = message();
     let mut buf = Vec::new();
-    m.piece(piece("", Some("length")), None, Some(&mut buf));
+    m.piece(piece("", Some("length")), Some(&mut buf));
     assert!(buf.is_empty());
     m.close(&mut buf, 0);
     let names: Vec<String> = events(&buf).into_iter().map(|(n, _)| n).collect();
