@@ -79,7 +79,9 @@ pub fn translate(body: &[u8], mode: Mode, reasoning: bool) -> Result<Value, ApiE
     }
     messages.extend(blocks::messages(list)?);
     chat.insert("messages".into(), Value::Array(messages));
-    if let Some(n) = max_tokens {
+    // count_tokens checks `max_tokens` (and the thinking budget against it) but renders
+    // without it.
+    if let (Some(n), Mode::Create) = (max_tokens, mode) {
         chat.insert("max_tokens".into(), Value::from(n));
     }
     if let Some(tools) = get(&map, "tools") {

@@ -144,6 +144,14 @@ fn count_tokens_needs_no_max_tokens_and_refuses_stream() {
     body.as_object_mut().unwrap().remove("max_tokens");
     let out = translate(body.to_string().as_bytes(), Mode::CountTokens, false).unwrap();
     assert!(out.get("max_tokens").is_none());
+    body["max_tokens"] = json!(5);
+    let out = translate(body.to_string().as_bytes(), Mode::CountTokens, false).unwrap();
+    assert!(out.get("max_tokens").is_none(), "checked, not rendered");
+    body["max_tokens"] = json!(0);
+    assert_eq!(
+        refused(body.clone(), Mode::CountTokens, false).0,
+        "max_tokens"
+    );
     body["stream"] = json!(false);
     assert_eq!(
         refused(body, Mode::CountTokens, false),
