@@ -119,19 +119,13 @@ async fn a_message_whole_and_streamed() {
     let (status, ct, bytes) = post(&h, &streamed).await;
     assert_eq!((status, ct.as_str()), (StatusCode::OK, "text/event-stream"));
     let evs = typed_events(&bytes);
-    assert_eq!(
-        names(&evs),
-        [
-            "message_start",
-            "ping",
-            "content_block_start",
-            "content_block_delta",
-            "content_block_delta",
-            "content_block_stop",
-            "message_delta",
-            "message_stop"
-        ]
-    );
+    // Each token is a delta, unless a slow reader got them merged into one.
+    let deltas = evs.len() - 6;
+    assert!((1..=2).contains(&deltas), "{evs:?}");
+    let mut expected = vec!["message_start", "ping", "content_block_start"];
+    expected.extend(std::iter::repeat("content_block_delta").take(deltas));
+    expected.extend(["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(names(&evs), expected);
     let start = &evs[0].1["message"];
     assert_eq!(start["content"], json!([]));
     assert_eq!(start["stop_reason"], Value::Null);
@@ -144,13 +138,13 @@ async fn a_message_whole_and_streamed() {
         json!({"type": "content_block_start", "index": 0,
                "content_block": {"type": "text", "text": ""}})
     );
-    let text: String = evs[3..5]
+    let text: String = evs[3..3 + deltas]
         .iter()
         .map(|(_, e)| e["delta"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(text, " foo bar");
     assert_eq!(
-        evs[6].1,
+        evs[4 + deltas].1,
         json!({"type": "message_delta",
                "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
                "usage": {"output_tokens": 2}})
