@@ -21,6 +21,7 @@ pub mod chat_completions;
 pub mod completions;
 pub mod health;
 pub mod invocations;
+pub mod messages;
 pub mod metrics;
 pub mod models;
 pub mod render;
@@ -33,6 +34,8 @@ pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions::handle))
         .route("/v1/completions", post(completions::handle))
+        .route("/v1/messages", post(messages::create))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/models", get(models::models))
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))
@@ -54,6 +57,7 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
     Router::new()
         .route("/v1/chat/completions/render", post(render::chat))
         .route("/v1/completions/render", post(render::completion))
+        .route("/v1/messages/render", post(render::messages))
         .route("/v1/models", get(models::render_models))
         .route("/health", get(|| async { StatusCode::OK }))
         .fallback(not_found)

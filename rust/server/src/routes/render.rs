@@ -6,7 +6,8 @@
 //! ([`crate::validate::prompt`]) and answer with what the engine would receive (`request_id`,
 //! `model`, `prompt`, `prompt_token_ids`, `sampling_params` with the wire's field names);
 //! chat requests may carry `tools` (rendered by the template) with `tool_choice` `none`
-//! or `auto`. A completions request with a batch of prompts gets a JSON list, one answer
+//! or `auto`. `POST /v1/messages/render` renders a Messages body's chat translation
+//! (errors in Anthropic's shape). A completions request with a batch of prompts gets a JSON list, one answer
 //! per prompt, in order. `GET /v1/models`, `GET /health`.
 //!
 //! The service's start, limits and shutdown are in [`crate::lifecycle::render`].
@@ -23,6 +24,8 @@ use vrs_wire::SamplingParams;
 
 use crate::dispatch::request_id;
 use crate::edge::body::body_bytes;
+use crate::edge::error::Dialect;
+use crate::routes::messages::request::Mode;
 use crate::state::RenderState;
 use crate::validate::prompt::{self, Prompt};
 
@@ -83,6 +86,23 @@ pub async fn completion(
         )
         .into_response(),
         Err(err) => err.into_response(),
+    }
+}
+
+/// `POST /v1/messages/render`: what the chat render answers for the Messages body's
+/// translation (errors in Anthropic's shape).
+pub async fn messages(
+    State(state): State<Arc<RenderState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let rendered_messages = async {
+        let body = body_bytes(body)?;
+        let chat = crate::routes::messages::chat_body(state.as_ref(), &body, Mode::Create)?;
+        prompt::chat(&state, chat).await
+    };
+    match rendered_messages.await {
+        Ok(prompt) => rendered(&state, "msg", prompt),
+        Err(err) => err.respond(Dialect::Anthropic),
     }
 }
 

@@ -292,4 +292,5 @@ fn limits_come_from_config_json() {
         .contains("cannot read"));
 }
 
+mod messages;
 mod tools;
