@@ -24,6 +24,7 @@ pub mod invocations;
 pub mod metrics;
 pub mod models;
 pub mod render;
+pub mod responses;
 pub mod tokenize;
 
 /// The serving API: generation, models, health, metrics, load, version, tokenizer, and
