@@ -47,6 +47,39 @@ class ErrorBody(msgspec.Struct):
 _encode = msgspec.json.Encoder().encode
 
 
+class Dialect(enum.Enum):
+    """Which API's error shape a route answers in: OpenAI's (every route but
+    Anthropic's) or Anthropic's Messages API's (``/v1/messages*``: its status codes and
+    ``{"type": "error", "error": {"type", "message"}}``). As ``Dialect`` in
+    ``rust/server/src/edge/error/dialect.rs``."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+    @staticmethod
+    def for_path(path: str) -> Dialect:
+        if path == "/v1/messages" or path.startswith("/v1/messages/"):
+            return Dialect.ANTHROPIC
+        return Dialect.OPENAI
+
+
+# Anthropic's error type by HTTP status (its documented table); 503 is answered 529.
+_ANTHROPIC_TYPES = {401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 413: "request_too_large",
+                    429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error"}
+ANTHROPIC_OVERLOADED = 529
+
+
+class AnthropicDetail(msgspec.Struct):
+    type: str
+    message: str
+
+
+class AnthropicBody(msgspec.Struct):
+    type: str
+    error: AnthropicDetail
+
+
 class APIError(Exception):
     """A failure reported to the client with ``kind``'s status and the OpenAI error body."""
 
@@ -62,7 +95,24 @@ class APIError(Exception):
     def status(self) -> int:
         return self.kind.status
 
-    def to_json(self) -> bytes:
+    def status_in(self, dialect: Dialect) -> int:
+        """The HTTP status in ``dialect``: Anthropic answers an unavailable server with
+        529 (overloaded), which its clients retry."""
+        status = self.kind.status
+        if dialect is Dialect.ANTHROPIC and status == 503:
+            return ANTHROPIC_OVERLOADED
+        return status
+
+    def to_json(self, dialect: Dialect = Dialect.OPENAI) -> bytes:
+        if dialect is Dialect.ANTHROPIC:
+            status = self.status_in(dialect)
+            kind = _ANTHROPIC_TYPES.get(
+                status, "api_error" if status >= 500 else "invalid_request_error")
+            message = self.message
+            if (self.kind is ErrorKind.BAD_REQUEST and self.param is not None
+                    and not message.startswith(self.param)):
+                message = f"{self.param}: {message}"
+            return _encode(AnthropicBody("error", AnthropicDetail(kind, message)))
         detail = ErrorDetail(self.message, self.kind.type_name, self.param, self.kind.status)
         return _encode(ErrorBody(detail))
 

@@ -39,6 +39,7 @@ class Piece(msgspec.Struct):
     finish: str | None
     logprobs: list[p.TokenLogprobs]
     prompt_logprobs: list[p.TokenLogprobs] | None = None
+    stop_sequence: str | None = None  # the stop string that ended the generation (last piece)
 
 
 class Generation:
@@ -142,7 +143,8 @@ class Generation:
                 reason = self._absorb(output, parts, logprobs)
                 if reason is not None:
                     self.finish_reason = reason
-                    return Piece("".join(parts), reason, logprobs, prompt_logprobs)
+                    matched = self._stop.matched if self._stop is not None else None
+                    return Piece("".join(parts), reason, logprobs, prompt_logprobs, matched)
             text = "".join(parts)
             if text or logprobs:
                 return Piece(text, None, logprobs, prompt_logprobs)

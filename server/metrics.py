@@ -25,7 +25,8 @@ TEXT_BUCKETS = ("0.00001", "0.000025", "0.00005", "0.0001", "0.00025", "0.0005",
                 "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1")
 KNOWN_ENDPOINTS = frozenset({
     "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/load",
-    "/version", "/tokenize", "/detokenize", "/ping", "/invocations",
+    "/version", "/tokenize", "/detokenize", "/ping", "/invocations", "/v1/responses",
+    "/v1/messages", "/v1/messages/count_tokens",
 })
 
 

@@ -40,6 +40,16 @@ import msgspec
 
 from engine.protocol import SamplingParams
 from server import openai as s
+from server.edge import (
+    Handler,
+    Receive,
+    Scope,
+    Send,
+    dispatch,
+    model_list,
+    read_body,
+    send_json,
+)
 from server.lifecycle import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -56,16 +66,6 @@ from server.lifecycle import (
 )
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
-from server.routes import (
-    Handler,
-    Receive,
-    Scope,
-    Send,
-    dispatch,
-    model_list,
-    read_body,
-    send_json,
-)
 from server.text import ModelText, TextError
 
 logger = logging.getLogger("vrs.render")

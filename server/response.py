@@ -24,13 +24,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
-from server.error import APIError, ErrorKind
+from server.error import APIError, Dialect, ErrorKind
 from server.generation import Generation, Piece
 from server.logprobs import PromptLogprobs, TokenTexts
 
@@ -44,6 +44,33 @@ DONE = b"data: [DONE]\n\n"
 
 def event(value: msgspec.Struct) -> bytes:
     return b"data: " + _encode(value) + b"\n\n"
+
+
+def typed_event(kind: str, value: Any) -> bytes:
+    """A typed event (Responses, Anthropic Messages): ``event: kind`` and ``value`` as
+    its JSON data."""
+    return b"event: " + kind.encode() + b"\ndata: " + _encode(value) + b"\n\n"
+
+
+class Shapes(Protocol):
+    """An endpoint's response shapes for one response (all its choices); as the
+    ``Shapes`` trait in ``rust/server/src/output/response.rs``."""
+
+    dialect: Dialect  # the API whose error shape this response's errors take
+
+    def start(self) -> bytes: ...  # events before any text
+
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes: ...
+
+    def whole_step(self, index: int, piece: Piece) -> None: ...  # for the whole body
+
+    def usage_of(self, generations: list[Generation]) -> s.Usage: ...
+
+    def body(self, usage: s.Usage) -> bytes: ...  # the whole non-streamed body
+
+    def finish(self, usage: s.Usage, include_usage: bool) -> bytes: ...  # the stream's tail
+
+    def failure(self, error: APIError) -> bytes: ...  # a failure after the stream began
 
 
 class _Shapes:
@@ -68,6 +95,17 @@ class _Shapes:
         """The usage of a response: each prompt once, the completions of every choice."""
         completion = sum(g.completion_tokens for g in generations)
         return s.Usage(self.prompt_total, completion, self.prompt_total + completion)
+
+    dialect = Dialect.OPENAI
+
+    def finish(self, usage: s.Usage, include_usage: bool) -> bytes:
+        """The stream's tail: the ``include_usage`` chunk (each subclass's ``usage``) when
+        asked for, then [DONE]."""
+        return (self.usage(usage) if include_usage else b"") + DONE  # type: ignore[attr-defined]
+
+    def failure(self, error: APIError) -> bytes:
+        """The error event, then [DONE]."""
+        return b"data: " + error.to_json() + b"\n\n" + DONE
 
 
 class ChatShapes(_Shapes):
@@ -187,8 +225,6 @@ class CompletionShapes(_Shapes):
                                     choices=[c.choice() for c in self.choices], usage=usage))
 
 
-Shapes = ChatShapes | CompletionShapes
-
 
 async def pieces(generations: list[Generation],
                  first: Piece | None = None) -> AsyncIterator[list[tuple[int, Piece]]]:
@@ -242,9 +278,10 @@ async def whole(generations: list[Generation], shapes: Shapes,
                 for index, piece in batch:
                     shapes.whole_step(index, piece)
     except TimeoutError:
-        return ErrorKind.TIMEOUT.status, timeout_error(timeout_s).to_json()
+        error = timeout_error(timeout_s)
+        return error.status_in(shapes.dialect), error.to_json(shapes.dialect)
     except APIError as error:
-        return error.status, error.to_json()
+        return error.status_in(shapes.dialect), error.to_json(shapes.dialect)
     return 200, shapes.body(shapes.usage_of(generations))
 
 
@@ -262,7 +299,7 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
                 first = await generations[0].next()
         except APIError as error:
             if error.kind is ErrorKind.BAD_REQUEST:
-                body = error.to_json()
+                body = error.to_json(shapes.dialect)
                 await send({"type": "http.response.start", "status": error.status,
                             "headers": [(b"content-type", b"application/json"),
                                         (b"content-length", str(len(body)).encode())]})
@@ -288,12 +325,10 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
                     message["body"] = body
                     await send(message)
     except TimeoutError:
-        await send({"type": "http.response.body",
-                    "body": b"data: " + timeout_error(timeout_s).to_json() + b"\n\n" + DONE})
+        await send({"type": "http.response.body", "body": shapes.failure(timeout_error(timeout_s))})
         return
     except APIError as error:
-        await send({"type": "http.response.body",
-                    "body": b"data: " + error.to_json() + b"\n\n" + DONE})
+        await send({"type": "http.response.body", "body": shapes.failure(error)})
         return
-    tail = shapes.usage(shapes.usage_of(generations)) if include_usage else b""
-    await send({"type": "http.response.body", "body": tail + DONE})
+    await send({"type": "http.response.body",
+                "body": shapes.finish(shapes.usage_of(generations), include_usage)})

@@ -25,14 +25,11 @@ aborts them with 504 or an SSE error event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hmac
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import Any
 
 import msgspec
 
@@ -40,15 +37,20 @@ from engine.version import __version__
 from server import batch, response, tokenize
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
-from server.engine_client import ClientDisconnected, EngineClient
-from server.error import (
-    LIMIT_FLAG,
-    APIError,
-    ErrorKind,
-    engine_dead,
-    model_not_found,
-    payload_too_large,
+from server.edge import (
+    MAX_BODY_BYTES,
+    Handler,
+    Receive,
+    Routes,
+    Scope,
+    Send,
+    dispatch,
+    model_list,
+    read_body,
+    send_json,
 )
+from server.engine_client import ClientDisconnected, EngineClient
+from server.error import LIMIT_FLAG, APIError, ErrorKind, engine_dead, model_not_found
 from server.generation import Generation
 from server.invocations import is_chat
 from server.logprobs import TokenTexts
@@ -60,131 +62,15 @@ from server.text import ModelText
 
 logger = logging.getLogger("vrs.frontend")
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
+__all__ = ["App", "Handler", "Options", "Receive", "Scope", "Send"]
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
 RETRY_AFTER_S = 1
 _encode = msgspec.json.Encoder().encode
-_JSON = (b"content-type", b"application/json")
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body arrived."""
-
-
-async def read_body(receive: Receive, limit: int = MAX_BODY_BYTES,
-                    flag: str | None = None) -> bytes:
-    """The request body, ``limit`` bytes at most (413 above it, naming ``flag``, the option
-    that sets the limit, when there is one)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise payload_too_large(limit, flag)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-async def send_json(send: Send, status: int, body: bytes,
-                    extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    headers = [_JSON, (b"content-length", str(len(body)).encode()), *(extra or ())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def send_error(send: Send, error: APIError,
-                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send_json(send, error.status, error.to_json(), [*error.headers, *(extra or ())])
-
-
-def model_list(name: str, created: int, root: str, max_model_len: int) -> bytes:
-    """The ``GET /v1/models`` body: the one served model."""
-    card = s.ModelCard(id=name, created=created, root=root, max_model_len=max_model_len)
-    return _encode(s.ModelList(data=[card]))
-
-
-def authorized(scope: Scope, api_key: bytes) -> bool:
-    """Whether the request carries ``Authorization: Bearer <api_key>`` (constant time)."""
-    given = b""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            given = value
-            break
-    return hmac.compare_digest(given, b"Bearer " + api_key)
-
-
-def protected(path: str) -> bool:
-    """Whether ``path`` needs the API key: ``/v1/*``, and ``/invocations`` (it generates;
-    vLLM guards it too). As ``protected`` in ``rust/server/src/edge/auth.rs``."""
-    return path.startswith("/v1/") or path == "/invocations"
-
-
-async def dispatch(routes: dict[str, tuple[str | tuple[str, ...], Handler]], scope: Scope,
-                   receive: Receive,
-                   send: Send, api_key: bytes | None = None,
-                   metrics: Metrics | None = None) -> None:
-    """Routes one ASGI request: 401 without the API key on /v1/*, JSON 404 / 405,
-    APIError bodies, 500 for our own bugs; counts it in ``metrics``."""
-    if scope["type"] != "http":
-        return
-    path = scope["path"]
-    status = [0]
-    if metrics is not None:
-        inner = send
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await inner(message)
-
-    route = routes.get(path)
-    try:
-        if api_key is not None and protected(path) and not authorized(scope, api_key):
-            raise APIError(ErrorKind.UNAUTHORIZED, "invalid or missing API key: send "
-                           "`Authorization: Bearer <key>`",
-                           headers=[(b"www-authenticate", b"Bearer")])
-        if route is None:
-            raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {path}")
-        method, handler = route
-        methods = allowed_methods(method)
-        if scope["method"] not in methods:
-            await send_error(send, APIError(ErrorKind.METHOD_NOT_ALLOWED,
-                                            f"Method Not Allowed: {scope['method']} {path}"),
-                             [(b"allow", ",".join(methods).encode())])
-            return
-        await handler(scope, receive, send)
-    except APIError as error:
-        await send_error(send, error)
-    except ClientGone:
-        return
-    except Exception:  # our bug: a 500 with the error body, if the response has not begun
-        logger.exception("internal error on %s %s", scope["method"], path)
-        with contextlib.suppress(Exception):
-            await send_error(send, APIError(ErrorKind.INTERNAL, "internal server error"))
-    finally:
-        if metrics is not None and status[0]:
-            metrics.request(path, status[0])
-
-
-def allowed_methods(method: str | tuple[str, ...]) -> tuple[str, ...]:
-    """A route's methods, HEAD after GET (uvicorn sends no body for HEAD), in the order
-    of the ``Allow`` header vrs-rs (axum) sends."""
-    methods = (method,) if isinstance(method, str) else method
-    out: list[str] = []
-    for name in methods:
-        out.append(name)
-        if name == "GET":
-            out.append("HEAD")
-    return tuple(out)
+# What a generation route makes of its body: its prompts (one, but for a batched
+# completions request).
+Build = Callable[[bytes], Awaitable[list[Prompt]]]
+# The response shapes for the prompts and the request id (``PREFIX-<32 hex>``).
+ShapesOf = Callable[[list[Prompt], str], response.Shapes]
 
 
 async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
@@ -228,7 +114,7 @@ class App:
         self.active = 0  # generation requests in flight (admission, /load)
         key = self.options.api_key
         self._api_key = key.encode() if key else None
-        self._routes: dict[str, tuple[str | tuple[str, ...], Handler]] = {
+        self._routes: Routes = {
             "/v1/chat/completions": ("POST", self.chat_completions),
             "/v1/completions": ("POST", self.completions),
             "/v1/models": ("GET", self.models),
@@ -330,7 +216,31 @@ class App:
         return read_body(receive, self.options.max_request_body, LIMIT_FLAG)
 
     async def _generate(self, receive: Receive, send: Send, chat: bool | None) -> None:
-        """A generation request; ``chat`` None: the body decides (``/invocations``)."""
+        """A chat or completions request; ``chat`` None: the body decides
+        (``/invocations``)."""
+        kind = [chat]
+
+        async def build(body: bytes) -> list[Prompt]:
+            if kind[0] is None:
+                kind[0] = is_chat(body)
+            if kind[0]:
+                return [await self.prompts.chat(body)]
+            return await self.prompts.completion(body)
+
+        def shapes_of(prompts: list[Prompt], rid: str) -> response.Shapes:
+            return self._shapes(prompts, rid, bool(kind[0]))
+
+        await self.generate(receive, send, build, shapes_of,
+                            lambda: "chatcmpl" if kind[0] else "cmpl")
+
+    async def generate(self, receive: Receive, send: Send, build: Build,
+                       shapes_of: ShapesOf, id_prefix: str | Callable[[], str]) -> None:
+        """A generation request on the chat / completions pipeline (also the Responses
+        and Messages APIs'): admission, the body, the prompts ``build`` makes of it, the
+        engine requests (ids ``<id_prefix>-<32 hex>``; a callable prefix is asked once
+        the prompts are built), then the answer in the shapes ``shapes_of`` makes.
+        Errors before the response starts propagate to the dispatcher (in the path's
+        dialect); later ones take the shapes' dialect."""
         arrival = time.perf_counter()
         timeout = self.options.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -338,16 +248,12 @@ class App:
         self.active += 1
         try:
             body = await self._body(receive)
-            if chat is None:
-                chat = is_chat(body)
-            if chat:
-                prompts = [await self.prompts.chat(body)]
-            else:
-                prompts = await self.prompts.completion(body)
-            rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+            prompts = await build(body)
+            prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
+            rid = f"{prefix}-{uuid.uuid4().hex}"
             generations = batch.fan_out(self.client, self.text, self.metrics, rid, prompts,
                                         arrival)
-            shapes = self._shapes(prompts, rid, chat)
+            shapes = shapes_of(prompts, rid)
             await self._run(receive, send, generations, shapes, prompts[0].settings,
                             deadline, timeout or 0.0)
         finally:

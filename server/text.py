@@ -256,13 +256,14 @@ class IncrementalDetokenizer:
 class StopMatcher:
     """Finds the first stop string in a stream of text pieces (see the module docstring)."""
 
-    __slots__ = ("_stops", "_longest", "_pending", "stopped")
+    __slots__ = ("_stops", "_longest", "_pending", "stopped", "matched")
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = tuple(stop for stop in stops if stop)
         self._longest = max((len(stop) for stop in self._stops), default=0)
         self._pending = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop string that matched
 
     def push(self, text: str) -> tuple[str, bool]:
         """Returns (text safe to emit now, whether a stop string matched)."""
@@ -279,6 +280,7 @@ class StopMatcher:
                 first, first_len = index, len(stop)
         if first != -1:
             self.stopped = True
+            self.matched = pending[first:first + first_len]
             self._pending = ""
             return pending[:first], True
         hold = self._partial_suffix_len(pending)

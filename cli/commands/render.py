@@ -33,6 +33,6 @@ def render(
     prefill of forced tool calls (a template without tool markers renders tools with it).
 
     Routes: POST /v1/chat/completions/render, POST /v1/completions/render,
-    GET /v1/models, GET /health.
+    POST /v1/responses/render, POST /v1/messages/render, GET /v1/models, GET /health.
     """
     run_render(RenderOptions.from_params(locals()), frontend.value, console)

@@ -4,18 +4,15 @@ formats' conversions, and ModelText rendering through transformers with each for
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from case_tables import case_table
 
 from server.content_format import apply, check_option, detect, resolve
 
-ROOT = Path(__file__).resolve().parents[2]
-CASES = [json.loads(line) for line in
-         (ROOT / "tests" / "parser_cases" / "content_format.jsonl")
-         .read_text(encoding="utf-8").splitlines() if line.strip()]
+CASES = case_table("content_format")
 
 # Lists content parts as they come, strings as they are (a list-aware template).
 LIST_AWARE = ("{% for m in messages %}<{{ m.role }}>{% if m.content is string %}"

@@ -4,11 +4,10 @@ rust/server/src/parsers/reasoning/tests.rs), and the prompt state that starts th
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from case_tables import case_table
 
 from server.parsers.markers import find_any, held_suffix_any, rfind_any
 from server.parsers.reasoning import (
@@ -18,9 +17,7 @@ from server.parsers.reasoning import (
     starts_inside,
 )
 
-TABLE = Path(__file__).resolve().parents[1] / "parser_cases" / "reasoning.jsonl"
-CASES = [json.loads(line) for line in TABLE.read_text(encoding="utf-8").splitlines()
-         if line.strip()]
+CASES = case_table("reasoning")
 
 
 def run(markers: ReasoningMarkers, inside: bool,

@@ -4,11 +4,11 @@ settings' checks."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from case_tables import case_table
 
 from server.parsers.select import (
     Choice,
@@ -18,9 +18,7 @@ from server.parsers.select import (
     tool_parser,
 )
 
-TABLE = Path(__file__).resolve().parents[1] / "parser_cases" / "select.jsonl"
-CASES = [json.loads(line) for line in TABLE.read_text(encoding="utf-8").splitlines()
-         if line.strip()]
+CASES = case_table("select")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

@@ -175,8 +175,10 @@ def test_stop_holds_back_only_possible_prefixes() -> None:
 
 def test_stop_earliest_occurrence_wins_then_silence() -> None:
     matcher = StopMatcher(["world", "lo w"])
+    assert matcher.matched is None
     assert matcher.push("hello world") == ("hel", True)
     assert matcher.stopped
+    assert matcher.matched == "lo w"  # the one that matched, for Anthropic's stop_sequence
     assert matcher.push("more") == ("", False)
     assert matcher.flush() == ""
     assert run_matcher(["cd", "b"], ["abcdef"]) == ("a", True)

@@ -7,18 +7,15 @@ call's first delta carries its id and name, later ones neither, indexes 0, 1, 2 
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from case_tables import case_table
 
 from server.parsers.tools import CallAccumulator, CallDelta, ToolCallParser, ToolSettings
 
-TABLE = Path(__file__).resolve().parents[1] / "parser_cases" / "tools.jsonl"
-CASES = [json.loads(line) for line in TABLE.read_text(encoding="utf-8").splitlines()
-         if line.strip()]
+CASES = case_table("tools")
 CALL_ID = re.compile(r"call_[0-9a-f]{24}")
 MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
 

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::edge::admission::Permit;
 use crate::edge::body::request_body;
 use crate::edge::error::text_error;
-use crate::edge::error::ApiError;
+use crate::edge::error::{ApiError, Dialect};
 use crate::output::batch;
 use crate::output::generation::{Generation, Observer};
 use crate::output::response::{self, Deadline, Shapes, StreamOptions};
@@ -53,21 +53,41 @@ where
     P: Future<Output = Result<Vec<Prompt>, ApiError>>,
     S: Shapes,
 {
+    generate_as(state, body, build, shapes, Dialect::OpenAi, None).await
+}
+
+/// [`generate`] for another API on the chat pipeline (Responses, Anthropic Messages):
+/// errors before the shapes exist take `dialect`'s shape, and the request id is
+/// `<id_prefix>-<32 hex digits>` (`None`: chat's or completions' prefix).
+pub async fn generate_as<'a, P, S>(
+    state: &'a SharedState,
+    body: Result<Bytes, BytesRejection>,
+    build: impl FnOnce(&'a SharedState, Bytes) -> P,
+    shapes: impl FnOnce(&AcceptedRequest, &AppState) -> Result<S, ApiError>,
+    dialect: Dialect,
+    id_prefix: Option<&'static str>,
+) -> Response
+where
+    P: Future<Output = Result<Vec<Prompt>, ApiError>>,
+    S: Shapes,
+{
     let arrival = Instant::now();
     let job = match prepare(state, body, build).await {
         Ok((prompts, permit)) => {
-            let id_prefix = if prompts.first().is_some_and(|p| p.chat.is_some()) {
-                "chatcmpl"
-            } else {
-                "cmpl"
-            };
+            let id_prefix = id_prefix.unwrap_or_else(|| {
+                if prompts.first().is_some_and(|p| p.chat.is_some()) {
+                    "chatcmpl"
+                } else {
+                    "cmpl"
+                }
+            });
             AcceptedRequest::new(prompts, id_prefix, arrival, permit)
         }
-        Err(err) => return err.into_response(),
+        Err(err) => return err.respond(dialect),
     };
     match shapes(&job, state) {
         Ok(shapes) => job.respond(state, shapes).await,
-        Err(err) => err.into_response(),
+        Err(err) => err.respond(dialect),
     }
 }
 
@@ -97,6 +117,12 @@ impl AcceptedRequest {
         }
     }
 
+    /// The 32 hex digits of the id (after its prefix), for an API's own ids
+    /// (`resp_<hex>`, `msg_<hex>`).
+    pub fn hex(&self) -> &str {
+        self.id.rsplit('-').next().unwrap_or(&self.id)
+    }
+
     /// The first prompt (the only one but in a batched completions request).
     pub fn prompt(&self) -> Result<&Prompt, ApiError> {
         self.prompts
@@ -115,7 +141,8 @@ impl AcceptedRequest {
             ..
         } = self;
         let Some(settings) = prompts.first().map(|p| p.settings.clone()) else {
-            return ApiError::Internal("a request without a prompt".into()).into_response();
+            return ApiError::Internal("a request without a prompt".into())
+                .respond(shapes.dialect());
         };
         let n = settings.n.max(1) as usize;
         let observers: Vec<Observer> = prompts
@@ -132,7 +159,7 @@ impl AcceptedRequest {
             let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
             let handle = match state.client.submit(request) {
                 Ok(handle) => handle,
-                Err(err) => return ApiError::from(err).into_response(),
+                Err(err) => return ApiError::from(err).respond(shapes.dialect()),
             };
             match Generation::new(
                 handle,
@@ -147,7 +174,7 @@ impl AcceptedRequest {
                     g.echo_only(settings.echo_only)
                         .constraint(settings.constraint),
                 ),
-                Err(err) => return text_error(err).into_response(),
+                Err(err) => return text_error(err).respond(shapes.dialect()),
             }
         }
         tracing::debug!(

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
 use crate::edge::auth;
 use crate::edge::body::MAX_BODY_BYTES;
-use crate::edge::error::ApiError;
+use crate::edge::error::{ApiError, Dialect};
 use crate::state::{RenderState, SharedState};
 
 pub mod chat_completions;
@@ -63,13 +63,14 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
         .with_state(state)
 }
 
-/// Every request: the API key on `/v1/*` and `/invocations` (401), then the route; counted in the metrics
+/// Every request: the API key on `/v1/*` and `/invocations` (401, in the path's error
+/// dialect), then the route; counted in the metrics
 /// by endpoint and status.
 pub async fn guard(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let response = match &state.options.api_key {
         Some(key) if auth::protected(&path) && !auth::authorized(request.headers(), key) => {
-            ApiError::Unauthorized.into_response()
+            ApiError::Unauthorized.respond(Dialect::for_path(&path))
         }
         _ => next.run(request).await,
     };
@@ -77,15 +78,18 @@ pub async fn guard(State(state): State<SharedState>, request: Request, next: Nex
     response
 }
 
-pub async fn not_found(uri: Uri) -> ApiError {
-    ApiError::RouteNotFound(uri.path().to_owned())
+pub async fn not_found(uri: Uri) -> Response {
+    let path = uri.path();
+    ApiError::RouteNotFound(path.to_owned()).respond(Dialect::for_path(path))
 }
 
-pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let path = uri.path();
     ApiError::MethodNotAllowed {
         method: method.to_string(),
-        path: uri.path().to_owned(),
+        path: path.to_owned(),
     }
+    .respond(Dialect::for_path(path))
 }
 
 #[cfg(test)]

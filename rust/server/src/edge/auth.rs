@@ -1,6 +1,6 @@
 //! The API key (`--api-key`, `VRS_API_KEY`): every `/v1/*` request and `/invocations`
-//! (it generates; vLLM guards it too) must carry `Authorization: Bearer <key>`, compared
-//! in constant time; other routes (`/health`, `/ping`, `/metrics`, `/load`, …) stay open.
+//! (it generates; vLLM guards it too) must carry `Authorization: Bearer <key>` or, as
+//! Anthropic's clients send it, `x-api-key: <key>`, compared in constant time; other routes (`/health`, `/ping`, `/metrics`, `/load`, …) stay open.
 //! Mirrors `authorized` and `protected` in `server/routes.py`.
 
 use axum::http::{header, HeaderMap};
@@ -10,14 +10,13 @@ pub fn protected(path: &str) -> bool {
     path.starts_with("/v1/") || path == "/invocations"
 }
 
-/// Whether `headers` carry `Authorization: Bearer <key>`.
+/// Whether `headers` carry `Authorization: Bearer <key>` or `x-api-key: <key>`.
 pub fn authorized(headers: &HeaderMap, key: &str) -> bool {
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
+    let given = |name: &str| headers.get(name).map(|v| v.as_bytes()).unwrap_or_default();
     let expected = format!("Bearer {key}");
-    constant_time_eq(given, expected.as_bytes())
+    let bearer = constant_time_eq(given(header::AUTHORIZATION.as_str()), expected.as_bytes());
+    let api_key = constant_time_eq(given("x-api-key"), key.as_bytes());
+    bearer | api_key
 }
 
 /// Equality whose time depends on the lengths only, not on where the bytes differ.
@@ -38,7 +37,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     #[test]
-    fn bearer_key_only() {
+    fn bearer_or_x_api_key() {
         let mut headers = HeaderMap::new();
         assert!(!authorized(&headers, "k1"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k1"));
@@ -46,6 +45,11 @@ mod tests {
         assert!(!authorized(&headers, "k2"));
         assert!(!authorized(&headers, "k"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("k1"));
+        assert!(!authorized(&headers, "k1"));
+        headers.insert("x-api-key", HeaderValue::from_static("k1"));
+        assert!(authorized(&headers, "k1"));
+        assert!(!authorized(&headers, "k2"));
+        headers.insert("x-api-key", HeaderValue::from_static("Bearer k1"));
         assert!(!authorized(&headers, "k1"));
         assert!(constant_time_eq(b"", b""));
         assert!(!constant_time_eq(b"ab", b"ac"));

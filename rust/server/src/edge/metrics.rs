@@ -27,6 +27,9 @@ const TEXT_BUCKETS: &[&str] = &[
 ];
 const KNOWN_ENDPOINTS: &[&str] = &[
     "/v1/chat/completions",
+    "/v1/responses",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
     "/v1/completions",
     "/v1/models",
     "/health",

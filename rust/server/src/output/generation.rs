@@ -28,6 +28,8 @@ pub struct Piece {
     pub finish: Option<&'static str>,
     pub logprobs: Vec<TokenLogprobs>,
     pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
+    /// The stop string that ended the generation (on the last piece only).
+    pub stop_sequence: Option<String>,
 }
 
 impl Piece {
@@ -228,7 +230,8 @@ impl Generation {
         if let Some(stop) = &mut self.stop {
             let outcome = stop.push(&new_text);
             piece.text.push_str(&outcome.emit);
-            if outcome.stopped.is_some() {
+            if let Some(matched) = outcome.stopped {
+                piece.stop_sequence = Some(matched);
                 // Our own stop: the engine may still be generating.
                 self.handle.abort();
                 self.end();

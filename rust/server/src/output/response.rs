@@ -24,7 +24,7 @@ use futures_util::stream::{self, SelectAll, Stream, StreamExt};
 use tokio::time::Instant;
 
 use crate::edge::admission::Permit;
-use crate::edge::error::ApiError;
+use crate::edge::error::{ApiError, Dialect};
 use crate::openai::Usage;
 use crate::output::batch::total;
 use crate::output::generation::{Generation, Piece};
@@ -33,7 +33,7 @@ use crate::output::sse;
 /// The endpoint's response shapes for one response (all its choices).
 pub trait Shapes: Send + 'static {
     /// Events sent before any text (chat: the assistant role of each choice).
-    fn start(&self, buf: &mut Vec<u8>);
+    fn start(&mut self, buf: &mut Vec<u8>);
     /// The event(s) of choice `index`'s next piece (maybe none); `usage` is the
     /// choice's so far (for `continuous_usage_stats`).
     fn step(&mut self, index: usize, piece: Piece, usage: Usage, buf: &mut Vec<u8>);
@@ -43,6 +43,22 @@ pub trait Shapes: Send + 'static {
     fn usage(&self, buf: &mut Vec<u8>, usage: Usage);
     /// The whole non-streamed response body.
     fn body(self, usage: Usage) -> Vec<u8>;
+    /// The API whose error shape this response's errors take.
+    fn dialect(&self) -> Dialect {
+        Dialect::OpenAi
+    }
+    /// The stream's tail once every choice finished: the `include_usage` event when
+    /// asked for, then `[DONE]`.
+    fn finish(&mut self, buf: &mut Vec<u8>, usage: Usage, include_usage: bool) {
+        if include_usage {
+            self.usage(buf, usage);
+        }
+        buf.extend_from_slice(sse::DONE);
+    }
+    /// The stream's end on a failure after it started: the error event, then `[DONE]`.
+    fn failure(&mut self, buf: &mut Vec<u8>, err: &ApiError) {
+        buf.extend_from_slice(&sse::error_event(err));
+    }
 }
 
 /// When the request must be done, and the configured timeout (for the message).
@@ -88,6 +104,7 @@ fn pieces(generations: Vec<Generation>, mut first: Option<Item>) -> Pieces {
 async fn first_item(
     generations: &mut [Generation],
     deadline: Option<Deadline>,
+    dialect: Dialect,
 ) -> Result<Option<Item>, Response> {
     let Some(generation) = generations.first_mut() else {
         return Ok(None);
@@ -100,7 +117,7 @@ async fn first_item(
         },
     };
     match next {
-        Some(Err(err @ ApiError::BadRequest { .. })) => Err(err.into_response()),
+        Some(Err(err @ ApiError::BadRequest { .. })) => Err(err.respond(dialect)),
         Some(next) => Ok(Some((0, next, generation.usage()))),
         None => Ok(None),
     }
@@ -157,7 +174,7 @@ pub async fn stream<S: Shapes>(
         constrained,
     } = options;
     let first = if constrained {
-        match first_item(&mut generations, deadline).await {
+        match first_item(&mut generations, deadline, shapes.dialect()).await {
             Ok(first) => first,
             Err(refused) => return refused,
         }
@@ -199,13 +216,12 @@ pub async fn stream<S: Shapes>(
                 Ok(Some((_, Err(err), _))) | Err(err) => {
                     st.done = true;
                     st.pieces = stream::select_all(Vec::new());
-                    return Some((Ok(sse::error_event(&err)), st));
+                    st.shapes.failure(&mut buf, &err);
+                    break;
                 }
                 Ok(None) => {
-                    if st.include_usage {
-                        st.shapes.usage(&mut buf, total(&st.usages, st.n));
-                    }
-                    buf.extend_from_slice(sse::DONE);
+                    let usage = total(&st.usages, st.n);
+                    st.shapes.finish(&mut buf, usage, st.include_usage);
                     st.done = true;
                     break;
                 }
@@ -232,7 +248,7 @@ pub async fn complete<S: Shapes>(
                 usages[index] = usage;
                 shapes.absorb(index, piece);
             }
-            Ok(Some((_, Err(err), _))) | Err(err) => return err.into_response(),
+            Ok(Some((_, Err(err), _))) | Err(err) => return err.respond(shapes.dialect()),
             Ok(None) => break,
         }
     }

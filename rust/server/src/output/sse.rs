@@ -1,4 +1,5 @@
-//! Server-sent events framing: `data: {json}\n\n` … `data: [DONE]\n\n`.
+//! Server-sent events framing: `data: {json}\n\n` … `data: [DONE]\n\n` (chat, completions),
+//! or typed events `event: TYPE\ndata: {json}\n\n` (Responses, Anthropic Messages).
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -20,6 +21,14 @@ pub fn push_event<T: Serialize>(buf: &mut Vec<u8>, value: &T) {
         buf.extend_from_slice(b"null");
     }
     buf.extend_from_slice(b"\n\n");
+}
+
+/// Appends one typed event, `event: kind` with `value` as its JSON data, to `buf`.
+pub fn push_typed_event<T: Serialize>(buf: &mut Vec<u8>, kind: &str, value: &T) {
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.push(b'\n');
+    push_event(buf, value);
 }
 
 /// The error event a failing stream ends with, followed by `[DONE]`.
@@ -59,6 +68,13 @@ mod tests {
         push_event(&mut buf, &1);
         push_event(&mut buf, &"two");
         assert_eq!(buf, b"data: 1\n\ndata: \"two\"\n\n");
+    }
+
+    #[test]
+    fn typed_event_names_its_type() {
+        let mut buf = Vec::new();
+        push_typed_event(&mut buf, "ping", &serde_json::json!({"type": "ping"}));
+        assert_eq!(buf, b"event: ping\ndata: {\"type\":\"ping\"}\n\n");
     }
 
     #[test]

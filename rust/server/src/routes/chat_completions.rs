@@ -164,7 +164,7 @@ impl ChatShapes {
 }
 
 impl Shapes for ChatShapes {
-    fn start(&self, buf: &mut Vec<u8>) {
+    fn start(&mut self, buf: &mut Vec<u8>) {
         if !self.deferred {
             self.opening(buf, None);
         }

@@ -88,7 +88,7 @@ impl CompletionShapes {
 }
 
 impl Shapes for CompletionShapes {
-    fn start(&self, _buf: &mut Vec<u8>) {}
+    fn start(&mut self, _buf: &mut Vec<u8>) {}
 
     fn step(&mut self, index: usize, piece: Piece, usage: Usage, buf: &mut Vec<u8>) {
         let Some(choice) = self.choices.get_mut(index) else {

@@ -87,7 +87,7 @@ impl InvocationShapes {
 }
 
 impl Shapes for InvocationShapes {
-    fn start(&self, buf: &mut Vec<u8>) {
+    fn start(&mut self, buf: &mut Vec<u8>) {
         match self {
             Self::Chat(s) => s.start(buf),
             Self::Completion(s) => s.start(buf),

@@ -32,6 +32,7 @@ fn piece(text: &str, finish: Option<&'static str>) -> Piece {
         finish,
         logprobs: Vec::new(),
         prompt_logprobs: None,
+        stop_sequence: None,
     }
 }
 

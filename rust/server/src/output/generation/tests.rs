@@ -96,6 +96,27 @@ async fn stop_string_across_tokens() {
 }
 
 #[tokio::test]
+async fn the_last_piece_names_the_stop_string_that_ended_it() {
+    let h = Harness::start(vec![5, 6, 8], Duration::ZERO);
+    let mut g = start(&h, "q", SamplingParams::new(50), &["zzz", "o bar b"]);
+    let mut last = None;
+    while let Some(piece) = g.next().await {
+        let piece = piece.unwrap();
+        assert!(piece.finish.is_some() || piece.stop_sequence.is_none());
+        last = Some(piece);
+    }
+    let last = last.unwrap();
+    assert_eq!(last.finish, Some("stop"));
+    assert_eq!(last.stop_sequence.as_deref(), Some("o bar b"));
+    // Without a stop string, no piece names one.
+    let h = Harness::start(vec![5, 6], Duration::ZERO);
+    let mut g = start(&h, "r", SamplingParams::new(2), &["zzz"]);
+    while let Some(piece) = g.next().await {
+        assert_eq!(piece.unwrap().stop_sequence, None);
+    }
+}
+
+#[tokio::test]
 async fn stop_token_is_counted_but_not_shown() {
     let h = Harness::start(vec![5, 6, 8], Duration::ZERO);
     let mut sampling = SamplingParams::new(50);

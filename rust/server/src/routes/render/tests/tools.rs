@@ -4,6 +4,29 @@
 
 use super::*;
 
+/// The fixture's render state with `parser` as its tool-call parser.
+fn state_with_parser(parser: &'static str) -> Arc<RenderState> {
+    let f = fixture();
+    Arc::new(RenderState {
+        tool_parser: Some(parser),
+        reasoning_parser: None,
+        tokenizer: f.state.tokenizer.clone(),
+        template: f.state.template.clone(),
+        model_name: f.state.model_name.clone(),
+        model_root: f.state.model_root.clone(),
+        created: 1,
+        max_model_len: f.state.max_model_len,
+        vocab_size: f.state.vocab_size,
+    })
+}
+
+/// The prompt `state` renders for the chat request `body`.
+async fn render_prompt(state: &Arc<RenderState>, body: serde_json::Value) -> prompt::Prompt {
+    prompt::chat(state, Bytes::from(body.to_string()))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn tools_need_a_parser_unless_tool_choice_is_none() {
     let f = fixture();
@@ -69,18 +92,7 @@ async fn tool_call_parser_flag_renders_tools_without_markers() {
 
 #[tokio::test]
 async fn forced_tool_calls_show_their_prefill() {
-    let f = fixture();
-    let state = Arc::new(RenderState {
-        tool_parser: Some("hermes"),
-        reasoning_parser: None,
-        tokenizer: f.state.tokenizer.clone(),
-        template: f.state.template.clone(),
-        model_name: f.state.model_name.clone(),
-        model_root: f.state.model_root.clone(),
-        created: 1,
-        max_model_len: f.state.max_model_len,
-        vocab_size: f.state.vocab_size,
-    });
+    let state = state_with_parser("hermes");
     let tool = json!({"type": "function", "function": {"name": "f"}});
     let messages = json!([{"role": "user", "content": "hello"}]);
     let named = json!({"type": "function", "function": {"name": "f"}});
@@ -89,9 +101,7 @@ async fn forced_tool_calls_show_their_prefill() {
         (named, "<tool_call>{\"name\": \"f\", \"arguments\": "),
     ] {
         let body = json!({"messages": messages, "tools": [tool], "tool_choice": choice});
-        let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
-            .await
-            .unwrap();
+        let prompt = render_prompt(&state, body).await;
         assert!(
             prompt.text.as_deref().unwrap().ends_with(tail),
             "{prompt:?}"
@@ -105,39 +115,22 @@ async fn forced_tool_calls_show_their_prefill() {
         assert!(prompt.chat.unwrap().prefilled);
     }
     let body = json!({"messages": messages, "tools": [tool], "tool_choice": "auto"});
-    let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
-        .await
-        .unwrap();
+    let prompt = render_prompt(&state, body).await;
     assert!(!prompt.text.as_deref().unwrap().contains("<tool_call>"));
     assert_eq!(prompt.settings.sampling.structured_outputs, None);
 }
 
 #[tokio::test]
 async fn other_parsers_force_json_without_a_prefill() {
-    let f = fixture();
-    let state = Arc::new(RenderState {
-        tool_parser: Some("mistral"),
-        reasoning_parser: None,
-        tokenizer: f.state.tokenizer.clone(),
-        template: f.state.template.clone(),
-        model_name: f.state.model_name.clone(),
-        model_root: f.state.model_root.clone(),
-        created: 1,
-        max_model_len: f.state.max_model_len,
-        vocab_size: f.state.vocab_size,
-    });
+    let state = state_with_parser("mistral");
     let tool = json!({"type": "function", "function": {"name": "f"}});
     let messages = json!([{"role": "user", "content": "hello"}]);
     let plain = json!({"messages": messages, "tools": [tool], "tool_choice": "none"});
-    let plain = prompt::chat(&state, Bytes::from(plain.to_string()))
-        .await
-        .unwrap();
+    let plain = render_prompt(&state, plain).await;
     let named = json!({"type": "function", "function": {"name": "f"}});
     for (choice, start) in [(json!("required"), "[\""), (named, "")] {
         let body = json!({"messages": messages, "tools": [tool], "tool_choice": choice});
-        let prompt = prompt::chat(&state, Bytes::from(body.to_string()))
-            .await
-            .unwrap();
+        let prompt = render_prompt(&state, body).await;
         assert_eq!(prompt.text, plain.text, "no prefill");
         assert!(prompt.settings.stop.is_empty());
         let tag = prompt.settings.sampling.structured_outputs.unwrap();
