@@ -34,6 +34,13 @@ pub fn router(state: SharedState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions::handle))
         .route("/v1/completions", post(completions::handle))
+        .route("/v1/responses", post(responses::handle))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::not_stored).delete(responses::not_stored),
+        )
+        .route("/v1/responses/{id}/cancel", post(responses::not_stored))
+        .route("/v1/responses/{id}/input_items", get(responses::not_stored))
         .route("/v1/models", get(models::models))
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))
@@ -55,6 +62,7 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
     Router::new()
         .route("/v1/chat/completions/render", post(render::chat))
         .route("/v1/completions/render", post(render::completion))
+        .route("/v1/responses/render", post(responses::render))
         .route("/v1/models", get(models::render_models))
         .route("/health", get(|| async { StatusCode::OK }))
         .fallback(not_found)

@@ -38,9 +38,7 @@ async fn chat_prompt<S: TextModel>(
     body: Bytes,
     echo: &OnceLock<Echo>,
 ) -> Result<Prompt, ApiError> {
-    let takes_effort = state
-        .template()
-        .is_some_and(|t| t.takes_reasoning_effort());
+    let takes_effort = state.template().is_some_and(|t| t.takes_reasoning_effort());
     let translated = request::translate(&body, takes_effort)?;
     let chat = serde_json::to_vec(&Value::Object(translated.chat))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -53,10 +51,11 @@ pub async fn handle(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let echo = OnceLock::new();
-    let build = |state, body| chat_prompt(state, body, &echo);
-    let build = |state, body| async { build(state, body).await.map(|p| vec![p]) };
+    let echoed = &echo;
+    let build =
+        |state, body| async move { chat_prompt(state, body, echoed).await.map(|p| vec![p]) };
     let shapes = |job: &AcceptedRequest, state: &AppState| ResponseShapes::new(job, state, &echo);
-    generate_as(&state, body, build, shapes, Dialect::OpenAi, "resp").await
+    generate_as(&state, body, build, shapes, Dialect::OpenAi, Some("resp")).await
 }
 
 /// `POST /v1/responses/render`: the translated chat request's render.
@@ -81,16 +80,15 @@ pub async fn not_stored(Path(id): Path<String>) -> ApiError {
     ))
 }
 
-/// `…/{id}/cancel` and `…/{id}/input_items`.
-pub async fn not_stored_part(Path((id, _)): Path<(String, String)>) -> ApiError {
-    not_stored(Path(id)).await
-}
-
 /// The response's shapes: [`ResponseEvents`] over the one chat choice.
 pub struct ResponseShapes(ResponseEvents);
 
 impl ResponseShapes {
-    fn new(job: &AcceptedRequest, state: &AppState, echo: &OnceLock<Echo>) -> Result<Self, ApiError> {
+    fn new(
+        job: &AcceptedRequest,
+        state: &AppState,
+        echo: &OnceLock<Echo>,
+    ) -> Result<Self, ApiError> {
         let missing = || ApiError::Internal("a responses request without its chat".into());
         let chat = job.prompt()?.chat.as_ref().ok_or_else(missing)?;
         let echo = echo.get().cloned().ok_or_else(missing)?;

@@ -16,6 +16,7 @@ use crate::edge::error::ApiError;
 use crate::openai::Usage;
 use crate::output::choice::{ChatChoiceState, ChatDelta};
 use crate::output::generation::Piece;
+use crate::output::sse;
 
 use super::request::Echo;
 
@@ -57,7 +58,11 @@ impl Item {
                        "status": status})
             }
             Kind::Message => {
-                let content = if done { json!([output_text(&self.text)]) } else { json!([]) };
+                let content = if done {
+                    json!([output_text(&self.text)])
+                } else {
+                    json!([])
+                };
                 json!({"id": self.id, "type": "message", "status": status, "role": "assistant",
                        "content": content})
             }
@@ -128,7 +133,7 @@ impl ResponseEvents {
             event.extend(fields);
         }
         self.sequence += 1;
-        push(buf, kind, &Value::Object(event));
+        sse::push_typed_event(buf, kind, &Value::Object(event));
     }
 
     /// The response object: `status`, the items so far (none while in progress).
@@ -171,7 +176,11 @@ impl ResponseEvents {
         let response = self.response("in_progress", None);
         let mut out = Some(buf);
         self.event(&mut out, "response.created", json!({"response": response}));
-        self.event(&mut out, "response.in_progress", json!({"response": response}));
+        self.event(
+            &mut out,
+            "response.in_progress",
+            json!({"response": response}),
+        );
     }
 
     /// The events of the next piece (`buf` `None`: the whole response only).
@@ -339,17 +348,6 @@ impl ResponseEvents {
         let response = self.response(self.status(), Some(usage));
         serde_json::to_vec(&response).unwrap_or_default()
     }
-}
-
-/// One SSE event: `event: <kind>` and its JSON.
-fn push(buf: &mut Vec<u8>, kind: &str, event: &Value) {
-    buf.extend_from_slice(b"event: ");
-    buf.extend_from_slice(kind.as_bytes());
-    buf.extend_from_slice(b"\ndata: ");
-    if serde_json::to_writer(&mut *buf, event).is_err() {
-        buf.extend_from_slice(b"null");
-    }
-    buf.extend_from_slice(b"\n\n");
 }
 
 #[cfg(test)]

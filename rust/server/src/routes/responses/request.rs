@@ -91,7 +91,10 @@ pub fn bad(param: impl Into<String>, message: impl Into<String>) -> ApiError {
 
 /// A 400: `path` holds no value of the `expected` kind.
 pub fn invalid(path: &str, expected: &str) -> ApiError {
-    bad(path, format!("invalid value for '{path}': expected {expected}"))
+    bad(
+        path,
+        format!("invalid value for '{path}': expected {expected}"),
+    )
 }
 
 /// The string at `path` (absent is a 400 too).
@@ -234,7 +237,10 @@ fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
     }
     if let Some(include) = given("include") {
         if !list(Some(include), "include")?.is_empty() {
-            return Err(bad("include", "include is not supported: send no include list"));
+            return Err(bad(
+                "include",
+                "include is not supported: send no include list",
+            ));
         }
     }
     if let Some(truncation) = given("truncation") {

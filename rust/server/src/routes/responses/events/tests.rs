@@ -25,7 +25,13 @@ fn shapes(reasoning: bool) -> ResponseEvents {
     let markers = reasoning
         .then(|| crate::parsers::reasoning::markers_of("deepseek_r1"))
         .flatten();
-    let choice = ChatChoiceState::new(0, &chat, markers, None, Arc::new(TokenTexts::new(tokenizer)));
+    let choice = ChatChoiceState::new(
+        0,
+        &chat,
+        markers,
+        None,
+        Arc::new(TokenTexts::new(tokenizer)),
+    );
     let echo = translate(br#"{"input": "x", "metadata": {"k": "v"}}"#, false)
         .unwrap()
         .echo;
@@ -38,6 +44,7 @@ fn piece(text: &str, finish: Option<&'static str>) -> Piece {
         finish,
         logprobs: Vec::new(),
         prompt_logprobs: None,
+        stop_sequence: None,
     }
 }
 
@@ -99,21 +106,39 @@ fn text_streams_as_one_message_item() {
     );
     let created = &events[0]["response"];
     assert_eq!(created["id"], format!("resp_{}", "ab".repeat(16)));
-    assert_eq!((created["status"].as_str(), &created["output"], &created["usage"]),
-               (Some("in_progress"), &json!([]), &Value::Null));
+    assert_eq!(
+        (
+            created["status"].as_str(),
+            &created["output"],
+            &created["usage"]
+        ),
+        (Some("in_progress"), &json!([]), &Value::Null)
+    );
     let item_id = events[2]["item"]["id"].as_str().unwrap();
     assert!(item_id.starts_with("msg_") && item_id.len() == 36);
-    assert_eq!(events[2]["item"], json!({"id": item_id, "type": "message",
-        "status": "in_progress", "role": "assistant", "content": []}));
-    assert_eq!(events[3], json!({"type": "response.content_part.added", "sequence_number": 3,
+    assert_eq!(
+        events[2]["item"],
+        json!({"id": item_id, "type": "message",
+        "status": "in_progress", "role": "assistant", "content": []})
+    );
+    assert_eq!(
+        events[3],
+        json!({"type": "response.content_part.added", "sequence_number": 3,
         "item_id": item_id, "output_index": 0, "content_index": 0,
-        "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}));
-    assert_eq!(events[5], json!({"type": "response.output_text.delta", "sequence_number": 5,
+        "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}})
+    );
+    assert_eq!(
+        events[5],
+        json!({"type": "response.output_text.delta", "sequence_number": 5,
         "item_id": item_id, "output_index": 0, "content_index": 0, "delta": " bar",
-        "logprobs": []}));
-    assert_eq!(events[6], json!({"type": "response.output_text.done", "sequence_number": 6,
+        "logprobs": []})
+    );
+    assert_eq!(
+        events[6],
+        json!({"type": "response.output_text.done", "sequence_number": 6,
         "item_id": item_id, "output_index": 0, "content_index": 0, "text": " foo bar",
-        "logprobs": []}));
+        "logprobs": []})
+    );
     let message = json!({"id": item_id, "type": "message", "status": "completed",
         "role": "assistant", "content": [{"type": "output_text", "text": " foo bar",
         "annotations": [], "logprobs": []}]});
@@ -121,16 +146,51 @@ fn text_streams_as_one_message_item() {
     let done = &events[9]["response"];
     assert_eq!(done["status"], "completed");
     assert_eq!(done["output"], json!([message]));
-    assert_eq!(done["usage"], json!({"input_tokens": 4, "input_tokens_details":
+    assert_eq!(
+        done["usage"],
+        json!({"input_tokens": 4, "input_tokens_details":
         {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details":
-        {"reasoning_tokens": 0}, "total_tokens": 7}));
-    let keys: Vec<&str> = done.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["id", "object", "created_at", "status", "error", "incomplete_details",
-        "instructions", "max_output_tokens", "model", "output", "parallel_tool_calls",
-        "previous_response_id", "reasoning", "store", "temperature", "text", "tool_choice",
-        "tools", "top_p", "truncation", "usage", "user", "metadata"]);
+        {"reasoning_tokens": 0}, "total_tokens": 7})
+    );
+    let keys: Vec<&str> = done
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "object",
+            "created_at",
+            "status",
+            "error",
+            "incomplete_details",
+            "instructions",
+            "max_output_tokens",
+            "model",
+            "output",
+            "parallel_tool_calls",
+            "previous_response_id",
+            "reasoning",
+            "store",
+            "temperature",
+            "text",
+            "tool_choice",
+            "tools",
+            "top_p",
+            "truncation",
+            "usage",
+            "user",
+            "metadata"
+        ]
+    );
     assert_eq!(done["metadata"], json!({"k": "v"}));
-    assert_eq!((done["model"].as_str(), done["created_at"].as_u64()), (Some("tiny"), Some(7)));
+    assert_eq!(
+        (done["model"].as_str(), done["created_at"].as_u64()),
+        (Some("tiny"), Some(7))
+    );
 }
 
 #[test]
@@ -176,13 +236,19 @@ fn reasoning_then_content_then_calls() {
     let output = &events.last().unwrap()["response"]["output"];
     let reasoning = &output[0];
     assert!(reasoning["id"].as_str().unwrap().starts_with("rs_"));
-    assert_eq!(reasoning["content"], json!([{"type": "reasoning_text", "text": "plan it"}]));
+    assert_eq!(
+        reasoning["content"],
+        json!([{"type": "reasoning_text", "text": "plan it"}])
+    );
     assert_eq!(reasoning["summary"], json!([]));
     assert_eq!(output[1]["content"][0]["text"], "Sure ");
     let call = &output[2];
     assert!(call["id"].as_str().unwrap().starts_with("fc_"));
     assert!(call["call_id"].as_str().unwrap().starts_with("call_"));
-    assert_eq!((call["name"].as_str(), call["arguments"].as_str()), (Some("f"), Some("{\"a\": 1}")));
+    assert_eq!(
+        (call["name"].as_str(), call["arguments"].as_str()),
+        (Some("f"), Some("{\"a\": 1}"))
+    );
     // the hermes parser drops the whitespace between calls: no message item there
     assert_eq!(output[3]["arguments"], "{}");
     assert_ne!(output[3]["call_id"], call["call_id"]);
@@ -191,14 +257,26 @@ fn reasoning_then_content_then_calls() {
     assert_eq!(added["item"]["arguments"], "");
     assert_eq!(added["item"]["status"], "in_progress");
     let done = &events[19];
-    assert_eq!(done, &json!({"type": "response.function_call_arguments.done",
+    assert_eq!(
+        done,
+        &json!({"type": "response.function_call_arguments.done",
         "sequence_number": 19, "item_id": call["id"], "output_index": 2, "name": "f",
-        "arguments": "{\"a\": 1}"}));
-    assert_eq!(events[2]["item"], json!({"id": reasoning["id"], "type": "reasoning",
-        "summary": [], "content": [], "status": "in_progress"}));
-    assert_eq!(events[3]["part"], json!({"type": "reasoning_text", "text": ""}));
+        "arguments": "{\"a\": 1}"})
+    );
+    assert_eq!(
+        events[2]["item"],
+        json!({"id": reasoning["id"], "type": "reasoning",
+        "summary": [], "content": [], "status": "in_progress"})
+    );
+    assert_eq!(
+        events[3]["part"],
+        json!({"type": "reasoning_text", "text": ""})
+    );
     assert_eq!(events[6]["text"], "plan it");
-    assert_eq!(events[7]["part"], json!({"type": "reasoning_text", "text": "plan it"}));
+    assert_eq!(
+        events[7]["part"],
+        json!({"type": "reasoning_text", "text": "plan it"})
+    );
 }
 
 #[test]
@@ -213,13 +291,20 @@ fn the_whole_response_matches_the_stream() {
     }
     let body: Value = serde_json::from_slice(&whole.body(Usage::new(4, 3))).unwrap();
     assert_eq!(body["status"], "incomplete");
-    assert_eq!(body["incomplete_details"], json!({"reason": "max_output_tokens"}));
+    assert_eq!(
+        body["incomplete_details"],
+        json!({"reason": "max_output_tokens"})
+    );
     let strip = |v: &Value| -> Value {
-        v.as_array().unwrap().iter().map(|i| {
-            let mut i = i.clone();
-            i["id"] = Value::Null;
-            i
-        }).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let mut i = i.clone();
+                i["id"] = Value::Null;
+                i
+            })
+            .collect()
     };
     let last = &events.last().unwrap()["response"];
     assert_eq!(strip(&body["output"]), strip(&last["output"]));
@@ -230,7 +315,14 @@ fn the_whole_response_matches_the_stream() {
 fn nothing_generated_is_no_item_and_a_failure_is_an_error_event() {
     let mut s = shapes(false);
     let events = run(&mut s, &[("", Some("stop"))]);
-    assert_eq!(types(&events), ["response.created", "response.in_progress", "response.completed"]);
+    assert_eq!(
+        types(&events),
+        [
+            "response.created",
+            "response.in_progress",
+            "response.completed"
+        ]
+    );
     assert_eq!(events[2]["response"]["output"], json!([]));
     let mut s = shapes(false);
     let mut buf = Vec::new();
@@ -238,6 +330,9 @@ fn nothing_generated_is_no_item_and_a_failure_is_an_error_event() {
     s.step(piece(" foo", None), Some(&mut buf));
     s.failure(&mut buf, &ApiError::EngineError("boom".into()));
     let events = parse(&buf);
-    assert_eq!(events.last().unwrap(), &json!({"type": "error", "sequence_number": 5,
-        "code": "InternalServerError", "message": "boom", "param": null}));
+    assert_eq!(
+        events.last().unwrap(),
+        &json!({"type": "error", "sequence_number": 5,
+        "code": "InternalServerError", "message": "boom", "param": null})
+    );
 }

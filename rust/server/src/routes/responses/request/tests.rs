@@ -22,13 +22,15 @@ fn refused_with(body: Value, takes_effort: bool) -> (String, String) {
 
 #[test]
 fn a_string_input_is_one_user_message_after_the_instructions() {
-    let got = chat(json!({"model": "m", "input": "hi", "instructions": "be brief",
+    let got = chat(
+        json!({"model": "m", "input": "hi", "instructions": "be brief",
                           "max_output_tokens": 5, "temperature": 0, "top_p": 0.5, "max_tool_calls": null,
                           "stop": ["x"], "seed": 1, "top_k": 3, "user": "u", "stream": true,
                           "parallel_tool_calls": false, "store": false,
                           "service_tier": "auto", "prompt_cache_key": "k",
                           "safety_identifier": "s", "metadata": {"a": "b"},
-                          "stream_options": {"include_obfuscation": false}}));
+                          "stream_options": {"include_obfuscation": false}}),
+    );
     assert_eq!(
         got,
         json!({"messages": [{"role": "system", "content": "be brief"},
@@ -58,9 +60,7 @@ fn items_become_chat_messages() {
         {"type": "function_call", "call_id": "c3", "name": "f", "arguments": ""},
         {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "last"}]},
     ]);
-    let call = |id: &str, name: &str, args: &str| {
-        json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
-    };
+    let call = |id: &str, name: &str, args: &str| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}});
     assert_eq!(
         chat(json!({"input": input}))["messages"],
         json!([
@@ -112,7 +112,11 @@ fn tools_choice_format_and_effort_translate() {
                 "parameters": {"type": "object"}, "strict": true}},
                {"type": "function", "function": {"name": "g"}}])
     );
-    let keys: Vec<&String> = got["tools"][0]["function"].as_object().unwrap().keys().collect();
+    let keys: Vec<&String> = got["tools"][0]["function"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
     assert_eq!(keys, ["name", "description", "parameters", "strict"]);
     assert_eq!(
         got["tool_choice"],
@@ -128,7 +132,10 @@ fn tools_choice_format_and_effort_translate() {
         json!({"reasoning_effort": "low"})
     );
     for choice in ["auto", "none", "required"] {
-        assert_eq!(chat(json!({"input": "x", "tool_choice": choice}))["tool_choice"], choice);
+        assert_eq!(
+            chat(json!({"input": "x", "tool_choice": choice}))["tool_choice"],
+            choice
+        );
     }
     let got = chat(json!({"input": "x", "text": {"format": {"type": "json_object"}}}));
     assert_eq!(got["response_format"], json!({"type": "json_object"}));
@@ -166,8 +173,14 @@ fn the_echo_has_defaults_and_the_given_values() {
     assert_eq!(t.echo.temperature, 0.5);
     assert_eq!(t.echo.tools, body["tools"]);
     assert_eq!(t.echo.text, json!({"format": {"type": "json_object"}}));
-    assert_eq!(t.echo.reasoning, json!({"effort": null, "summary": "concise"}));
-    assert_eq!((t.echo.tool_choice, t.echo.user), (json!("none"), json!("u")));
+    assert_eq!(
+        t.echo.reasoning,
+        json!({"effort": null, "summary": "concise"})
+    );
+    assert_eq!(
+        (t.echo.tool_choice, t.echo.user),
+        (json!("none"), json!("u"))
+    );
     assert_eq!(t.echo.metadata, json!({"k": "v"}));
 }
 
@@ -272,7 +285,10 @@ fn every_refusal_names_its_field() {
     let (param, message) = refused_with(body, false);
     assert_eq!(
         (param.as_str(), message.as_str()),
-        ("reasoning.effort", "this model's chat template takes no reasoning effort")
+        (
+            "reasoning.effort",
+            "this model's chat template takes no reasoning effort"
+        )
     );
 }
 
