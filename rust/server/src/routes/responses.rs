@@ -26,6 +26,7 @@ use crate::state::{AppState, RenderState, SharedState};
 use crate::validate::prompt::{self, Prompt, TextModel};
 
 pub mod events;
+pub mod fields;
 pub mod input;
 pub mod request;
 
@@ -99,7 +100,7 @@ impl ResponseShapes {
         let texts = Arc::clone(&state.token_texts);
         let choice = ChatChoiceState::new(0, chat, reasoning, None, texts);
         Ok(Self(ResponseEvents::new(
-            &job.hex(),
+            job.hex(),
             job.created,
             state.model_name(),
             echo,

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::edge::error::ApiError;
 
-use super::request::{bad, list, object, string};
+use super::fields::{bad, list, object, string};
 
 /// Chat messages of the `input` field (`None`: absent).
 pub fn messages(input: Option<&Value>) -> Result<Vec<Value>, ApiError> {
