@@ -33,7 +33,8 @@ pub mod request;
 use events::ResponseEvents;
 use request::Echo;
 
-/// The chat prompt of a Responses body (and its echo, into `echo`).
+/// The chat prompt of a Responses body (and its echo, into `echo`); the chat path's
+/// errors name the Responses fields ([`fields::responses_param`]).
 async fn chat_prompt<S: TextModel>(
     state: &Arc<S>,
     body: Bytes,
@@ -44,7 +45,9 @@ async fn chat_prompt<S: TextModel>(
     let chat = serde_json::to_vec(&Value::Object(translated.chat))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let _ = echo.set(translated.echo);
-    prompt::chat(state, Bytes::from(chat)).await
+    prompt::chat(state, Bytes::from(chat))
+        .await
+        .map_err(fields::renamed)
 }
 
 pub async fn handle(

@@ -7,8 +7,8 @@
 //! them) → `instructions`, `input` ([`super::input`]), `tools`, `tool_choice`,
 //! `max_output_tokens`, `parallel_tool_calls`, `user`, `text`, `reasoning`, `metadata`,
 //! `stream`, `stream_options`. Values the chat path checks (`model`, `temperature`,
-//! `top_p`, `stop`, `seed`, `top_k`) go through as they are, and its errors name the
-//! chat request's fields.
+//! `top_p`, `stop`, `seed`, `top_k`) go through as they are; its errors are renamed to
+//! the Responses fields ([`super::fields::responses_param`]).
 
 use serde_json::{json, Map, Value};
 

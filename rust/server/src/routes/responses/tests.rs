@@ -223,7 +223,7 @@ async fn bad_requests_are_400s_naming_the_field() {
             "takes no reasoning effort",
         ),
         (json!({}), json!("input"), "'input' is required"),
-        // The chat path's checks, naming the chat request's fields.
+        // The chat path's checks, naming the Responses fields.
         (
             json!({"input": "x", "temperature": -1}),
             json!("temperature"),
@@ -231,7 +231,7 @@ async fn bad_requests_are_400s_naming_the_field() {
         ),
         (
             json!({"input": "x", "max_output_tokens": 99}),
-            json!("max_completion_tokens"),
+            json!("max_output_tokens"),
             "maximum context length is 64",
         ),
         (
@@ -239,6 +239,11 @@ async fn bad_requests_are_400s_naming_the_field() {
                                                   "schema": []}}}),
             json!("text.format.schema"),
             "expected an object",
+        ),
+        (
+            json!({"input": "x", "tools": [{"type": "function", "name": "f"}]}),
+            json!("tool_choice"),
+            "needs a tool-call parser",
         ),
     ];
     for (body, param, needle) in cases {
