@@ -25,6 +25,7 @@ pub mod messages;
 pub mod metrics;
 pub mod models;
 pub mod render;
+pub mod responses;
 pub mod tokenize;
 
 /// The serving API: generation, models, health, metrics, load, version, tokenizer, and
@@ -36,6 +37,13 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/completions", post(completions::handle))
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
+        .route("/v1/responses", post(responses::handle))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::not_stored).delete(responses::not_stored),
+        )
+        .route("/v1/responses/{id}/cancel", post(responses::not_stored))
+        .route("/v1/responses/{id}/input_items", get(responses::not_stored))
         .route("/v1/models", get(models::models))
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))
@@ -58,6 +66,7 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
         .route("/v1/chat/completions/render", post(render::chat))
         .route("/v1/completions/render", post(render::completion))
         .route("/v1/messages/render", post(render::messages))
+        .route("/v1/responses/render", post(responses::render))
         .route("/v1/models", get(models::render_models))
         .route("/health", get(|| async { StatusCode::OK }))
         .fallback(not_found)

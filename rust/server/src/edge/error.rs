@@ -25,6 +25,9 @@ pub enum ApiError {
     /// No route at this path.
     #[error("Not Found: {0}")]
     RouteNotFound(String),
+    /// The thing the request names does not exist (the message says which and why).
+    #[error("{0}")]
+    NotFound(String),
     /// The route exists, the method does not.
     #[error("Method Not Allowed: {method} {path}")]
     MethodNotAllowed { method: String, path: String },
@@ -121,7 +124,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::ModelNotFound(_) | Self::RouteNotFound(_) => StatusCode::NOT_FOUND,
+            Self::ModelNotFound(_) | Self::RouteNotFound(_) | Self::NotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -135,7 +140,7 @@ impl ApiError {
     fn kind(&self) -> &'static str {
         match self {
             Self::BadRequest { .. } => "BadRequestError",
-            Self::ModelNotFound(_) | Self::RouteNotFound(_) => "NotFoundError",
+            Self::ModelNotFound(_) | Self::RouteNotFound(_) | Self::NotFound(_) => "NotFoundError",
             Self::MethodNotAllowed { .. } => "MethodNotAllowedError",
             Self::PayloadTooLarge { .. } => "PayloadTooLargeError",
             Self::Unauthorized => "AuthenticationError",

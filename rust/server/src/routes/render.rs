@@ -49,7 +49,7 @@ fn answer<'a>(state: &'a RenderState, prefix: &str, prompt: Prompt) -> Rendered<
     }
 }
 
-fn rendered(state: &RenderState, prefix: &str, prompt: Prompt) -> Response {
+pub(crate) fn rendered(state: &RenderState, prefix: &str, prompt: Prompt) -> Response {
     Json(answer(state, prefix, prompt)).into_response()
 }
 

@@ -1,0 +1,354 @@
+//! The response of `POST /v1/responses`: one chat choice's deltas (reasoning, content,
+//! tool calls, finish) as output items, streamed as typed SSE events or whole. Mirrors
+//! `server/responses/events.py`.
+//!
+//! Items start in the order the generation starts them: reasoning, message (a new one
+//! when content follows a call or reasoning), function_call (one per chat tool call).
+//! One delta is applied as: the argument pieces that continue the call in progress;
+//! reasoning; content; then the calls it starts (and their arguments). Empty text opens
+//! nothing. An item ends when the next one starts or the generation finishes.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use crate::edge::error::ApiError;
+use crate::openai::Usage;
+use crate::output::choice::{ChatChoiceState, ChatDelta};
+use crate::output::generation::Piece;
+use crate::output::sse;
+
+use super::request::Echo;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Kind {
+    Reasoning,
+    Message,
+    /// A function call: its chat tool-call id and name.
+    Call {
+        call_id: String,
+        name: String,
+    },
+}
+
+/// One output item: its id, kind and text (reasoning / message text, or arguments).
+#[derive(Debug)]
+struct Item {
+    id: String,
+    kind: Kind,
+    text: String,
+}
+
+fn fresh(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+impl Item {
+    /// The item's JSON: `done` whole (status completed), else as it starts.
+    fn json(&self, done: bool) -> Value {
+        let status = if done { "completed" } else { "in_progress" };
+        match &self.kind {
+            Kind::Reasoning => {
+                let content = if done {
+                    json!([{"type": "reasoning_text", "text": self.text}])
+                } else {
+                    json!([])
+                };
+                json!({"id": self.id, "type": "reasoning", "summary": [], "content": content,
+                       "status": status})
+            }
+            Kind::Message => {
+                let content = if done {
+                    json!([output_text(&self.text)])
+                } else {
+                    json!([])
+                };
+                json!({"id": self.id, "type": "message", "status": status, "role": "assistant",
+                       "content": content})
+            }
+            Kind::Call { call_id, name, .. } => {
+                let arguments = if done { self.text.as_str() } else { "" };
+                json!({"id": self.id, "type": "function_call", "status": status,
+                       "call_id": call_id, "name": name, "arguments": arguments})
+            }
+        }
+    }
+}
+
+fn output_text(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+/// The content part of a reasoning or message item.
+fn part(kind: &Kind, text: &str) -> Value {
+    match kind {
+        Kind::Reasoning => json!({"type": "reasoning_text", "text": text}),
+        _ => output_text(text),
+    }
+}
+
+/// The response's shapes: the echo, the one chat choice, the items so far.
+pub struct ResponseEvents {
+    id: String,
+    created: u64,
+    model: Arc<str>,
+    echo: Echo,
+    choice: ChatChoiceState,
+    items: Vec<Item>,
+    /// The last item has not ended.
+    open: bool,
+    finish: Option<&'static str>,
+    sequence: u64,
+}
+
+impl ResponseEvents {
+    /// `hex`: the request's 32 hex digits (the id is `resp_<hex>`).
+    pub fn new(
+        hex: &str,
+        created: u64,
+        model: Arc<str>,
+        echo: Echo,
+        choice: ChatChoiceState,
+    ) -> Self {
+        Self {
+            id: format!("resp_{hex}"),
+            created,
+            model,
+            echo,
+            choice,
+            items: Vec::new(),
+            open: false,
+            finish: None,
+            sequence: 0,
+        }
+    }
+
+    /// Appends the event `kind` with `fields` after its type and sequence number.
+    fn event(&mut self, buf: &mut Option<&mut Vec<u8>>, kind: &str, fields: Value) {
+        let Some(buf) = buf else { return };
+        let mut event = Map::new();
+        event.insert("type".into(), json!(kind));
+        event.insert("sequence_number".into(), json!(self.sequence));
+        if let Value::Object(fields) = fields {
+            event.extend(fields);
+        }
+        self.sequence += 1;
+        sse::push_typed_event(buf, kind, &Value::Object(event));
+    }
+
+    /// The response object: `status`, the items so far (none while in progress).
+    fn response(&self, status: &str, usage: Option<Usage>) -> Value {
+        let done = status != "in_progress";
+        let output: Vec<Value> = if done {
+            self.items.iter().map(|i| i.json(true)).collect()
+        } else {
+            Vec::new()
+        };
+        let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
+        let usage = usage.map(|u| {
+            json!({"input_tokens": u.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                   "output_tokens": u.completion_tokens,
+                   "output_tokens_details": {"reasoning_tokens": 0},
+                   "total_tokens": u.total_tokens})
+        });
+        let e = &self.echo;
+        json!({"id": self.id, "object": "response", "created_at": self.created,
+               "status": status, "error": null, "incomplete_details": incomplete,
+               "instructions": e.instructions, "max_output_tokens": e.max_output_tokens,
+               "model": &*self.model, "output": output,
+               "parallel_tool_calls": e.parallel_tool_calls, "previous_response_id": null,
+               "reasoning": e.reasoning, "store": false, "temperature": e.temperature,
+               "text": e.text, "tool_choice": e.tool_choice, "tools": e.tools,
+               "top_p": e.top_p, "truncation": "disabled", "usage": usage, "user": e.user,
+               "metadata": e.metadata})
+    }
+
+    fn status(&self) -> &'static str {
+        if self.finish == Some("length") {
+            "incomplete"
+        } else {
+            "completed"
+        }
+    }
+
+    /// `response.created`, `response.in_progress`.
+    pub fn start(&mut self, buf: &mut Vec<u8>) {
+        let response = self.response("in_progress", None);
+        let mut out = Some(buf);
+        self.event(&mut out, "response.created", json!({"response": response}));
+        self.event(
+            &mut out,
+            "response.in_progress",
+            json!({"response": response}),
+        );
+    }
+
+    /// The events of the next piece (`buf` `None`: the whole response only).
+    pub fn step(&mut self, piece: Piece, buf: Option<&mut Vec<u8>>) {
+        let delta = self.choice.step(piece);
+        self.apply(delta, buf);
+    }
+
+    fn apply(&mut self, delta: ChatDelta, mut buf: Option<&mut Vec<u8>>) {
+        let mut calls = delta.calls.into_iter().peekable();
+        while let Some(call) = calls.next_if(|c| c.id.is_none()) {
+            self.arguments(&call.arguments, &mut buf);
+        }
+        self.text(Kind::Reasoning, &delta.reasoning, &mut buf);
+        self.text(Kind::Message, &delta.content, &mut buf);
+        for call in calls {
+            if let Some(call_id) = call.id {
+                let kind = Kind::Call {
+                    call_id,
+                    name: call.name.unwrap_or_default(),
+                };
+                self.begin(kind, &mut buf);
+            }
+            self.arguments(&call.arguments, &mut buf);
+        }
+        if delta.finish.is_some() {
+            self.finish = delta.finish;
+        }
+    }
+
+    /// Reasoning or message text: to the open item of that kind, or a new one.
+    fn text(&mut self, kind: Kind, text: &str, buf: &mut Option<&mut Vec<u8>>) {
+        if text.is_empty() {
+            return;
+        }
+        let continues = self.open && self.items.last().is_some_and(|i| i.kind == kind);
+        if !continues {
+            self.begin(kind, buf);
+        }
+        let at = self.items.len() - 1;
+        let item = &mut self.items[at];
+        item.text.push_str(text);
+        let (id, reasoning) = (item.id.clone(), item.kind == Kind::Reasoning);
+        let mut fields = json!({"item_id": id, "output_index": at, "content_index": 0,
+                                "delta": text});
+        if reasoning {
+            self.event(buf, "response.reasoning_text.delta", fields);
+        } else {
+            fields["logprobs"] = json!([]);
+            self.event(buf, "response.output_text.delta", fields);
+        }
+    }
+
+    /// Argument text of the call in progress (the open item, when it is a call).
+    fn arguments(&mut self, text: &str, buf: &mut Option<&mut Vec<u8>>) {
+        let at = self.items.len().wrapping_sub(1);
+        let Some(item) = self.items.last_mut().filter(|_| self.open) else {
+            return;
+        };
+        if text.is_empty() || !matches!(item.kind, Kind::Call { .. }) {
+            return;
+        }
+        item.text.push_str(text);
+        let fields = json!({"item_id": item.id, "output_index": at, "delta": text});
+        self.event(buf, "response.function_call_arguments.delta", fields);
+    }
+
+    /// Ends the open item, starts one of `kind`.
+    fn begin(&mut self, kind: Kind, buf: &mut Option<&mut Vec<u8>>) {
+        self.end(buf);
+        let prefix = match kind {
+            Kind::Reasoning => "rs",
+            Kind::Message => "msg",
+            Kind::Call { .. } => "fc",
+        };
+        let item = Item {
+            id: fresh(prefix),
+            kind,
+            text: String::new(),
+        };
+        let at = self.items.len();
+        let (id, added) = (item.id.clone(), item.json(false));
+        let text_part = !matches!(item.kind, Kind::Call { .. });
+        let part = part(&item.kind, "");
+        self.items.push(item);
+        self.open = true;
+        self.event(
+            buf,
+            "response.output_item.added",
+            json!({"output_index": at, "item": added}),
+        );
+        if text_part {
+            let fields = json!({"item_id": id, "output_index": at, "content_index": 0,
+                                "part": part});
+            self.event(buf, "response.content_part.added", fields);
+        }
+    }
+
+    /// Ends the open item (its done events).
+    fn end(&mut self, buf: &mut Option<&mut Vec<u8>>) {
+        if !std::mem::take(&mut self.open) {
+            return;
+        }
+        let at = self.items.len() - 1;
+        let item = &self.items[at];
+        let (id, text, kind, whole) = (
+            item.id.clone(),
+            item.text.clone(),
+            item.kind.clone(),
+            item.json(true),
+        );
+        match &kind {
+            Kind::Call { name, .. } => {
+                let fields =
+                    json!({"item_id": id, "output_index": at, "name": name, "arguments": text});
+                self.event(buf, "response.function_call_arguments.done", fields);
+            }
+            Kind::Reasoning | Kind::Message => {
+                let mut fields =
+                    json!({"item_id": id, "output_index": at, "content_index": 0, "text": text});
+                if kind == Kind::Reasoning {
+                    self.event(buf, "response.reasoning_text.done", fields);
+                } else {
+                    fields["logprobs"] = json!([]);
+                    self.event(buf, "response.output_text.done", fields);
+                }
+                let fields = json!({"item_id": id, "output_index": at, "content_index": 0,
+                                    "part": part(&kind, &text)});
+                self.event(buf, "response.content_part.done", fields);
+            }
+        }
+        self.event(
+            buf,
+            "response.output_item.done",
+            json!({"output_index": at, "item": whole}),
+        );
+    }
+
+    /// The stream's tail: the last item's end, then `response.completed` (or
+    /// `response.incomplete` when cut by the token limit).
+    pub fn finish(&mut self, buf: &mut Vec<u8>, usage: Usage) {
+        let mut out = Some(buf);
+        self.end(&mut out);
+        let status = self.status();
+        let response = self.response(status, Some(usage));
+        let kind = if status == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        self.event(&mut out, kind, json!({"response": response}));
+    }
+
+    /// An error after the stream began: one `error` event.
+    pub fn failure(&mut self, buf: &mut Vec<u8>, err: &ApiError) {
+        let body = err.body();
+        let fields = json!({"code": body.error.kind, "message": body.error.message,
+                            "param": null});
+        self.event(&mut Some(buf), "error", fields);
+    }
+
+    /// The whole response.
+    pub fn body(mut self, usage: Usage) -> Vec<u8> {
+        self.end(&mut None);
+        let response = self.response(self.status(), Some(usage));
+        serde_json::to_vec(&response).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests;
