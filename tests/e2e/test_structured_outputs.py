@@ -1,5 +1,5 @@
 """Structured outputs end to end: the real engine and the demo model (random weights, real
-tokenizer) behind each launch mode, through the official `openai` SDK.
+tokenizer) behind each request mode, through the official `openai` SDK.
 
 Every output must follow its constraint, 100%: JSON schemas validate (jsonschema), JSON
 mode parses to an object, regexes fullmatch, choices are one of the choices, grammars'
