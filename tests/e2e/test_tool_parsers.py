@@ -191,13 +191,6 @@ def test_parser_through_the_frontend(parser_server: tuple[str, Server], scenario
     assert final.choices[0].finish_reason == choice["finish_reason"]
 
 
-# The parser whose forced answers are also streamed: the format-independent forcing and its
-# forced-JSON read-back are one code path for every parser without native forcing (the
-# parser only decides whether it forces natively), so each parser's whole answers show
-# that decision and one parser per frontend shows the streamed read-back.
-STREAMED_FORCING = "qwen3_coder"
-
-
 def test_forcing_without_native_markers(parser_server: tuple[str, Server]) -> None:
     """``required`` / a named function for parsers that do not force natively: JSON, no
     prefill, read back by the forced-JSON parser, stream and not alike."""
@@ -221,8 +214,6 @@ def test_forcing_without_native_markers(parser_server: tuple[str, Server]) -> No
                  for c in choice_out["message"].get("tool_calls") or ()]
         assert (calls, choice_out["message"]["content"], choice_out["finish_reason"]) == (
             expected, None, "tool_calls"), scenario
-        if parser != STREAMED_FORCING:
-            continue
         content, streamed_calls, finish, _ = streamed(server, request)
         assert (content, finish) == ("", "tool_calls")
         assert [{"name": c["name"], "arguments": c["arguments"]} for c in streamed_calls] == calls
