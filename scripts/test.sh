@@ -32,5 +32,7 @@ echo "== cargo test"
 (cd rust && cargo test --release --workspace)
 
 echo "== pytest"
-# Use the installed vrs-rs (auto discovery finds it next to the interpreter).
-"$PYTHON" -m pytest -q
+# Use the installed vrs-rs (auto discovery finds it next to the interpreter). The slowest
+# tests are listed at the end, to keep an eye on the suite's time (docs/internals.md,
+# "Testing").
+"$PYTHON" -m pytest -q --durations=25

@@ -6,6 +6,8 @@ A mode is how a server is run:
   on the inherited sockets and supervises both);
 * ``python``: ``vrs serve --mock --frontend python`` (the uvicorn baseline).
 
+``MODES`` are the three, ``ROUTE_MODES`` the two the request suites run in (see there).
+
 ``Server`` starts one through the real CLI (``launch="cli"``) or, for settings the CLI does
 not expose (another engine interpreter, engine values the CLI refuses), from an
 args-json document (``direct_args(**direct)``) straight to the process the CLI would
@@ -34,6 +36,15 @@ ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
 MAX_MODEL_LEN = 2048
 MODES = ("rust-serve", "rust-frontend", "python")
+# The modes of the request suites (a request's answer, the real engine's output): `vrs
+# frontend` runs the same vrs-rs HTTP service, on the same args-json
+# (cli/serve_args.py builds it for both), as `vrs serve`; the two differ only in who binds
+# the sockets, starts the engines and supervises them. So rust-frontend runs in the suites
+# where that launch path matters (lifecycle, startup, frontend, first_screen,
+# data_parallel, scaleout, model_flags) and in the parity suites (test_parity: the same
+# bodies from all three modes, plain and feature servers; test_vllm_metrics;
+# test_real_engine: one real-engine check), not in every request suite a third time.
+ROUTE_MODES = ("rust-serve", "python")
 # The real engine in the e2e suite: KV blocks of 4 tokens, prefill chunks of 32 tokens.
 PREFILL_BUDGET = 32
 REAL_ENGINE_ARGS = ("--block-size", "4", "--max-num-batched-tokens", str(PREFILL_BUDGET),

@@ -1,4 +1,4 @@
-"""The OpenAI API of every frontend (each test runs once per mode), driven by the official
+"""The OpenAI API of every frontend (each test runs once per request mode), driven by the official
 `openai` SDK and raw HTTP against the mock engine over the real wire."""
 
 from __future__ import annotations

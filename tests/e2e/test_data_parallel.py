@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import MODEL, MODES, Pool, Server, cmdline, wait_until
+from servers import MODEL, MODES, ROUTE_MODES, Pool, Server, cmdline, wait_until
 
 ADD = re.compile(r"engine (\d+): add (\S+)")
 ABORT = re.compile(r"engine (\d+): abort (.+)$", re.MULTILINE)
@@ -57,8 +57,11 @@ def per_engine(server: Server, name: str, extra: str = "") -> dict[int, float]:
     return {int(i): float(n) for i, n in re.findall(pattern, text, re.MULTILINE)}
 
 
-@pytest.mark.parametrize("engines", [2, 3])
-@pytest.mark.parametrize("mode", MODES)
+# Two engines in each launch mode (who starts them differs); three in the request modes
+# (rust-frontend routes with the same vrs-rs code as rust-serve).
+@pytest.mark.parametrize(("mode", "engines"),
+                         [(m, 2) for m in MODES] + [(m, 3) for m in ROUTE_MODES],
+                         ids=[f"{m}-2" for m in MODES] + [f"{m}-3" for m in ROUTE_MODES])
 def test_engines_share_work_and_aborts_reach_the_owner(
         mode: str, engines: int, demo_model: Path, tmp_path: Path, pool: Pool) -> None:
     server = start(mode, demo_model, tmp_path, engines)

@@ -1,4 +1,4 @@
-"""The non-OpenAI endpoints on every frontend mode: /tokenize and /detokenize (vLLM's
+"""The non-OpenAI endpoints in both request modes: /tokenize and /detokenize (vLLM's
 shapes), /version, /load and /metrics (Prometheus text, checked after real traffic)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Bad requests get the same status, error type, param and message words from every
-frontend (each case runs once per mode), and the server goes on serving."""
+frontend (each case runs once per request mode), and the server goes on serving."""
 
 from __future__ import annotations
 

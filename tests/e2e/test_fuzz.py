@@ -1,5 +1,5 @@
 """Property test: generated JSON bodies (well-formed, half-right and junk) thrown at every
-route of every frontend mode never get a 5xx, streams always end with [DONE], and the
+route of both request modes never get a 5xx, streams always end with [DONE], and the
 server keeps answering. The structured-output fields get random schemas, regexes and
 grammars, most of which the engine cannot compile (a 400, never a 500 nor a hang)."""
 

@@ -1,6 +1,7 @@
-"""Hardening on every frontend mode: the API key, the body limit, admission (429), the
-request timeout, clients that disconnect or stop reading — each case checks the server's
-state afterwards (/load back to 0, the engine running nothing, the server answering)."""
+"""Hardening in the request modes (servers.ROUTE_MODES): the API key, the body limit,
+admission (429), the request timeout, clients that disconnect or stop reading — each case
+checks the server's state afterwards (/load back to 0, the engine running nothing, the
+server answering)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,20 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from servers import MODEL, Server, wait_until
+from servers import MODEL, ROUTE_MODES, Server, wait_until
 
 KEY = "sk-test-0123456789"
 AUTH = {"authorization": f"Bearer {KEY}"}
 RUNNING = 'vrs:num_requests_running{engine="0"}'
 
 
-@pytest.fixture
-def guarded(mode: str, demo_model: Path, tmp_path: Path) -> Iterator[Server]:
-    """API key, 64 KiB bodies, 2 requests at a time, 1.5 s per request, 2 ms per step."""
-    server = Server(mode, demo_model, tmp_path / "server.log", cli_args=(
+@pytest.fixture(scope="module", params=ROUTE_MODES)
+def guarded(request: pytest.FixtureRequest, demo_model: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """API key, 64 KiB bodies, 2 requests at a time, 1.5 s per request, 2 ms per step; one
+    per request mode for the module (each test leaves it idle, and checks that it does)."""
+    log = tmp_path_factory.mktemp("guarded") / "server.log"
+    server = Server(request.param, demo_model, log, cli_args=(
         "--api-key", KEY, "--max-request-body", "64KiB", "--max-concurrent-requests", "2",
         "--request-timeout", "1.5", "--mock-step-delay-ms", "2"))
     yield server
@@ -143,11 +147,11 @@ def test_disconnect_aborts_every_choice(server: Server) -> None:
 
 
 @pytest.fixture
-def slow_reader_server(mode: str, demo_model: Path, tmp_path: Path) -> Iterator[Server]:
+def slow_reader_server(route_mode: str, demo_model: Path, tmp_path: Path) -> Iterator[Server]:
     # Steps at a model's pace, so outputs keep arriving one step at a time after the
     # client stalls (a mock racing ahead would have all its tokens merged into a few
     # outputs and be finished before eight of them could queue up).
-    server = Server(mode, demo_model, tmp_path / "server.log",
+    server = Server(route_mode, demo_model, tmp_path / "server.log",
                     cli_args=("--mock-step-delay-ms", "1"),
                     env={"VRS_MAX_PENDING_OUTPUTS": "8"})
     yield server

@@ -1,4 +1,4 @@
-"""vLLM's SageMaker routes on every frontend mode: ``GET|POST /ping`` answers like
+"""vLLM's SageMaker routes in both request modes: ``GET|POST /ping`` answers like
 ``/health``; ``POST /invocations`` sends a body with ``messages`` to chat completions and
 one with ``prompt`` to completions (streaming included), and anything else to a 400 that
 names both. The API key, the body limit and admission on ``/invocations`` are in

@@ -1,5 +1,5 @@
 """Request features of issue 5 through the official `openai` SDK, streamed and not, on
-every frontend mode: n, logprobs / top_logprobs, echo, max_completion_tokens, user,
+both request modes: n, logprobs / top_logprobs, echo, max_completion_tokens, user,
 skip_special_tokens, stop strings on a scripted reply, and the fields that are refused."""
 
 from __future__ import annotations

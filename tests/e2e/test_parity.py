@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from features import CLOCK_TOOL, WEATHER_TOOL, user
 from servers import MODEL, MODES, Pool, sse_events
 
 CHAT = [{"role": "system", "content": "Be brief."},
@@ -164,3 +165,54 @@ def test_chat_opening_chunks_are_the_same(pool: Pool) -> None:
     assert all(c["usage"]["completion_tokens"] == 0 for c in first)
     for mode in MODES[1:]:
         assert json.dumps(openings[mode]) == json.dumps(first), mode
+
+
+FEATURE_REQUESTS: list[tuple[str, dict[str, Any]]] = [
+    ("tool-call", {"messages": user("[weather] in Paris?"), "tools": [WEATHER_TOOL],
+                   "max_tokens": 80}),
+    ("two-calls", {"messages": user("[two calls]"), "tools": [WEATHER_TOOL, CLOCK_TOOL],
+                   "max_tokens": 80}),
+    ("forced-call", {"messages": user("weather?"), "tools": [WEATHER_TOOL],
+                     "tool_choice": "required", "max_tokens": 80}),
+    ("reasoning", {"messages": user("[think] what is 2+2?"), "max_tokens": 60,
+                   "chat_template_kwargs": {"enable_thinking": True}}),
+    ("unknown-tool", {"messages": user("x"), "tools": [WEATHER_TOOL], "tool_choice": {
+        "type": "function", "function": {"name": "nope"}}}),
+]
+
+
+def joined(events: list[Any]) -> dict[str, Any]:
+    """A chat stream put together: content, reasoning, calls (name, arguments), finish."""
+    out: dict[str, Any] = {"content": "", "reasoning": "", "calls": [], "finish": None}
+    for event in events:
+        for piece in event["choices"]:
+            delta = piece["delta"]
+            out["content"] += delta.get("content") or ""
+            out["reasoning"] += delta.get("reasoning_content") or ""
+            for call in delta.get("tool_calls", ()):
+                if call["index"] == len(out["calls"]):
+                    out["calls"].append([call["function"]["name"], ""])
+                out["calls"][call["index"]][1] += call["function"].get("arguments") or ""
+            out["finish"] = piece["finish_reason"] or out["finish"]
+    return out
+
+
+@pytest.mark.parametrize("body", [r[1] for r in FEATURE_REQUESTS],
+                         ids=[r[0] for r in FEATURE_REQUESTS])
+def test_feature_servers_answer_alike(feature_pool: Pool, body: dict[str, Any]) -> None:
+    """The feature servers (--mock-replies, --reasoning-parser, the auto tool-call parser)
+    give the same bodies, and streams that put together the same, in the three modes: the
+    request suites run them in the request modes only (servers.ROUTE_MODES)."""
+    answers, streams = {}, {}
+    for mode in MODES:
+        url = f"{feature_pool.get(mode).url}/v1/chat/completions"
+        response = httpx.post(url, json={"model": MODEL, **body}, timeout=60)
+        answers[mode] = (response.status_code, normalised(response.json()))
+        with httpx.stream("POST", url, json={"model": MODEL, **body, "stream": True},
+                          timeout=60) as resp:
+            streams[mode] = (resp.status_code, joined(sse_events(resp.iter_lines()))
+                             if resp.status_code == 200 else normalised(json.loads(resp.read())))
+    assert answers[MODES[0]][0] in (200, 400), answers
+    for mode in MODES[1:]:
+        assert answers[mode] == answers[MODES[0]], f"{mode} differs from {MODES[0]}"
+        assert streams[mode] == streams[MODES[0]], f"{mode} streams differently"

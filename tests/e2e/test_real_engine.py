@@ -1,7 +1,10 @@
 """The real engine behind every frontend: greedy output equals transformers' generate().
 
 `vrs serve <demo model dir>` (no --mock) runs the tiny random-weight Qwen3 through the
-paged-KV engine; the same prompts through transformers must give the same tokens.
+paged-KV engine; the same prompts through transformers must give the same tokens. The
+shared real servers run the request modes (rust-serve, python); `vrs frontend` (Python
+starts the real engine, vrs-rs serves on the inherited sockets) is checked here once, with
+the same two requests.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 import anthropic
 import pytest
 import torch
-from servers import MODEL, Server
+from servers import MODEL, REAL_ENGINE_ARGS, Server
 
 MAX_TOKENS = 12
 PROMPTS = ["The weather in 北京 today", "def fibonacci(n):", "🌍 hello", "a " * 40]
@@ -26,9 +29,8 @@ def greedy(reference: Any, ids: list[int]) -> list[int]:
     return out[0, len(ids):].tolist()
 
 
-def test_completions_greedy_equal_transformers(real_server: Server, tokenizer: Any,
-                                               reference: Any) -> None:
-    client = real_server.client()
+def check_completions(server: Server, tokenizer: Any, reference: Any) -> None:
+    client = server.client()
     prompts = [tokenizer(p, add_special_tokens=False).input_ids for p in PROMPTS]
 
     def complete(ids: list[int]) -> Any:
@@ -45,14 +47,13 @@ def test_completions_greedy_equal_transformers(real_server: Server, tokenizer: A
         assert response.choices[0].text == tokenizer.decode(expected, skip_special_tokens=True)
 
 
-def test_chat_greedy_equals_transformers(real_server: Server, tokenizer: Any,
-                                         reference: Any) -> None:
+def check_chat(server: Server, tokenizer: Any, reference: Any) -> None:
     messages = [{"role": "system", "content": "Answer briefly."},
                 {"role": "user", "content": "What is 2 + 2? 用中文回答"}]
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                         return_dict=False)
     expected = greedy(reference, list(ids))
-    stream = real_server.client().chat.completions.create(
+    stream = server.client().chat.completions.create(
         model=MODEL, messages=messages, max_tokens=MAX_TOKENS, temperature=0, stream=True,
         stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
     text, usage = "", None
@@ -63,6 +64,28 @@ def test_chat_greedy_equals_transformers(real_server: Server, tokenizer: Any,
     assert usage is not None and usage.prompt_tokens == len(ids)
     assert usage.completion_tokens == MAX_TOKENS
     assert text == tokenizer.decode(expected, skip_special_tokens=True)
+
+
+def test_completions_greedy_equal_transformers(real_server: Server, tokenizer: Any,
+                                               reference: Any) -> None:
+    check_completions(real_server, tokenizer, reference)
+
+
+def test_chat_greedy_equals_transformers(real_server: Server, tokenizer: Any,
+                                         reference: Any) -> None:
+    check_chat(real_server, tokenizer, reference)
+
+
+def test_rust_frontend_serves_the_real_engine(demo_model: Path, tmp_path: Path,
+                                              tokenizer: Any, reference: Any) -> None:
+    server = Server("rust-frontend", demo_model, tmp_path / "server.log", mock=False,
+                    cli_args=REAL_ENGINE_ARGS)
+    try:
+        check_completions(server, tokenizer, reference)
+        check_chat(server, tokenizer, reference)
+    finally:
+        assert server.stop() == 0, server.log()
+        server.assert_all_gone()
 
 
 def test_responses_and_messages_generate_what_chat_generates(real_server: Server) -> None:

@@ -1,4 +1,4 @@
-"""Reasoning (`--reasoning-parser deepseek_r1`) on every frontend mode: `<think>…</think>`
+"""Reasoning (`--reasoning-parser deepseek_r1`) in both request modes: `<think>…</think>`
 out of the answer into reasoning_content, streamed and not. The parsers' `auto` choice
 (the default) and its start-up log line: the demo template gives `demo` and `qwen3`; a
 template without markers leaves the tool-call parser to config.json (`hermes` for
@@ -66,10 +66,10 @@ def plain_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_a_server_without_the_parser_leaves_the_text(mode: str, demo_model: Path,
+def test_a_server_without_the_parser_leaves_the_text(route_mode: str, demo_model: Path,
                                                      plain_template: Path,
                                                      tmp_path: Path) -> None:
-    server = Server(mode, demo_model, tmp_path / "server.log",
+    server = Server(route_mode, demo_model, tmp_path / "server.log",
                     cli_args=("--mock-step-delay-ms", "1", "--chat-template", str(plain_template)))
     try:
         log = server.log()

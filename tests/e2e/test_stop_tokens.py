@@ -1,6 +1,6 @@
 """EOS, stop_token_ids, min_tokens and ignore_eos, and a model without a chat template,
-on every frontend: the demo tokenizer with a mock vocabulary of 8 (ids 3..7 are
-``! " # $ %``, EOS is 5, i.e. ``#``) and no chat template."""
+in the request modes (servers.ROUTE_MODES): the demo tokenizer with a mock vocabulary of
+8 (ids 3..7 are ``! " # $ %``, EOS is 5, i.e. ``#``) and no chat template."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import MODEL, MODES, Server
+from servers import MODEL, ROUTE_MODES, Server
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def tiny_model(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return model
 
 
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(scope="module", params=ROUTE_MODES)
 def tiny(request: pytest.FixtureRequest, tiny_model: Path) -> Iterator[Server]:
     server = Server(request.param, tiny_model, tiny_model / f"{request.param}.log",
                     max_model_len=None)

@@ -1,5 +1,5 @@
 """Structured outputs end to end: the real engine and the demo model (random weights, real
-tokenizer) behind each launch mode, through the official `openai` SDK.
+tokenizer) behind each request mode, through the official `openai` SDK.
 
 Every output must follow its constraint, 100%: JSON schemas validate (jsonschema), JSON
 mode parses to an object, regexes fullmatch, choices are one of the choices, grammars'
@@ -230,8 +230,8 @@ def test_forced_tool_calls_validate_against_the_tool_schema(
     tool_choice = (
         choice if choice == "required" else {"type": "function", "function": {"name": choice}}
     )
-    calls: list[dict[str, str]] = []
-    for seed in range(4):
+
+    def forced(seed: int) -> list[dict[str, str]]:
         answer = client.chat.completions.create(
             model=MODEL,
             messages=USER,
@@ -250,14 +250,14 @@ def test_forced_tool_calls_validate_against_the_tool_schema(
                     entry = got.setdefault(delta.index, {"name": "", "arguments": ""})
                     entry["name"] += delta.function.name or ""
                     entry["arguments"] += delta.function.arguments or ""
-            calls.extend(got.values())
-        else:
-            message = answer.choices[0].message
-            assert answer.choices[0].finish_reason == "tool_calls", answer
-            calls.extend(
-                {"name": c.function.name, "arguments": c.function.arguments}
-                for c in message.tool_calls
-            )
+            return list(got.values())
+        message = answer.choices[0].message
+        assert answer.choices[0].finish_reason == "tool_calls", answer
+        return [{"name": c.function.name, "arguments": c.function.arguments}
+                for c in message.tool_calls]
+
+    with ThreadPoolExecutor(4) as pool:  # the four seeds batched in the engine
+        calls = [call for answer in pool.map(forced, range(4)) for call in answer]
     assert len(calls) == 4  # one call each (parallel_tool_calls false)
     for call in calls:
         if choice != "required":

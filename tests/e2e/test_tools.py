@@ -1,4 +1,4 @@
-"""Tool calling on every frontend mode, through the official `openai` SDK: the demo
+"""Tool calling in both request modes, through the official `openai` SDK: the demo
 template's format parsed out of scripted mock replies (streamed and not), tool_choice
 none / auto / required / named, parallel_tool_calls, the round trip of tool results, and
 the checks that name the field."""

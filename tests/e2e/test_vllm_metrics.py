@@ -1,4 +1,5 @@
-"""/metrics serves the vLLM names a vLLM Grafana dashboard queries, in every launch mode.
+"""/metrics serves the vLLM names a vLLM Grafana dashboard queries (in the request modes;
+every launch mode writes the same names, help and buckets).
 
 The list of names, their types and labels is tests/server/vllm_dashboard_metrics.json
 (taken from vLLM's published dashboard and its metric definitions, source and commit in the
