@@ -113,9 +113,9 @@ Frontend = Annotated[FrontendKind, typer.Option(
          "the baseline.")]
 ApiKey = Annotated[str | None, typer.Option(
     envvar="VRS_API_KEY", show_envvar=True,
-    help="Require `Authorization: Bearer KEY` on /v1/* and /invocations (401 without it). "
-         "Passed to the "
-         "frontend through the environment, never on a command line.")]
+    help="Require `Authorization: Bearer KEY` (or `x-api-key: KEY`) on /v1/* and "
+         "/invocations (401 without it). Passed to the frontend through the environment, "
+         "never on a command line.")]
 MaxRequestBody = Annotated[str, typer.Option(
     help="Largest request body, e.g. 32MiB (413 above it).")]
 MaxConcurrentRequests = Annotated[int | None, typer.Option(

@@ -157,32 +157,50 @@ class Generation:
         ids = output.new_token_ids
         stop_id = output.stop_token_id
         visible = ids[:-1] if stop_id is not None and ids and ids[-1] == stop_id else ids
+        shown_before = len(logprobs)
         if output.new_logprobs:
             logprobs.extend(output.new_logprobs[:len(visible)])
-        self._count(len(ids))
         finish = output.finish_reason
         started = time.perf_counter()
-        text = self._detok.push(visible)
-        if finish is not None:
-            text += self._detok.finish()
-        self._metrics.detokenize.observe(time.perf_counter() - started)
-        if self._stop is not None:
-            emit, stopped = self._stop.push(text)
-            parts.append(emit)
-            if stopped:  # our own stop: the engine may still be generating
-                self.client.abort(self._stream)
-                self._end()
-                return p.FinishReason.STOP.value
+        stop = self._stop
+        if stop is not None:
+            # Token by token, so that a stop string ends the count at the token that
+            # completes it, however many tokens the engine's output carried.
+            for i, token in enumerate(visible):
+                emit, stopped = stop.push(self._detok.push((token,)))
+                parts.append(emit)
+                if stopped:
+                    del logprobs[shown_before + i + 1:]
+                    return self._stopped_at(started, i + 1)
             if finish is not None:
-                parts.append(self._stop.flush())
+                emit, stopped = stop.push(self._detok.finish())
+                parts.append(emit)
+                if stopped:
+                    return self._stopped_at(started, len(ids))
+                parts.append(stop.flush())
         else:
+            text = self._detok.push(visible)
+            if finish is not None:
+                text += self._detok.finish()
             parts.append(text)
+        self._metrics.detokenize.observe(time.perf_counter() - started)
+        self._count(len(ids))
         if finish is not None:
             self._end()
         if finish == _ERROR:
             self.finish_reason = _ERROR
             raise self._error(output)
         return finish
+
+    def _stopped_at(self, started: float, tokens: int) -> str:
+        """The end at our own stop string, completed by the ``tokens``-th token of the
+        output whose detokenizing began at ``started``: the engine may still be
+        generating."""
+        self._metrics.detokenize.observe(time.perf_counter() - started)
+        self._count(tokens)
+        self.client.abort(self._stream)
+        self._end()
+        return p.FinishReason.STOP.value
 
     def _absorb_dropped(self, output: p.EngineCoreOutput) -> str | None:
         """An echo-only request's output: its token is not shown nor counted."""

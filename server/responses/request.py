@@ -154,14 +154,17 @@ def _output(value: Any, path: str) -> str:
 
 def _reasoning_text(item: dict[str, Any], path: str) -> str:
     texts = []
-    for j, part in enumerate(_list(item.get("content") or [], f"{path}.content")):
+    content = item.get("content")
+    parts = [] if content is None else _list(content, f"{path}.content")
+    for j, part in enumerate(parts):
         part = _object(part, f"{path}.content[{j}]")
         kind = _string(part.get("type"), f"{path}.content[{j}].type")
         if kind != "reasoning_text":
             raise bad_request(f"content part type '{kind}' is not supported",
                               f"{path}.content[{j}].type")
         texts.append(_string(part.get("text"), f"{path}.content[{j}].text"))
-    _list(item.get("summary") or [], f"{path}.summary")
+    if item.get("summary") is not None:
+        _list(item["summary"], f"{path}.summary")
     return "".join(texts)
 
 

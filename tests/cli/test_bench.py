@@ -246,14 +246,15 @@ def test_bash_completion_reaches_nested_commands() -> None:
 class MockServer:
     """`vrs-rs serve MODEL --mock` on a free loopback port."""
 
-    def __init__(self, model: Path, log_path: Path) -> None:
+    def __init__(self, model: Path, log_path: Path, *args: str) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.log_path = log_path
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
         self.proc = subprocess.Popen(
             [str(rust_binary()), "serve", str(model), "--mock", "--host", "127.0.0.1",
-             "--port", self.url.rsplit(":", 1)[1], "--python-executable", sys.executable],
+             "--port", self.url.rsplit(":", 1)[1], "--python-executable", sys.executable,
+             *args],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

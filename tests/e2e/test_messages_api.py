@@ -8,9 +8,6 @@ tool_use blocks, a two-turn tool loop whose prompt is the equivalent chat reques
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +18,9 @@ import pytest
 from features import CALL_BEGIN, EXPECTED_SCRIPT, WEATHER_TOOL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servers import MODEL, ROOT, Server, free_port, rust_binary, wait_until
+from servers import MODEL, Server
+from test_render import RenderServer
 
-MODES = ("rust-serve", "python")
 WEATHER = {"name": "get_weather", "description": "The weather in a city.",
            "input_schema": WEATHER_TOOL["function"]["parameters"]}
 CLOCK = {"name": "get_time", "input_schema": {"type": "object", "properties": {}}}
@@ -31,14 +28,9 @@ THINKING = {"type": "enabled", "budget_tokens": 1024}
 KEY = "sk-messages-test"
 
 
-@pytest.fixture(params=MODES)
-def api_mode(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 @pytest.fixture
-def feature(feature_pool: Any, api_mode: str) -> Server:
-    return feature_pool.get(api_mode)
+def feature(feature_pool: Any, route_mode: str) -> Server:
+    return feature_pool.get(route_mode)
 
 
 def client(server: Server, key: str = "x") -> anthropic.Anthropic:
@@ -154,34 +146,14 @@ def test_message_stream_helper(feature: Server) -> None:
 
 
 @pytest.fixture
-def render(api_mode: str, demo_model: Path, tmp_path: Path) -> Iterator[str]:
+def render(route_mode: str, demo_model: Path, tmp_path: Path) -> Iterator[str]:
     """`vrs render` of the same frontend, with the feature servers' reasoning parser."""
-    port = free_port()
-    log = open(tmp_path / "render.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from cli.main import main; main()", "render", str(demo_model),
-         "--frontend", "python" if api_mode == "python" else "rust", "--port", str(port),
-         "--served-model-name", MODEL, "--max-model-len", "2048",
-         "--reasoning-parser", "deepseek_r1", "--log-level", "warning"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "VRS_RUST_FRONTEND_PATH": str(rust_binary()),
-             "PYTHONPATH": str(ROOT)})
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.poll() is None, (tmp_path / "render.log").read_text()
-        try:
-            return httpx.get(f"{url}/health", timeout=5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        assert wait_until(up, 120, 0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    server = RenderServer("python" if route_mode == "python" else "rust", demo_model,
+                          tmp_path / "render.log",
+                          extra_args=("--max-model-len", "2048",
+                                      "--reasoning-parser", "deepseek_r1"))
+    yield server.url
+    assert server.stop() == 0
 
 
 def test_tool_loop_prompt_is_the_chat_prompt(feature: Server, render: str) -> None:
@@ -273,10 +245,10 @@ def test_sdk_raises_on_errors(feature: Server) -> None:
     assert missing.value.body["error"]["type"] == "not_found_error"
 
 
-def test_api_key_and_timeout(api_mode: str, demo_model: Path, tmp_path: Path) -> None:
+def test_api_key_and_timeout(route_mode: str, demo_model: Path, tmp_path: Path) -> None:
     """The key in x-api-key (or as a bearer token); the deadline as Anthropic's
     timeout_error: a 504 body, or an error event ending a stream that began."""
-    server = Server(api_mode, demo_model, tmp_path / "server.log",
+    server = Server(route_mode, demo_model, tmp_path / "server.log",
                     cli_args=("--api-key", KEY, "--mock-step-delay-ms", "5",
                               "--request-timeout", "1"))
     try:

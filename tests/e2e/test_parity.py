@@ -45,14 +45,49 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
         "messages": CHAT, "logit_bias": {"5": 10, "70": -100}, "allowed_token_ids": [5, 6, 7],
         "bad_words": ["x", "hello world"], "max_tokens": 4, "seed": 11}),
 ]
+# The Responses and Messages APIs on the same pipeline (translated at the edge).
+TOOL = {"type": "function", "name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}
+REQUESTS += [
+    ("responses", "/v1/responses", {
+        "instructions": "Be brief.", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": CHAT[1]["content"]}]}],
+        "max_output_tokens": 16, "seed": 3, "metadata": {"k": "v"}}),
+    ("responses-tool-loop", "/v1/responses", {
+        "input": [{"role": "user", "content": "Weather in Oslo?"},
+                  {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+                   "arguments": '{"city": "Oslo"}'},
+                  {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}],
+        "tools": [TOOL], "max_output_tokens": 8, "seed": 4, "temperature": 0.5}),
+    ("responses-length", "/v1/responses", {"input": "天気は", "max_output_tokens": 3,
+                                           "seed": 5, "top_p": 0.9}),
+    ("messages", "/v1/messages", {
+        "system": "Be brief.", "messages": [{"role": "user", "content": CHAT[1]["content"]}],
+        "max_tokens": 16, "seed": 3}),
+    ("messages-tool-loop", "/v1/messages", {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
+                                               "name": "get_weather",
+                                               "input": {"city": "Oslo"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": "sunny"}]}],
+        "tools": [{"name": "get_weather", "input_schema": TOOL["parameters"]}],
+        "max_tokens": 8, "seed": 4, "top_k": 20}),
+    ("messages-length", "/v1/messages", {"messages": [{"role": "user", "content": "x"}],
+                                         "max_tokens": 3, "seed": 5}),
+]
+TYPED = [r for r in REQUESTS if r[1] in ("/v1/responses", "/v1/messages")]
 STREAMED = [r for r in REQUESTS if r[0] in ("ids-prompt", "text-prompt", "chat", "batched-n",
                                             "echo-logprobs", "chat-echo-prompt-logprobs")]
 
 
 def normalised(body: Any) -> Any:
-    """The body without the per-request id and timestamp."""
+    """The body without the per-request ids and timestamps (the Responses API's items
+    have ids of their own)."""
     if isinstance(body, dict):
-        return {k: normalised(v) for k, v in body.items() if k not in ("id", "created")}
+        return {k: normalised(v) for k, v in body.items()
+                if k not in ("id", "created", "created_at", "item_id")}
     if isinstance(body, list):
         return [normalised(v) for v in body]
     return body
@@ -216,3 +251,59 @@ def test_feature_servers_answer_alike(feature_pool: Pool, body: dict[str, Any]) 
     for mode in MODES[1:]:
         assert answers[mode] == answers[MODES[0]], f"{mode} differs from {MODES[0]}"
         assert streams[mode] == streams[MODES[0]], f"{mode} streams differently"
+
+
+def typed_stream(pool: Pool, mode: str, path: str, body: dict[str, Any]) -> list[Any]:
+    """The (event type, payload) pairs of a typed stream, consecutive deltas of the same
+    item merged (how text splits into events may differ between frontends), sequence
+    numbers checked then dropped."""
+    body = {"model": MODEL, **body, "stream": True}
+    events: list[Any] = []
+    with httpx.stream("POST", f"{pool.get(mode).url}{path}", json=body, timeout=60) as resp:
+        assert resp.status_code == 200
+        kind = None
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                payload = normalised(json.loads(line.removeprefix("data: ")))
+                assert payload["type"] == kind, (kind, payload)
+                events.append(payload)
+    if path == "/v1/responses":
+        assert [e.pop("sequence_number") for e in events] == list(range(len(events)))
+    merged: list[Any] = []
+    for event in events:
+        last = merged[-1] if merged else None
+        if last is not None and event["type"] == last["type"] and "delta" in event:
+            if isinstance(event["delta"], str):  # Responses: text and argument deltas
+                last["delta"] += event["delta"]
+                continue
+            inner = event["delta"]  # Anthropic: text_delta, thinking_delta, input_json_delta
+            key = next(k for k in ("text", "thinking", "partial_json") if k in inner)
+            if last["index"] == event["index"] and last["delta"]["type"] == inner["type"]:
+                last["delta"][key] += inner[key]
+                continue
+        merged.append(event)
+    return merged
+
+
+@pytest.mark.parametrize(("path", "body"), [r[1:] for r in TYPED],
+                         ids=[r[0] for r in TYPED])
+def test_same_request_same_typed_stream(pool: Pool, path: str, body: dict[str, Any]) -> None:
+    """The Responses and Messages streams: the same events in the same order with the same
+    payloads, and the final object equal to the non-streamed body."""
+    streams = {mode: typed_stream(pool, mode, path, body) for mode in MODES}
+    first = streams[MODES[0]]
+    for mode in MODES[1:]:
+        assert streams[mode] == first, f"{mode} differs from {MODES[0]}"
+    whole = ask(pool, path, body)[MODES[0]][1]
+    if path == "/v1/responses":
+        final = first[-1]["response"]
+        assert first[-1]["type"] in ("response.completed", "response.incomplete")
+        assert final == whole
+    else:
+        assert [e["type"] for e in first[:2]] == ["message_start", "ping"]
+        assert first[-1]["type"] == "message_stop"
+        delta = first[-2]
+        assert delta["delta"]["stop_reason"] == whole["stop_reason"]
+        assert delta["usage"]["output_tokens"] == whole["usage"]["output_tokens"]

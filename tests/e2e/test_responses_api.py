@@ -29,11 +29,6 @@ REASONING, ANSWER = "Two plus two is 4, 四.", "The answer is 4."
 PARIS = {"city": "Paris", "days": [1, 2]}
 
 
-@pytest.fixture(params=("rust-serve", "python"))
-def mode(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
 @pytest.fixture(scope="module")
 def renderers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory,
               ) -> Iterator[dict[str, RenderServer]]:
@@ -45,10 +40,10 @@ def renderers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture
-def renderer(mode: str, renderers: dict[str, RenderServer], demo_model: Path,
+def renderer(route_mode: str, renderers: dict[str, RenderServer], demo_model: Path,
              tmp_path_factory: pytest.TempPathFactory) -> RenderServer:
-    """`vrs render` of the mode's frontend (started on first use)."""
-    frontend = "python" if mode == "python" else "rust"
+    """`vrs render` of the request mode's frontend (started on first use)."""
+    frontend = "python" if route_mode == "python" else "rust"
     if frontend not in renderers:
         log = tmp_path_factory.mktemp("render") / f"{frontend}.log"
         renderers[frontend] = RenderServer(frontend, demo_model, log)
@@ -247,11 +242,11 @@ def test_unknown_model_and_stored_routes(feature_server: Server) -> None:
     assert wrong.status_code == 405
 
 
-def test_deadline_mid_stream_is_an_error_event(mode: str, demo_model: Path,
+def test_deadline_mid_stream_is_an_error_event(route_mode: str, demo_model: Path,
                                                tmp_path: Path) -> None:
     """``--request-timeout`` expiring after the stream began: an ``error`` event (the
     OpenAI error type as its code), then the stream ends; not streamed, a 504."""
-    server = Server(mode, demo_model, tmp_path / "server.log", cli_args=(
+    server = Server(route_mode, demo_model, tmp_path / "server.log", cli_args=(
         "--request-timeout", "1", "--mock-step-delay-ms", "20"))
     try:
         events = list(server.client().responses.create(

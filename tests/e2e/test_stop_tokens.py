@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -74,3 +77,41 @@ def test_stop_token_ids_min_tokens_ignore_eos(tiny: Server) -> None:
     out = client.completions.create(model=MODEL, prompt="hi", max_tokens=200, seed=2,
                                     extra_body={"min_tokens": 50})
     assert out.usage.completion_tokens >= 50
+
+
+def test_a_stop_string_ends_the_count_at_its_token(server: Server) -> None:
+    """The usage (and logprobs) of a request cut by a stop string count the tokens up to the
+    one that completes it, whether the engine's output carried one token or many: under
+    load (filler requests in flight) the mock's steps come faster than they are sent, so
+    its outputs carry several tokens each. Streamed or not."""
+    base = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 48, "seed": 31,
+            "logprobs": 0, "ignore_eos": True}
+    whole = httpx.post(f"{server.url}/v1/completions", json=base, timeout=60).json()
+    tokens = whole["choices"][0]["logprobs"]["tokens"]
+    text = "".join(tokens)
+    stop = text[2 * len(text) // 3:2 * len(text) // 3 + 3]
+    expected = next(k for k in range(1, len(tokens) + 1) if stop in "".join(tokens[:k]))
+    body = {**base, "stop": [stop]}
+    filler = {"model": MODEL, "prompt": "x", "max_tokens": 1500, "ignore_eos": True}
+
+    def post(json_body: dict[str, Any]) -> Any:
+        return httpx.post(f"{server.url}/v1/completions", json=json_body, timeout=120).json()
+
+    with ThreadPoolExecutor(9) as pool:
+        fillers = [pool.submit(post, filler) for _ in range(8)]
+        time.sleep(0.5)
+        cuts = [post(body) for _ in range(3)]
+        for future in fillers:
+            future.result()
+    for cut in cuts:
+        choice = cut["choices"][0]
+        assert choice["finish_reason"] == "stop"
+        assert choice["text"] == text[:text.index(stop)]
+        assert cut["usage"]["completion_tokens"] == expected
+        assert len(choice["logprobs"]["tokens"]) == expected
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=streamed,
+                      timeout=60) as response:
+        events = [json.loads(line[6:]) for line in response.iter_lines()
+                  if line.startswith("data: {")]
+    assert events[-1]["usage"]["completion_tokens"] == expected

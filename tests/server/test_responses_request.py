@@ -159,6 +159,8 @@ def test_tools_choice_text_and_reasoning() -> None:
     ("reasoning.effort", "this model's chat template takes no reasoning effort",
      {"input": "x", "reasoning": {"effort": "high"}}),
     ("reasoning.summary", None, {"input": "x", "reasoning": {"summary": "long"}}),
+    ("input[0].summary", None, {"input": [{"type": "reasoning", "summary": ""}]}),
+    ("input[0].content", None, {"input": [{"type": "reasoning", "content": ""}]}),
     ("max_output_tokens", None, {"input": "x", "max_output_tokens": 0}),
     ("max_output_tokens", None, {"input": "x", "max_output_tokens": "5"}),
     ("metadata.k", None, {"input": "x", "metadata": {"k": 1}}),

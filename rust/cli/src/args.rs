@@ -112,7 +112,8 @@ pub struct ServeCli {
     #[arg(long, value_name = "JSON")]
     pub engine_config: Option<String>,
 
-    /// Require `Authorization: Bearer KEY` on /v1/* (default: $VRS_API_KEY, else none).
+    /// Require `Authorization: Bearer KEY` (or `x-api-key: KEY`) on /v1/* (default:
+    /// $VRS_API_KEY, else none).
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
 

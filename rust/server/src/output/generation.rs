@@ -214,35 +214,53 @@ impl Generation {
             return self.echo_only_output(&output, finish);
         }
         let ids = visible_ids(&output);
+        let shown_before = piece.logprobs.len();
         if let Some(logprobs) = &output.new_logprobs {
             piece
                 .logprobs
                 .extend(logprobs.iter().take(ids.len()).cloned());
         }
-        self.count(output.new_token_ids.len());
         let started = Instant::now();
-        let mut new_text = self.detokenizer.push(ids).map_err(text_error)?;
-        if finish.is_some() {
-            self.handle.finished();
-            new_text.push_str(&self.detokenizer.finish().map_err(text_error)?);
-        }
-        self.observer.metrics.detokenize.observe(started.elapsed());
         if let Some(stop) = &mut self.stop {
-            let outcome = stop.push(&new_text);
-            piece.text.push_str(&outcome.emit);
-            if let Some(matched) = outcome.stopped {
-                piece.stop_sequence = Some(matched);
-                // Our own stop: the engine may still be generating.
-                self.handle.abort();
-                self.end();
-                return Ok(Some(FinishReason::Stop.as_str()));
+            // Token by token, so that a stop string ends the count at the token that
+            // completes it, however many tokens the engine's output carried.
+            for (i, id) in ids.iter().enumerate() {
+                let text = self
+                    .detokenizer
+                    .push(std::slice::from_ref(id))
+                    .map_err(text_error)?;
+                let outcome = stop.push(&text);
+                piece.text.push_str(&outcome.emit);
+                if let Some(matched) = outcome.stopped {
+                    piece.stop_sequence = Some(matched);
+                    piece.logprobs.truncate(shown_before + i + 1);
+                    return Ok(Some(self.stopped_at(started, i + 1)));
+                }
             }
             if finish.is_some() {
+                self.handle.finished();
+                let text = self.detokenizer.finish().map_err(text_error)?;
+                let outcome = stop.push(&text);
+                piece.text.push_str(&outcome.emit);
+                if let Some(matched) = outcome.stopped {
+                    piece.stop_sequence = Some(matched);
+                    return Ok(Some(self.stopped_at(started, output.new_token_ids.len())));
+                }
                 piece.text.push_str(&stop.flush());
             }
         } else {
-            piece.text.push_str(&new_text);
+            piece
+                .text
+                .push_str(&self.detokenizer.push(ids).map_err(text_error)?);
+            if finish.is_some() {
+                self.handle.finished();
+                piece
+                    .text
+                    .push_str(&self.detokenizer.finish().map_err(text_error)?);
+            }
         }
+        self.observer.metrics.detokenize.observe(started.elapsed());
+        self.count(output.new_token_ids.len());
         if finish.is_some() {
             self.end();
         }
@@ -251,6 +269,17 @@ impl Generation {
             Some(FinishReason::Error) => Err(self.engine_error(&output)),
             Some(reason) => Ok(Some(reason.as_str())),
         }
+    }
+
+    /// The end of a generation at our own stop string, completed by the `tokens`-th token
+    /// of the output whose detokenizing began at `started`: the engine may still be
+    /// generating.
+    fn stopped_at(&mut self, started: Instant, tokens: usize) -> &'static str {
+        self.observer.metrics.detokenize.observe(started.elapsed());
+        self.count(tokens);
+        self.handle.abort();
+        self.end();
+        FinishReason::Stop.as_str()
     }
 
     /// The engine's queue and prefill times (with a request's first output).

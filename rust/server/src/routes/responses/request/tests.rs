@@ -268,6 +268,10 @@ fn every_refusal_names_its_field() {
         (json!({"input": "x", "stream_options": {"include_usage": true}}),
          "stream_options.include_usage", "unknown field 'stream_options.include_usage'"),
         (json!({"input": "x", "store": "yes"}), "store", "expected a boolean"),
+        (json!({"input": [{"type": "reasoning", "summary": ""}]}), "input[0].summary",
+         "expected an array"),
+        (json!({"input": [{"type": "reasoning", "content": ""}]}), "input[0].content",
+         "expected an array"),
     ];
     for (body, param, needle) in cases {
         let (got, message) = refused(body.clone());
