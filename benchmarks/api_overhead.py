@@ -40,7 +40,7 @@ APIS = {"chat": ("openai-chat", "/v1/chat/completions"),
         "responses": ("openai-responses", "/v1/responses"),
         "messages": ("anthropic-messages", "/v1/messages")}
 METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms",
-           "median_tpot_ms")
+           "median_tpot_ms", "frontend_cpu_ms_per_request")
 TARGET = 0.9  # each API's req/s at least this share of chat's (issue #16)
 
 
@@ -55,8 +55,10 @@ def bench(server: Server, api: str, args: argparse.Namespace, out: Path) -> dict
               "--warmup-requests", str(min(args.concurrency, 64)), "--seed", str(args.seed),
               "--metric-percentiles", "50,99", "--result-file", str(out),
               "--label", f"{args.frontend}-{api}")
+    cpu = server.frontend_cpu_s()
     done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    cpu = server.frontend_cpu_s() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"bench failed ({args.frontend}, {api}): "
                            f"{done.stderr.strip() or done.stdout[-2000:]}")
@@ -67,6 +69,9 @@ def bench(server: Server, api: str, args: argparse.Namespace, out: Path) -> dict
     if result["total_output_tokens"] != expected:
         raise RuntimeError(f"{api}: {result['total_output_tokens']} output tokens by the "
                            f"usage, not {expected}: not the same load")
+    # warm-up and measured requests alike went through the frontend
+    requests = result["completed"] + min(args.concurrency, 64)
+    result["frontend_cpu_ms_per_request"] = cpu * 1e3 / requests
     return result
 
 
@@ -78,9 +83,12 @@ def summarize(runs: list[dict[str, Any]], apis: list[str]) -> list[dict[str, Any
                                **{m: statistics.median(r[m] for r in cell) for m in METRICS},
                                "failed": sum(r["failed"] for r in cell)}
         rows.append(row)
-    chat = next((r["request_throughput"] for r in rows if r["api"] == "chat"), None)
+    chat = next((r for r in rows if r["api"] == "chat"), None)
     for row in rows:
-        row["ratio_to_chat"] = row["request_throughput"] / chat if chat else None
+        row["ratio_to_chat"] = (row["request_throughput"] / chat["request_throughput"]
+                                if chat else None)
+        row["cpu_ratio_to_chat"] = (row["frontend_cpu_ms_per_request"]
+                                    / chat["frontend_cpu_ms_per_request"] if chat else None)
     return rows
 
 
@@ -88,12 +96,16 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [f"{args.frontend} frontend, mock engine: input {args.input_len} / output "
              f"{args.output_len} tokens, concurrency {args.concurrency}, {args.prompts} "
              f"requests a run, median of {args.rounds} rounds", "",
-             "| API | route | req/s | / chat | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) "
-             "| TPOT p50 (ms) | failed |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| API | route | req/s | / chat | frontend CPU ms/request | / chat | output tok/s "
+             "| TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | failed |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         ratio = "" if r["ratio_to_chat"] is None else f"{r['ratio_to_chat']:.3f}"
+        cpu = r["frontend_cpu_ms_per_request"]
+        cpu_ratio = "" if r["cpu_ratio_to_chat"] is None else f"{r['cpu_ratio_to_chat']:.3f}"
         lines.append(f"| {r['api']} | `{r['route']}` | {r['request_throughput']:.1f} | {ratio} "
-                     f"| {r['output_throughput']:.0f} | {r['median_ttft_ms']:.2f} "
+                     f"| {cpu:.3f} | {cpu_ratio} | {r['output_throughput']:.0f} "
+                     f"| {r['median_ttft_ms']:.2f} "
                      f"| {r['p99_ttft_ms']:.2f} | {r['median_tpot_ms']:.3f} | {r['failed']} |")
     return "\n".join(lines)
 

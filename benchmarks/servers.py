@@ -76,3 +76,22 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+    def frontend_cpu_s(self) -> float:
+        """User + system CPU seconds so far of the server's processes (its session) other
+        than the engine (``python -m engine``)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) != self.proc.pid or b"engine" in cmdline[1:3]:
+                continue  # fields[3]: the session id (the server leads its own session)
+            total += (int(fields[11]) + int(fields[12])) / tick
+        return total

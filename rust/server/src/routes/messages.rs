@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+use serde_json::{Map, Value};
 
 use crate::dispatch::{generate_as, AcceptedRequest};
 use crate::edge::body::request_body;
@@ -34,12 +35,18 @@ mod wire;
 use events::Message;
 use request::Mode;
 
-/// The chat request body equivalent to a Messages `body`, for the chat prompt builder.
-pub fn chat_body(model: &impl TextModel, body: &[u8], mode: Mode) -> Result<Bytes, ApiError> {
-    let chat = request::translate(body, mode, model.reasoning_parser().is_some())?;
-    serde_json::to_vec(&chat)
-        .map(Bytes::from)
-        .map_err(|e| ApiError::Internal(format!("the translated chat request: {e}")))
+/// The chat request equivalent to a Messages `body`, for the chat prompt builder.
+pub fn chat_body(
+    model: &impl TextModel,
+    body: &[u8],
+    mode: Mode,
+) -> Result<Map<String, Value>, ApiError> {
+    match request::translate(body, mode, model.reasoning_parser().is_some())? {
+        Value::Object(chat) => Ok(chat),
+        _ => Err(ApiError::Internal(
+            "the translated chat request is not an object".into(),
+        )),
+    }
 }
 
 /// `POST /v1/messages`.
@@ -50,7 +57,12 @@ pub async fn create(
     let build = |state: &SharedState, body: Bytes| {
         let chat = chat_body(state.as_ref(), &body, Mode::Create);
         let state = Arc::clone(state);
-        async move { prompt::chat(&state, chat?).await.map(|p| vec![p]) }
+        let size = body.len();
+        async move {
+            prompt::chat_object(&state, chat?, size)
+                .await
+                .map(|p| vec![p])
+        }
     };
     generate_as(
         &state,
@@ -81,7 +93,10 @@ async fn count(
 ) -> Result<usize, ApiError> {
     let body = request_body(body, state.options.max_request_body)?;
     let chat = chat_body(state.as_ref(), &body, Mode::CountTokens)?;
-    Ok(prompt::chat(state, chat).await?.ids.len())
+    Ok(prompt::chat_object(state, chat, body.len())
+        .await?
+        .ids
+        .len())
 }
 
 /// The Messages response of one chat choice (`n` is 1).

@@ -98,7 +98,7 @@ pub async fn messages(
     let rendered_messages = async {
         let body = body_bytes(body)?;
         let chat = crate::routes::messages::chat_body(state.as_ref(), &body, Mode::Create)?;
-        prompt::chat(&state, chat).await
+        prompt::chat_object(&state, chat, body.len()).await
     };
     match rendered_messages.await {
         Ok(prompt) => rendered(&state, "msg", prompt),

@@ -13,7 +13,6 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
 use crate::dispatch::{generate_as, AcceptedRequest};
 use crate::edge::body::body_bytes;
@@ -42,10 +41,8 @@ async fn chat_prompt<S: TextModel>(
 ) -> Result<Prompt, ApiError> {
     let takes_effort = state.template().is_some_and(|t| t.takes_reasoning_effort());
     let translated = request::translate(&body, takes_effort)?;
-    let chat = serde_json::to_vec(&Value::Object(translated.chat))
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let _ = echo.set(translated.echo);
-    prompt::chat(state, Bytes::from(chat))
+    prompt::chat_object(state, translated.chat, body.len())
         .await
         .map_err(fields::renamed)
 }

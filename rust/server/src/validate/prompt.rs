@@ -134,7 +134,17 @@ fn timed<S: TextModel, T>(state: &S, work: impl FnOnce() -> T) -> T {
 
 /// A `/v1/chat/completions` body (or its render).
 pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, ApiError> {
-    let map = params::parse_object(&body)?;
+    chat_object(state, params::parse_object(&body)?, body.len()).await
+}
+
+/// A chat request already parsed: a body's object, or the chat request another API's
+/// body translates into (Responses, Anthropic Messages), without a second parse. `size`:
+/// the body's length in bytes (a large one renders off the async runtime).
+pub async fn chat_object<S: TextModel>(
+    state: &Arc<S>,
+    map: Map<String, Value>,
+    size: usize,
+) -> Result<Prompt, ApiError> {
     params::check_keys(&map, Endpoint::Chat)?;
     let value = Value::Object(map);
     let common: CommonFields = params::fields(&value)?;
@@ -194,7 +204,7 @@ pub async fn chat<S: TextModel>(state: &Arc<S>, body: Bytes) -> Result<Prompt, A
     };
     let st = Arc::clone(state);
     let prefill = forced.clone().unwrap_or_default();
-    let (text, ids, reasoning_inside) = offload(body.len(), move || {
+    let (text, ids, reasoning_inside) = offload(size, move || {
         timed(st.as_ref(), || {
             let template = st
                 .template()

@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{json, Value};
 
 use crate::edge::error::ApiError;
 use crate::openai::Usage;
 use crate::output::choice::{ChatChoiceState, ChatDelta};
 use crate::output::generation::Piece;
-use crate::output::sse;
 
 use super::request::Echo;
 
@@ -123,44 +123,50 @@ impl ResponseEvents {
         }
     }
 
-    /// Appends the event `kind` with `fields` after its type and sequence number.
-    fn event(&mut self, buf: &mut Option<&mut Vec<u8>>, kind: &str, fields: Value) {
+    /// Appends the event `kind` with `fields` (a JSON object) after its type and
+    /// sequence number.
+    fn event<F: Serialize>(&mut self, buf: &mut Option<&mut Vec<u8>>, kind: &str, fields: F) {
         let Some(buf) = buf else { return };
-        let mut event = Map::new();
-        event.insert("type".into(), json!(kind));
-        event.insert("sequence_number".into(), json!(self.sequence));
-        if let Value::Object(fields) = fields {
-            event.extend(fields);
-        }
+        let sequence = self.sequence;
         self.sequence += 1;
-        sse::push_typed_event(buf, kind, &Value::Object(event));
+        write_event(buf, kind, sequence, &fields);
     }
 
     /// The response object: `status`, the items so far (none while in progress).
-    fn response(&self, status: &str, usage: Option<Usage>) -> Value {
+    fn response(&self, status: &'static str, usage: Option<Usage>) -> ResponseObject<'_> {
         let done = status != "in_progress";
-        let output: Vec<Value> = if done {
+        let output = if done {
             self.items.iter().map(|i| i.json(true)).collect()
         } else {
             Vec::new()
         };
-        let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
-        let usage = usage.map(|u| {
-            json!({"input_tokens": u.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-                   "output_tokens": u.completion_tokens,
-                   "output_tokens_details": {"reasoning_tokens": 0},
-                   "total_tokens": u.total_tokens})
-        });
-        let e = &self.echo;
-        json!({"id": self.id, "object": "response", "created_at": self.created,
-               "status": status, "error": null, "incomplete_details": incomplete,
-               "instructions": e.instructions, "max_output_tokens": e.max_output_tokens,
-               "model": &*self.model, "output": output,
-               "parallel_tool_calls": e.parallel_tool_calls, "previous_response_id": null,
-               "reasoning": e.reasoning, "store": false, "temperature": e.temperature,
-               "text": e.text, "tool_choice": e.tool_choice, "tools": e.tools,
-               "top_p": e.top_p, "truncation": "disabled", "usage": usage, "user": e.user,
-               "metadata": e.metadata})
+        ResponseObject {
+            id: &self.id,
+            object: "response",
+            created_at: self.created,
+            status,
+            error: None,
+            incomplete_details: (status == "incomplete").then_some(Incomplete {
+                reason: "max_output_tokens",
+            }),
+            instructions: &self.echo.instructions,
+            max_output_tokens: &self.echo.max_output_tokens,
+            model: &self.model,
+            output,
+            parallel_tool_calls: &self.echo.parallel_tool_calls,
+            previous_response_id: None,
+            reasoning: &self.echo.reasoning,
+            store: false,
+            temperature: &self.echo.temperature,
+            text: &self.echo.text,
+            tool_choice: &self.echo.tool_choice,
+            tools: &self.echo.tools,
+            top_p: &self.echo.top_p,
+            truncation: "disabled",
+            usage: usage.map(ResponseUsage::from),
+            user: &self.echo.user,
+            metadata: &self.echo.metadata,
+        }
     }
 
     fn status(&self) -> &'static str {
@@ -173,14 +179,16 @@ impl ResponseEvents {
 
     /// `response.created`, `response.in_progress`.
     pub fn start(&mut self, buf: &mut Vec<u8>) {
-        let response = self.response("in_progress", None);
-        let mut out = Some(buf);
-        self.event(&mut out, "response.created", json!({"response": response}));
-        self.event(
-            &mut out,
-            "response.in_progress",
-            json!({"response": response}),
-        );
+        // The in-progress object, serialized once for both events.
+        let response = serde_json::value::to_raw_value(&self.response("in_progress", None));
+        let Ok(response) = response else { return };
+        for kind in ["response.created", "response.in_progress"] {
+            let fields = WithResponse {
+                response: &*response,
+            };
+            write_event(buf, kind, self.sequence, &fields);
+            self.sequence += 1;
+        }
     }
 
     /// The events of the next piece (`buf` `None`: the whole response only).
@@ -223,14 +231,29 @@ impl ResponseEvents {
         let at = self.items.len() - 1;
         let item = &mut self.items[at];
         item.text.push_str(text);
-        let (id, reasoning) = (item.id.clone(), item.kind == Kind::Reasoning);
-        let mut fields = json!({"item_id": id, "output_index": at, "content_index": 0,
-                                "delta": text});
+        let reasoning = item.kind == Kind::Reasoning;
+        let Some(out) = buf else { return };
+        let sequence = self.sequence;
+        self.sequence += 1;
+        let item_id = &self.items[at].id;
         if reasoning {
-            self.event(buf, "response.reasoning_text.delta", fields);
+            let fields = TextDelta {
+                item_id,
+                output_index: at,
+                content_index: 0,
+                delta: text,
+                logprobs: None,
+            };
+            write_event(out, "response.reasoning_text.delta", sequence, &fields);
         } else {
-            fields["logprobs"] = json!([]);
-            self.event(buf, "response.output_text.delta", fields);
+            let fields = TextDelta {
+                item_id,
+                output_index: at,
+                content_index: 0,
+                delta: text,
+                logprobs: Some(NoLogprobs([])),
+            };
+            write_event(out, "response.output_text.delta", sequence, &fields);
         }
     }
 
@@ -244,8 +267,19 @@ impl ResponseEvents {
             return;
         }
         item.text.push_str(text);
-        let fields = json!({"item_id": item.id, "output_index": at, "delta": text});
-        self.event(buf, "response.function_call_arguments.delta", fields);
+        let Some(out) = buf else { return };
+        let fields = ArgumentsDelta {
+            item_id: &item.id,
+            output_index: at,
+            delta: text,
+        };
+        write_event(
+            out,
+            "response.function_call_arguments.delta",
+            self.sequence,
+            &fields,
+        );
+        self.sequence += 1;
     }
 
     /// Ends the open item, starts one of `kind`.
@@ -325,13 +359,21 @@ impl ResponseEvents {
         let mut out = Some(buf);
         self.end(&mut out);
         let status = self.status();
-        let response = self.response(status, Some(usage));
         let kind = if status == "incomplete" {
             "response.incomplete"
         } else {
             "response.completed"
         };
-        self.event(&mut out, kind, json!({"response": response}));
+        let Some(buf) = out else { return };
+        write_event(
+            buf,
+            kind,
+            self.sequence,
+            &WithResponse {
+                response: self.response(status, Some(usage)),
+            },
+        );
+        self.sequence += 1;
     }
 
     /// An error after the stream began: one `error` event.
@@ -345,9 +387,125 @@ impl ResponseEvents {
     /// The whole response.
     pub fn body(mut self, usage: Usage) -> Vec<u8> {
         self.end(&mut None);
-        let response = self.response(self.status(), Some(usage));
-        serde_json::to_vec(&response).unwrap_or_default()
+        serde_json::to_vec(&self.response(self.status(), Some(usage))).unwrap_or_default()
     }
+}
+
+/// Appends `event: kind` and its data: `{"type": kind, "sequence_number": sequence`
+/// then the keys of `fields` (which serializes as a JSON object).
+fn write_event<F: Serialize>(buf: &mut Vec<u8>, kind: &str, sequence: u64, fields: &F) {
+    let mut data = Vec::with_capacity(256);
+    // Our fields hold only strings, numbers and JSON values: this cannot fail, and if it
+    // ever did the event would carry no fields rather than cut the stream.
+    if serde_json::to_writer(&mut data, fields).is_err() || !data.starts_with(b"{") {
+        data = b"{}".to_vec();
+    }
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\ndata: {\"type\":");
+    if serde_json::to_writer(&mut *buf, kind).is_err() {
+        buf.extend_from_slice(b"null");
+    }
+    buf.extend_from_slice(b",\"sequence_number\":");
+    buf.extend_from_slice(sequence.to_string().as_bytes());
+    if data.len() > 2 {
+        buf.push(b',');
+    }
+    buf.extend_from_slice(&data[1..]);
+    buf.extend_from_slice(b"\n\n");
+}
+
+#[derive(Serialize)]
+struct WithResponse<R: Serialize> {
+    response: R,
+}
+
+/// `response.output_text.delta` (with `logprobs`) and `response.reasoning_text.delta`.
+#[derive(Serialize)]
+struct TextDelta<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    content_index: u32,
+    delta: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<NoLogprobs>,
+}
+
+/// An empty `logprobs` list.
+#[derive(Serialize)]
+struct NoLogprobs([u8; 0]);
+
+#[derive(Serialize)]
+struct ArgumentsDelta<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    delta: &'a str,
+}
+
+#[derive(Serialize)]
+struct Incomplete {
+    reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct ResponseUsage {
+    input_tokens: u32,
+    input_tokens_details: CachedTokens,
+    output_tokens: u32,
+    output_tokens_details: ReasoningTokens,
+    total_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct CachedTokens {
+    cached_tokens: u32,
+}
+
+#[derive(Serialize)]
+struct ReasoningTokens {
+    reasoning_tokens: u32,
+}
+
+impl From<Usage> for ResponseUsage {
+    fn from(u: Usage) -> Self {
+        Self {
+            input_tokens: u.prompt_tokens,
+            input_tokens_details: CachedTokens { cached_tokens: 0 },
+            output_tokens: u.completion_tokens,
+            output_tokens_details: ReasoningTokens {
+                reasoning_tokens: 0,
+            },
+            total_tokens: u.total_tokens,
+        }
+    }
+}
+
+/// The response object, borrowing the request's echo (key order: the API's).
+#[derive(Serialize)]
+struct ResponseObject<'a> {
+    id: &'a str,
+    object: &'static str,
+    created_at: u64,
+    status: &'static str,
+    error: Option<()>,
+    incomplete_details: Option<Incomplete>,
+    instructions: &'a Value,
+    max_output_tokens: &'a Value,
+    model: &'a str,
+    output: Vec<Value>,
+    parallel_tool_calls: &'a Value,
+    previous_response_id: Option<()>,
+    reasoning: &'a Value,
+    store: bool,
+    temperature: &'a Value,
+    text: &'a Value,
+    tool_choice: &'a Value,
+    tools: &'a Value,
+    top_p: &'a Value,
+    truncation: &'static str,
+    usage: Option<ResponseUsage>,
+    user: &'a Value,
+    metadata: &'a Value,
 }
 
 #[cfg(test)]
