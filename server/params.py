@@ -84,6 +84,21 @@ def check_numbers(body: bytes) -> None:
         return  # the caller's own decode reports it
 
 
+def decode_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or a 400 (empty, not JSON, a number out of range, not an
+    object): the Responses, Messages and tokenizer routes' first check."""
+    if not body.strip():
+        raise bad_request("the request body is empty; expected a JSON object")
+    check_numbers(body)
+    try:
+        value = msgspec.json.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise bad_request(f"invalid JSON in the request body: {exc}") from None
+    if not isinstance(value, dict):
+        raise bad_request("the request body must be a JSON object")
+    return value
+
+
 def decode(body: bytes, chat: bool) -> Any:
     """The body as a ChatCompletionRequest (chat) or CompletionRequest, or a 400."""
     if not body.strip():

@@ -55,15 +55,7 @@ class Detokenize(msgspec.Struct, kw_only=True):
 
 def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
     """The body as a JSON object whose keys are all in ``keys`` (None: not checked)."""
-    if not body.strip():
-        raise bad_request("the request body is empty; expected a JSON object")
-    params.check_numbers(body)
-    try:
-        value = msgspec.json.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise bad_request(f"invalid JSON in the request body: {exc}") from None
-    if not isinstance(value, dict):
-        raise bad_request("the request body must be a JSON object")
+    value = params.decode_object(body)
     if keys is not None:
         unknown = sorted(k for k in value if k not in keys)
         if len(unknown) == 1:

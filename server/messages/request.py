@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from server.error import APIError, bad_request
-from server.params import check_numbers
+from server.params import decode_object
 
 TOP_LEVEL = ("model", "messages", "max_tokens", "system", "tools", "tool_choice",
              "stop_sequences", "temperature", "top_p", "top_k", "stream", "metadata",
@@ -58,20 +58,6 @@ def unknown_field(path: str, name: str) -> APIError:
 
 def not_supported(path: str, kind: str) -> APIError:
     return bad_request(f"content block type '{kind}' is not supported", path)
-
-
-def decode(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400."""
-    if not body.strip():
-        raise bad_request("the request body is empty; expected a JSON object")
-    check_numbers(body)
-    try:
-        value = msgspec.json.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise bad_request(f"invalid JSON in the request body: {exc}") from None
-    if not isinstance(value, dict):
-        raise bad_request("the request body must be a JSON object")
-    return value
 
 
 def _string(value: Any, path: str) -> str:
@@ -330,7 +316,7 @@ def _metadata(value: Any, chat: dict[str, Any]) -> None:
 def translate(body: bytes, *, reasoning: bool, count: bool = False) -> dict[str, Any]:
     """The chat request equivalent to the Messages ``body`` (``reasoning``: the server has a
     reasoning parser; ``count``: a count_tokens body, without max_tokens in the answer)."""
-    raw = decode(body)
+    raw = decode_object(body)
     for key in raw:
         if key not in TOP_LEVEL:
             raise unknown_field(key, key)

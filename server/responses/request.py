@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from server.error import bad_request
-from server.params import check_numbers
+from server.params import decode_object
 
 # Copied to the chat request under the same name (their values are checked there).
 SAME = ("temperature", "top_p", "stop", "seed", "top_k", "user", "parallel_tool_calls")
@@ -85,20 +85,6 @@ def _bool(value: Any, path: str) -> bool:
     if type(value) is not bool:
         raise _invalid(path, "a boolean")
     return value
-
-
-def decode(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400."""
-    if not body.strip():
-        raise bad_request("the request body is empty; expected a JSON object")
-    check_numbers(body)
-    try:
-        raw = msgspec.json.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise bad_request(f"invalid JSON in the request body: {exc}") from None
-    if not isinstance(raw, dict):
-        raise bad_request("the request body must be a JSON object")
-    return raw
 
 
 def _refusals(raw: dict[str, Any]) -> None:
@@ -336,7 +322,7 @@ def responses_param(param: str | None) -> str | None:
 def translate(body: bytes, takes_effort: bool) -> Translated:
     """The chat request of a Responses body (``takes_effort``: the chat template reads
     ``reasoning_effort``)."""
-    raw = decode(body)
+    raw = decode_object(body)
     _refusals(raw)
     echo = Echo()
     chat: dict[str, Any] = {}

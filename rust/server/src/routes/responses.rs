@@ -28,6 +28,7 @@ pub mod events;
 pub mod fields;
 pub mod input;
 pub mod request;
+mod wire;
 
 use events::ResponseEvents;
 use request::Echo;

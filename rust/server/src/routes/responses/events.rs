@@ -19,6 +19,10 @@ use crate::output::choice::{ChatChoiceState, ChatDelta};
 use crate::output::generation::Piece;
 
 use super::request::Echo;
+use super::wire::{
+    write_event, ArgumentsDelta, Incomplete, NoLogprobs, ResponseObject, ResponseUsage, TextDelta,
+    WithResponse,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Kind {
@@ -389,123 +393,6 @@ impl ResponseEvents {
         self.end(&mut None);
         serde_json::to_vec(&self.response(self.status(), Some(usage))).unwrap_or_default()
     }
-}
-
-/// Appends `event: kind` and its data: `{"type": kind, "sequence_number": sequence`
-/// then the keys of `fields` (which serializes as a JSON object).
-fn write_event<F: Serialize>(buf: &mut Vec<u8>, kind: &str, sequence: u64, fields: &F) {
-    let mut data = Vec::with_capacity(256);
-    // Our fields hold only strings, numbers and JSON values: this cannot fail, and if it
-    // ever did the event would carry no fields rather than cut the stream.
-    if serde_json::to_writer(&mut data, fields).is_err() || !data.starts_with(b"{") {
-        data = b"{}".to_vec();
-    }
-    buf.extend_from_slice(b"event: ");
-    buf.extend_from_slice(kind.as_bytes());
-    buf.extend_from_slice(b"\ndata: {\"type\":");
-    if serde_json::to_writer(&mut *buf, kind).is_err() {
-        buf.extend_from_slice(b"null");
-    }
-    buf.extend_from_slice(b",\"sequence_number\":");
-    buf.extend_from_slice(sequence.to_string().as_bytes());
-    if data.len() > 2 {
-        buf.push(b',');
-    }
-    buf.extend_from_slice(&data[1..]);
-    buf.extend_from_slice(b"\n\n");
-}
-
-#[derive(Serialize)]
-struct WithResponse<R: Serialize> {
-    response: R,
-}
-
-/// `response.output_text.delta` (with `logprobs`) and `response.reasoning_text.delta`.
-#[derive(Serialize)]
-struct TextDelta<'a> {
-    item_id: &'a str,
-    output_index: usize,
-    content_index: u32,
-    delta: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    logprobs: Option<NoLogprobs>,
-}
-
-/// An empty `logprobs` list.
-#[derive(Serialize)]
-struct NoLogprobs([u8; 0]);
-
-#[derive(Serialize)]
-struct ArgumentsDelta<'a> {
-    item_id: &'a str,
-    output_index: usize,
-    delta: &'a str,
-}
-
-#[derive(Serialize)]
-struct Incomplete {
-    reason: &'static str,
-}
-
-#[derive(Serialize)]
-struct ResponseUsage {
-    input_tokens: u32,
-    input_tokens_details: CachedTokens,
-    output_tokens: u32,
-    output_tokens_details: ReasoningTokens,
-    total_tokens: u32,
-}
-
-#[derive(Serialize)]
-struct CachedTokens {
-    cached_tokens: u32,
-}
-
-#[derive(Serialize)]
-struct ReasoningTokens {
-    reasoning_tokens: u32,
-}
-
-impl From<Usage> for ResponseUsage {
-    fn from(u: Usage) -> Self {
-        Self {
-            input_tokens: u.prompt_tokens,
-            input_tokens_details: CachedTokens { cached_tokens: 0 },
-            output_tokens: u.completion_tokens,
-            output_tokens_details: ReasoningTokens {
-                reasoning_tokens: 0,
-            },
-            total_tokens: u.total_tokens,
-        }
-    }
-}
-
-/// The response object, borrowing the request's echo (key order: the API's).
-#[derive(Serialize)]
-struct ResponseObject<'a> {
-    id: &'a str,
-    object: &'static str,
-    created_at: u64,
-    status: &'static str,
-    error: Option<()>,
-    incomplete_details: Option<Incomplete>,
-    instructions: &'a Value,
-    max_output_tokens: &'a Value,
-    model: &'a str,
-    output: Vec<Value>,
-    parallel_tool_calls: &'a Value,
-    previous_response_id: Option<()>,
-    reasoning: &'a Value,
-    store: bool,
-    temperature: &'a Value,
-    text: &'a Value,
-    tool_choice: &'a Value,
-    tools: &'a Value,
-    top_p: &'a Value,
-    truncation: &'static str,
-    usage: Option<ResponseUsage>,
-    user: &'a Value,
-    metadata: &'a Value,
 }
 
 #[cfg(test)]

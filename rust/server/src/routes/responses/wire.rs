@@ -1,0 +1,125 @@
+//! The Responses API's wire shapes: the typed event framing (`event: TYPE` with
+//! `{"type", "sequence_number", …}`) and the borrowed structs the events and the response
+//! object serialize from (no `serde_json::Value` trees on the hot path).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::openai::Usage;
+
+/// Appends `event: kind` and its data: `{"type": kind, "sequence_number": sequence`
+/// then the keys of `fields` (which serializes as a JSON object).
+pub(super) fn write_event<F: Serialize>(buf: &mut Vec<u8>, kind: &str, sequence: u64, fields: &F) {
+    let mut data = Vec::with_capacity(256);
+    // Our fields hold only strings, numbers and JSON values: this cannot fail, and if it
+    // ever did the event would carry no fields rather than cut the stream.
+    if serde_json::to_writer(&mut data, fields).is_err() || !data.starts_with(b"{") {
+        data = b"{}".to_vec();
+    }
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\ndata: {\"type\":");
+    if serde_json::to_writer(&mut *buf, kind).is_err() {
+        buf.extend_from_slice(b"null");
+    }
+    buf.extend_from_slice(b",\"sequence_number\":");
+    buf.extend_from_slice(sequence.to_string().as_bytes());
+    if data.len() > 2 {
+        buf.push(b',');
+    }
+    buf.extend_from_slice(&data[1..]);
+    buf.extend_from_slice(b"\n\n");
+}
+
+#[derive(Serialize)]
+pub(super) struct WithResponse<R: Serialize> {
+    pub(super) response: R,
+}
+
+/// `response.output_text.delta` (with `logprobs`) and `response.reasoning_text.delta`.
+#[derive(Serialize)]
+pub(super) struct TextDelta<'a> {
+    pub(super) item_id: &'a str,
+    pub(super) output_index: usize,
+    pub(super) content_index: u32,
+    pub(super) delta: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) logprobs: Option<NoLogprobs>,
+}
+
+/// An empty `logprobs` list.
+#[derive(Serialize)]
+pub(super) struct NoLogprobs(pub(super) [u8; 0]);
+
+#[derive(Serialize)]
+pub(super) struct ArgumentsDelta<'a> {
+    pub(super) item_id: &'a str,
+    pub(super) output_index: usize,
+    pub(super) delta: &'a str,
+}
+
+#[derive(Serialize)]
+pub(super) struct Incomplete {
+    pub(super) reason: &'static str,
+}
+
+#[derive(Serialize)]
+pub(super) struct ResponseUsage {
+    pub(super) input_tokens: u32,
+    pub(super) input_tokens_details: CachedTokens,
+    pub(super) output_tokens: u32,
+    pub(super) output_tokens_details: ReasoningTokens,
+    pub(super) total_tokens: u32,
+}
+
+#[derive(Serialize)]
+pub(super) struct CachedTokens {
+    pub(super) cached_tokens: u32,
+}
+
+#[derive(Serialize)]
+pub(super) struct ReasoningTokens {
+    pub(super) reasoning_tokens: u32,
+}
+
+impl From<Usage> for ResponseUsage {
+    fn from(u: Usage) -> Self {
+        Self {
+            input_tokens: u.prompt_tokens,
+            input_tokens_details: CachedTokens { cached_tokens: 0 },
+            output_tokens: u.completion_tokens,
+            output_tokens_details: ReasoningTokens {
+                reasoning_tokens: 0,
+            },
+            total_tokens: u.total_tokens,
+        }
+    }
+}
+
+/// The response object, borrowing the request's echo (key order: the API's).
+#[derive(Serialize)]
+pub(super) struct ResponseObject<'a> {
+    pub(super) id: &'a str,
+    pub(super) object: &'static str,
+    pub(super) created_at: u64,
+    pub(super) status: &'static str,
+    pub(super) error: Option<()>,
+    pub(super) incomplete_details: Option<Incomplete>,
+    pub(super) instructions: &'a Value,
+    pub(super) max_output_tokens: &'a Value,
+    pub(super) model: &'a str,
+    pub(super) output: Vec<Value>,
+    pub(super) parallel_tool_calls: &'a Value,
+    pub(super) previous_response_id: Option<()>,
+    pub(super) reasoning: &'a Value,
+    pub(super) store: bool,
+    pub(super) temperature: &'a Value,
+    pub(super) text: &'a Value,
+    pub(super) tool_choice: &'a Value,
+    pub(super) tools: &'a Value,
+    pub(super) top_p: &'a Value,
+    pub(super) truncation: &'static str,
+    pub(super) usage: Option<ResponseUsage>,
+    pub(super) user: &'a Value,
+    pub(super) metadata: &'a Value,
+}
