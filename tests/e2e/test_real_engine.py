@@ -100,28 +100,38 @@ def test_responses_and_messages_generate_what_chat_generates(real_server: Server
     expected = (getattr(message, "reasoning_content", None) or "", message.content or "")
     assert "".join(expected), "the chat request generated nothing to compare"
 
-    response = real_server.client().responses.create(
-        model=MODEL, instructions=system, input=question, max_output_tokens=MAX_TOKENS,
-        temperature=0)
-    reasoning = "".join(part.text for item in response.output if item.type == "reasoning"
-                        for part in item.content or [])
-    assert (reasoning, response.output_text) == expected
-    assert response.usage.input_tokens == chat.usage.prompt_tokens
-    assert response.usage.output_tokens == chat.usage.completion_tokens
+    openai_args = {"model": MODEL, "instructions": system, "input": question,
+                   "max_output_tokens": MAX_TOKENS, "temperature": 0}
+    whole = real_server.client().responses.create(**openai_args)
+    # Streamed: the terminal event carries the response (`response.incomplete` at the
+    # token limit, which the SDK's `responses.stream` helper does not finish on).
+    events = list(real_server.client().responses.create(**openai_args, stream=True))
+    assert events[-1].type in ("response.completed", "response.incomplete")
+    streamed = events[-1].response
+    assert streamed.status == whole.status
+    for response in (whole, streamed):
+        reasoning = "".join(part.text for item in response.output if item.type == "reasoning"
+                            for part in item.content or [])
+        assert (reasoning, response.output_text) == expected
+        assert response.usage.input_tokens == chat.usage.prompt_tokens
+        assert response.usage.output_tokens == chat.usage.completion_tokens
 
     messages = anthropic.Anthropic(base_url=real_server.url, api_key="unused", max_retries=0)
     # (the SDK no longer takes temperature as an argument; the API still does)
-    with messages.messages.stream(model=MODEL, system=system, max_tokens=MAX_TOKENS,
-                                  extra_body={"temperature": 0},
-                                  messages=[{"role": "user", "content": question}]) as stream:
+    anthropic_args: dict[str, Any] = {
+        "model": MODEL, "system": system, "max_tokens": MAX_TOKENS,
+        "extra_body": {"temperature": 0}, "messages": [{"role": "user", "content": question}]}
+    whole_message = messages.messages.create(**anthropic_args)
+    with messages.messages.stream(**anthropic_args) as stream:
         final = stream.get_final_message()
-    thinking = "".join(b.thinking for b in final.content if b.type == "thinking")
-    text = "".join(b.text for b in final.content if b.type == "text")
-    assert (thinking, text) == expected
-    assert final.usage.input_tokens == chat.usage.prompt_tokens
-    assert final.usage.output_tokens == chat.usage.completion_tokens
     stop = {"length": "max_tokens", "stop": "end_turn"}[chat.choices[0].finish_reason]
-    assert final.stop_reason == stop
+    for message in (whole_message, final):
+        thinking = "".join(b.thinking for b in message.content if b.type == "thinking")
+        text = "".join(b.text for b in message.content if b.type == "text")
+        assert (thinking, text) == expected
+        assert message.usage.input_tokens == chat.usage.prompt_tokens
+        assert message.usage.output_tokens == chat.usage.completion_tokens
+        assert message.stop_reason == stop
 
 
 @pytest.mark.parametrize("mode", ["rust-serve", "python"])
