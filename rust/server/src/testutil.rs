@@ -118,12 +118,26 @@ pub async fn call(
     path: &str,
     body: &str,
 ) -> (StatusCode, String, Bytes) {
-    let request = Request::builder()
+    call_with_headers(h, method, path, body, &[]).await
+}
+
+/// One request through the serving router with extra `headers`: (status, content type,
+/// body).
+pub async fn call_with_headers(
+    h: &Harness,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, String, Bytes) {
+    let mut request = Request::builder()
         .method(method)
         .uri(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_owned()))
-        .unwrap();
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Body::from(body.to_owned())).unwrap();
     let response = crate::routes::router(Arc::clone(&h.state))
         .oneshot(request)
         .await

@@ -2,51 +2,14 @@
 //! engine client + fake engine (tiny word-level model: `hello`=3, `foo`=5, `bar`=6,
 //! `STOP`=7, EOS=1).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use axum::body::Bytes;
+use axum::http::StatusCode;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 use crate::state::HttpOptions;
-use crate::testutil::{json_of, Harness};
-
-/// One request through the serving router with `headers`: (status, content type, body).
-async fn send(
-    h: &Harness,
-    method: &str,
-    path: &str,
-    body: &str,
-    headers: &[(&str, &str)],
-) -> (StatusCode, String, Bytes) {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request.body(Body::from(body.to_owned())).unwrap();
-    let response = crate::routes::router(Arc::clone(&h.state))
-        .oneshot(request)
-        .await
-        .unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let bytes = tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
-        .await
-        .unwrap()
-        .unwrap()
-        .to_bytes();
-    (status, content_type, bytes)
-}
+use crate::testutil::{call_with_headers as send, json_of, Harness};
 
 async fn post(h: &Harness, body: &Value) -> (StatusCode, String, Bytes) {
     send(h, "POST", "/v1/messages", &body.to_string(), &[]).await
