@@ -2,8 +2,11 @@
 //! builds (keys in docs/internals.md), parsed and checked once, here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
+
+use crate::client::connect::{tls_config, ServerTrust};
 
 /// Which API the requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -144,6 +147,10 @@ struct RawArgs {
     goodput: Option<BTreeMap<String, f64>>,
     #[serde(default)]
     label: Option<String>,
+    #[serde(default)]
+    insecure: bool,
+    #[serde(default)]
+    ca_cert: Option<String>,
 }
 
 /// Checked settings of one benchmark run.
@@ -171,6 +178,8 @@ pub struct BenchArgs {
     /// SLOs in milliseconds (ttft, tpot, e2el), vLLM's `--goodput`.
     pub goodput: Option<Vec<(Metric, f64)>>,
     pub label: Option<String>,
+    /// How an https server's certificate is checked (`--ca-cert`, `--insecure`).
+    pub trust: ServerTrust,
 }
 
 impl BenchArgs {
@@ -183,14 +192,28 @@ impl BenchArgs {
 
     fn check(raw: RawArgs) -> Result<Self, String> {
         let base_url = raw.base_url.trim_end_matches('/').to_string();
-        if let Some(rest) = base_url.strip_prefix("https://") {
+        let https = base_url.starts_with("https://");
+        let scheme = if https { "https://" } else { "http://" };
+        if !base_url.starts_with(scheme) || base_url.len() <= scheme.len() {
             return Err(format!(
-                "base_url https://{rest}: https is not supported; use an http:// address"
+                "base_url must look like http://HOST:PORT or https://HOST:PORT, got {base_url:?}"
             ));
         }
-        if !base_url.starts_with("http://") || base_url.len() <= "http://".len() {
+        let trust = match (raw.insecure, raw.ca_cert) {
+            (true, Some(_)) => {
+                return Err(
+                    "give --insecure or --ca-cert, not both (--insecure checks no \
+                            certificate)"
+                        .into(),
+                )
+            }
+            (true, None) => ServerTrust::Insecure,
+            (false, Some(path)) => ServerTrust::CaFile(path),
+            (false, None) => ServerTrust::System,
+        };
+        if !https && trust != ServerTrust::System {
             return Err(format!(
-                "base_url must look like http://HOST:PORT, got {base_url:?}"
+                "--insecure and --ca-cert apply to https:// servers; base_url is {base_url}"
             ));
         }
         let endpoint = raw
@@ -269,7 +292,17 @@ impl BenchArgs {
             metric_percentiles: raw.metric_percentiles,
             goodput,
             label: raw.label,
+            trust,
         })
+    }
+
+    /// The TLS client settings for an https base URL (`None` for http).
+    pub fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
+        if self.base_url.starts_with("https://") {
+            tls_config(&self.trust).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// The generation URL.

@@ -169,7 +169,7 @@ async fn run_jobs(
 
 /// The whole run; `Ok` holds the result event's fields.
 pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
-    let client = HttpClient::for_backend(args.backend);
+    let client = HttpClient::for_backend(args.backend, args.tls_config()?);
     let uri = parse_uri(&args.url())?;
     let target = discover(&client, &args).await?;
     let tokenizer_name = target.tokenizer.display().to_string();

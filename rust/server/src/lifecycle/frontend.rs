@@ -15,11 +15,12 @@ use vrs_engine_client::{launcher, EngineClient, EngineError};
 
 use super::Signals;
 use crate::args::ServeArgs;
+use crate::edge::listener::{Listener, ServeOptions};
 
 /// The sockets a parent process bound and handed over, and the engines behind them.
 #[derive(Debug, Clone)]
 pub struct Inherited {
-    /// Listening TCP socket to serve HTTP on.
+    /// Listening socket to serve HTTP on: TCP, or a Unix domain socket (`--uds`).
     pub listen_fd: RawFd,
     /// Listening socket that becomes the engines' input ROUTER.
     pub input_listener_fd: RawFd,
@@ -64,8 +65,10 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
             address: &sockets.output_address,
         },
     )?;
-    let listener =
-        adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?;
+    let edge = ServeOptions::default();
+    let listener = Listener::from(
+        adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?,
+    );
 
     let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
@@ -116,6 +119,7 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
     super::serve_connected(
         &args,
         listener,
+        edge,
         client,
         &ready,
         text,

@@ -103,10 +103,11 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
     let state = tokio::task::spawn_blocking(move || load(&loading))
         .await?
         .map_err(anyhow::Error::msg)?;
-    let listener = listener::bind_http(args.host(), args.port()).await?;
-    let local = listener.local_addr()?;
+    let edge = listener::ServeOptions::default();
+    let listener = listener::Listener::bind(None, args.host(), args.port()).await?;
+    let url = listener.url(edge.tls.is_some());
     tracing::info!(
-        "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on http://{local}",
+        "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on {url}",
         state.model_name,
         state.model_root,
         state.max_model_len,
@@ -117,8 +118,11 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
             "; no chat template"
         },
     );
-    let (stop_tx, mut server) =
-        listener::spawn_http(listener, crate::routes::render_router(Arc::new(state)));
+    let (stop_tx, mut server) = listener::spawn_http(
+        listener,
+        crate::routes::render_router(Arc::new(state)),
+        edge,
+    );
     let name = tokio::select! {
         name = signals.recv() => name,
         joined = &mut server => {
