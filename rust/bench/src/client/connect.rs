@@ -183,7 +183,7 @@ impl tower_service::Service<Uri> for Connector {
             let name = ServerName::try_from(host.trim_matches(['[', ']']).to_string())
                 .map_err(|e| format!("{host:?} is not a TLS server name: {e}"))?;
             let stream = tls.connect(name, tcp.into_inner()).await?;
-            Ok(Conn::Tls(TokioIo::new(stream)))
+            Ok(Conn::Tls(Box::new(TokioIo::new(stream))))
         })
     }
 }
@@ -191,7 +191,7 @@ impl tower_service::Service<Uri> for Connector {
 /// One pool connection.
 pub enum Conn {
     Plain(TokioIo<TcpStream>),
-    Tls(TokioIo<TlsStream<TcpStream>>),
+    Tls(Box<TokioIo<TlsStream<TcpStream>>>),
 }
 
 impl Connection for Conn {
@@ -211,7 +211,7 @@ impl Read for Conn {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Self::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -224,7 +224,7 @@ impl Write for Conn {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Self::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -235,7 +235,7 @@ impl Write for Conn {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Self::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -249,14 +249,14 @@ impl Write for Conn {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_flush(cx),
-            Self::Tls(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Self::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
