@@ -16,7 +16,7 @@ use vrs_wire::Ready;
 
 use crate::args::ServeArgs;
 use crate::edge::admission::Admission;
-use crate::edge::listener::{spawn_http, Listener, ServeOptions, ServerTask};
+use crate::edge::listener::{Endpoint, ServerTask};
 use crate::edge::metrics::Metrics;
 use crate::logprobs::TokenTexts;
 use crate::state::{unix_now, AppState, HttpOptions};
@@ -55,19 +55,18 @@ impl Signals {
     }
 }
 
-/// Serves HTTP on `listener` with the engine behind `client` until a signal (drain,
+/// Serves HTTP on `endpoint` with the engine behind `client` until a signal (drain,
 /// exit 0), the engine's death or the server failing (exit 1); returns the exit code.
 pub async fn serve_connected(
     args: &ServeArgs,
-    listener: Listener,
-    edge: ServeOptions,
+    endpoint: Endpoint,
     client: Arc<EngineClient>,
     ready: &Ready,
     (tokenizer, template): Text,
     engines: Engines,
     signals: &mut Signals,
 ) -> anyhow::Result<u8> {
-    let url = listener.url(edge.tls.is_some());
+    let url = endpoint.url();
     let source = crate::text::template_source(&tokenizer, args.chat_template.as_deref());
     let config = crate::parsers::select::model_config(std::path::Path::new(&args.model));
     let (tools, reasoning) = crate::parsers::select::choose(
@@ -127,7 +126,7 @@ pub async fn serve_connected(
         },
     );
 
-    let (stop_tx, mut server) = spawn_http(listener, crate::routes::router(state), edge);
+    let (stop_tx, mut server) = endpoint.spawn(crate::routes::router(state));
     // The announcement comes from the process that listens, once it does (the `vrs` CLI
     // prints no address before handing over).
     tracing::info!(

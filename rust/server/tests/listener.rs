@@ -258,7 +258,6 @@ fn bad_tls_files_are_one_clear_error() {
     )
     .unwrap_err();
     assert!(key_as_ca.contains("--ssl-ca-certs"), "{key_as_ca}");
-    assert!(ClientCerts::from_reqs(3).is_err());
     files(
         "server.pem",
         "server.key",
@@ -481,4 +480,64 @@ async fn graceful_shutdown_finishes_a_request_in_flight_and_refuses_new_connecti
     );
     stopping.await.unwrap();
     assert!(TcpStream::connect(addr).await.is_err());
+}
+
+// ---- from the http settings ----
+
+#[tokio::test]
+async fn an_endpoint_follows_the_http_settings() {
+    use vrs_server::args::HttpArgs;
+    use vrs_server::edge::listener::Endpoint;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edge.sock");
+    let text = |p: PathBuf| Some(p.display().to_string());
+    let http = HttpArgs {
+        ssl_certfile: text(fixture("server.pem")),
+        ssl_keyfile: text(fixture("server.key")),
+        ssl_ca_certs: text(fixture("ca.pem")),
+        ssl_cert_reqs: 2,
+        uds: text(path.clone()),
+        header_read_timeout: 2.5,
+        http_timeout_keep_alive: 1.5,
+        max_connections: Some(7),
+        h11_max_incomplete_event_size: 4096,
+        ..HttpArgs::default()
+    };
+    http.check().unwrap();
+    let endpoint = Endpoint::bind(&http, "127.0.0.1", 0).await.unwrap();
+    assert_eq!(endpoint.url(), format!("unix:{} (TLS)", path.display()));
+    let options = &endpoint.options;
+    assert!(options.tls.is_some());
+    assert_eq!(
+        options.header_read_timeout,
+        Some(Duration::from_millis(2500))
+    );
+    assert_eq!(options.keep_alive, Duration::from_millis(1500));
+    assert_eq!(options.max_connections, Some(7));
+    assert_eq!(options.max_header_size, 4096);
+    let (stop, task) = endpoint.spawn(app());
+    let name = ServerName::try_from("localhost").unwrap();
+    let unix = UnixStream::connect(&path).await.unwrap();
+    let mut stream = connector(Some("client")).connect(name, unix).await.unwrap();
+    assert_eq!(get_on(&mut stream, "/health", "").await.unwrap().0, 200);
+    drop((stream, stop));
+    task.await.unwrap().unwrap();
+    assert!(!path.exists());
+
+    // A key that does not load fails before anything is bound.
+    let tcp = HttpArgs {
+        ssl_certfile: text(fixture("server.pem")),
+        ssl_keyfile: text(fixture("ca.pem")),
+        ..HttpArgs::default()
+    };
+    let err = Endpoint::bind(&tcp, "127.0.0.1", 0).await.unwrap_err();
+    assert!(err.to_string().contains("--ssl-keyfile"), "{err}");
+    let plain = Endpoint::bind(&HttpArgs::default(), "127.0.0.1", 0)
+        .await
+        .unwrap();
+    assert!(
+        plain.url().starts_with("http://127.0.0.1:"),
+        "{}",
+        plain.url()
+    );
 }

@@ -15,7 +15,7 @@ use vrs_engine_client::{launcher, EngineClient, EngineError};
 
 use super::Signals;
 use crate::args::ServeArgs;
-use crate::edge::listener::{Listener, ServeOptions};
+use crate::edge::listener::Endpoint;
 
 /// The sockets a parent process bound and handed over, and the engines behind them.
 #[derive(Debug, Clone)]
@@ -65,10 +65,10 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
             address: &sockets.output_address,
         },
     )?;
-    let edge = ServeOptions::default();
-    let listener = Listener::from(
+    let endpoint = Endpoint::adopt(
         adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?,
-    );
+        &args.http,
+    )?;
 
     let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
@@ -118,8 +118,7 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
     });
     super::serve_connected(
         &args,
-        listener,
-        edge,
+        endpoint,
         client,
         &ready,
         text,

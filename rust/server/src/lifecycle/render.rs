@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::Signals;
 use crate::args::RenderArgs;
-use crate::edge::listener;
+use crate::edge::listener::Endpoint;
 use crate::state::{unix_now, RenderState};
 
 /// `max_position_embeddings` when config.json has none (as `engine/mock/engine.py`).
@@ -103,9 +103,8 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
     let state = tokio::task::spawn_blocking(move || load(&loading))
         .await?
         .map_err(anyhow::Error::msg)?;
-    let edge = listener::ServeOptions::default();
-    let listener = listener::Listener::bind(None, args.host(), args.port()).await?;
-    let url = listener.url(edge.tls.is_some());
+    let endpoint = Endpoint::bind(&args.http, args.host(), args.port()).await?;
+    let url = endpoint.url();
     tracing::info!(
         "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on {url}",
         state.model_name,
@@ -118,11 +117,7 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
             "; no chat template"
         },
     );
-    let (stop_tx, mut server) = listener::spawn_http(
-        listener,
-        crate::routes::render_router(Arc::new(state)),
-        edge,
-    );
+    let (stop_tx, mut server) = endpoint.spawn(crate::routes::render_router(Arc::new(state)));
     let name = tokio::select! {
         name = signals.recv() => name,
         joined = &mut server => {

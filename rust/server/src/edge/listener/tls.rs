@@ -13,30 +13,8 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
-/// `--ssl-cert-reqs`: whether clients must present a certificate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientCerts {
-    /// 0 (`ssl.CERT_NONE`): none asked for.
-    None,
-    /// 1 (`ssl.CERT_OPTIONAL`): asked for; one that is presented must verify.
-    Optional,
-    /// 2 (`ssl.CERT_REQUIRED`): a verified one is required.
-    Required,
-}
-
-impl ClientCerts {
-    /// From `--ssl-cert-reqs` 0, 1 or 2.
-    pub fn from_reqs(reqs: u8) -> Result<Self, String> {
-        match reqs {
-            0 => Ok(Self::None),
-            1 => Ok(Self::Optional),
-            2 => Ok(Self::Required),
-            other => Err(format!(
-                "ssl_cert_reqs must be 0 (none), 1 (optional) or 2 (required); got {other}"
-            )),
-        }
-    }
-}
+pub use crate::args::http::ClientCerts;
+use crate::args::HttpArgs;
 
 /// The TLS files of one listener.
 #[derive(Debug, Clone, Copy)]
@@ -144,6 +122,19 @@ pub fn server_config(files: TlsFiles<'_>) -> Result<ServerConfig, String> {
     })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+impl<'a> TlsFiles<'a> {
+    /// The files `http` names; `None` when it serves plain HTTP.
+    pub fn of(http: &'a HttpArgs) -> Option<Self> {
+        let certfile = Path::new(http.ssl_certfile.as_deref()?);
+        Some(Self {
+            certfile,
+            keyfile: http.ssl_keyfile.as_deref().map(Path::new),
+            ca_certs: http.ssl_ca_certs.as_deref().map(Path::new),
+            client_certs: http.client_certs(),
+        })
+    }
 }
 
 /// [`server_config`] as a tokio acceptor.
