@@ -2,11 +2,20 @@
 //! builds (keys in docs/internals.md), parsed and checked once, here.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::client::connect::{tls_config, ServerTrust};
+/// How an https server's certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ServerTrust {
+    /// The system's trust store.
+    #[default]
+    System,
+    /// The CA certificates of this PEM file (`--ca-cert`).
+    CaFile(String),
+    /// Not at all (`--insecure`).
+    Insecure,
+}
 
 /// Which API the requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -296,13 +305,9 @@ impl BenchArgs {
         })
     }
 
-    /// The TLS client settings for an https base URL (`None` for http).
-    pub fn tls_config(&self) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
-        if self.base_url.starts_with("https://") {
-            tls_config(&self.trust).map(Some)
-        } else {
-            Ok(None)
-        }
+    /// Whether the server is reached over TLS.
+    pub fn https(&self) -> bool {
+        self.base_url.starts_with("https://")
     }
 
     /// The generation URL.

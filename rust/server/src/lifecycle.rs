@@ -22,6 +22,7 @@ use crate::logprobs::TokenTexts;
 use crate::state::{unix_now, AppState, HttpOptions};
 use crate::text::Text;
 
+pub mod endpoint;
 pub mod frontend;
 pub mod render;
 pub mod serve;

@@ -487,7 +487,7 @@ async fn graceful_shutdown_finishes_a_request_in_flight_and_refuses_new_connecti
 #[tokio::test]
 async fn an_endpoint_follows_the_http_settings() {
     use vrs_server::args::HttpArgs;
-    use vrs_server::edge::listener::Endpoint;
+    use vrs_server::lifecycle::endpoint;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("edge.sock");
     let text = |p: PathBuf| Some(p.display().to_string());
@@ -504,9 +504,9 @@ async fn an_endpoint_follows_the_http_settings() {
         ..HttpArgs::default()
     };
     http.check().unwrap();
-    let endpoint = Endpoint::bind(&http, "127.0.0.1", 0).await.unwrap();
-    assert_eq!(endpoint.url(), format!("unix:{} (TLS)", path.display()));
-    let options = &endpoint.options;
+    let bound = endpoint::bind(&http, "127.0.0.1", 0).await.unwrap();
+    assert_eq!(bound.url(), format!("unix:{} (TLS)", path.display()));
+    let options = &bound.options;
     assert!(options.tls.is_some());
     assert_eq!(
         options.header_read_timeout,
@@ -515,7 +515,7 @@ async fn an_endpoint_follows_the_http_settings() {
     assert_eq!(options.keep_alive, Duration::from_millis(1500));
     assert_eq!(options.max_connections, Some(7));
     assert_eq!(options.max_header_size, 4096);
-    let (stop, task) = endpoint.spawn(app());
+    let (stop, task) = bound.spawn(app());
     let name = ServerName::try_from("localhost").unwrap();
     let unix = UnixStream::connect(&path).await.unwrap();
     let mut stream = connector(Some("client")).connect(name, unix).await.unwrap();
@@ -530,9 +530,9 @@ async fn an_endpoint_follows_the_http_settings() {
         ssl_keyfile: text(fixture("ca.pem")),
         ..HttpArgs::default()
     };
-    let err = Endpoint::bind(&tcp, "127.0.0.1", 0).await.unwrap_err();
+    let err = endpoint::bind(&tcp, "127.0.0.1", 0).await.unwrap_err();
     assert!(err.to_string().contains("--ssl-keyfile"), "{err}");
-    let plain = Endpoint::bind(&HttpArgs::default(), "127.0.0.1", 0)
+    let plain = endpoint::bind(&HttpArgs::default(), "127.0.0.1", 0)
         .await
         .unwrap();
     assert!(

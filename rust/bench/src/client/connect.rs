@@ -22,22 +22,12 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+pub use crate::args::ServerTrust;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// How the server's certificate is checked on https.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ServerTrust {
-    /// The system's trust store.
-    #[default]
-    System,
-    /// The CA certificates of this PEM file (`--ca-cert`).
-    CaFile(String),
-    /// Not at all (`--insecure`).
-    Insecure,
 }
 
 /// The rustls client configuration for `trust` (HTTP/1.1 by ALPN).

@@ -24,10 +24,8 @@ pub mod uds;
 
 pub use conn::ServeOptions;
 
-use crate::args::HttpArgs;
-
 /// A bound listener and how its connections are served: what `serve`, `frontend` and
-/// `render` set up from their `http` settings before anything else starts.
+/// `render` set up (from their `http` settings) before anything else starts.
 #[derive(Debug)]
 pub struct Endpoint {
     pub listener: Listener,
@@ -35,23 +33,6 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Loads the TLS files (first: a bad one fails before anything is bound), then binds
-    /// `http.uds`, else TCP on `host:port`.
-    pub async fn bind(http: &HttpArgs, host: &str, port: u16) -> anyhow::Result<Self> {
-        let options = ServeOptions::from_http(http).map_err(anyhow::Error::msg)?;
-        let listener = Listener::bind(http.uds.as_deref(), host, port).await?;
-        Ok(Self { listener, options })
-    }
-
-    /// An inherited listening socket (`vrs-rs frontend --listen-fd`), served as `http` says.
-    pub fn adopt(adopted: HttpListener, http: &HttpArgs) -> anyhow::Result<Self> {
-        let options = ServeOptions::from_http(http).map_err(anyhow::Error::msg)?;
-        Ok(Self {
-            listener: adopted.into(),
-            options,
-        })
-    }
-
     /// Where clients reach it (see [`Listener::url`]).
     pub fn url(&self) -> String {
         self.listener.url(self.options.tls.is_some())

@@ -15,7 +15,6 @@ use vrs_engine_client::{launcher, EngineClient, EngineError};
 
 use super::Signals;
 use crate::args::ServeArgs;
-use crate::edge::listener::Endpoint;
 
 /// The sockets a parent process bound and handed over, and the engines behind them.
 #[derive(Debug, Clone)]
@@ -65,7 +64,7 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
             address: &sockets.output_address,
         },
     )?;
-    let endpoint = Endpoint::adopt(
+    let endpoint = super::endpoint::adopt(
         adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?,
         &args.http,
     )?;

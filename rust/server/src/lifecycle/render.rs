@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use super::Signals;
 use crate::args::RenderArgs;
-use crate::edge::listener::Endpoint;
 use crate::state::{unix_now, RenderState};
 
 /// `max_position_embeddings` when config.json has none (as `engine/mock/engine.py`).
@@ -103,7 +102,7 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
     let state = tokio::task::spawn_blocking(move || load(&loading))
         .await?
         .map_err(anyhow::Error::msg)?;
-    let endpoint = Endpoint::bind(&args.http, args.host(), args.port()).await?;
+    let endpoint = super::endpoint::bind(&args.http, args.host(), args.port()).await?;
     let url = endpoint.url();
     tracing::info!(
         "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on {url}",

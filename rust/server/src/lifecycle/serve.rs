@@ -11,7 +11,6 @@ use vrs_engine_client::{scaleout, EngineClient, EngineError};
 
 use super::Signals;
 use crate::args::ServeArgs;
-use crate::edge::listener::Endpoint;
 
 /// Runs `vrs-rs serve` to the end; returns the exit code.
 pub async fn run(args: ServeArgs) -> u8 {
@@ -34,7 +33,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
     });
 
-    let endpoint = Endpoint::bind(&args.http, args.host(), args.port()).await?;
+    let endpoint = super::endpoint::bind(&args.http, args.host(), args.port()).await?;
 
     let size = args.data_parallel_size();
     let (sockets, lost) = if args.data_parallel_size_local() < size {

@@ -31,9 +31,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use super::tls::TlsFiles;
 use super::Stream;
-use crate::args::HttpArgs;
 
 /// hyper's smallest read buffer; the head size limit below it is checked on complete heads.
 const MIN_BUF_SIZE: usize = 8192;
@@ -63,23 +61,6 @@ impl Default for ServeOptions {
             max_connections: None,
             max_header_size: 65536,
         }
-    }
-}
-
-impl ServeOptions {
-    /// The options `http` sets; a TLS file that does not load is the error.
-    pub fn from_http(http: &HttpArgs) -> Result<Self, String> {
-        let tls = match TlsFiles::of(http) {
-            Some(files) => Some(super::tls::acceptor(files)?),
-            None => None,
-        };
-        Ok(Self {
-            tls,
-            header_read_timeout: Some(http.header_read_timeout()),
-            keep_alive: http.http_timeout_keep_alive(),
-            max_connections: http.max_connections,
-            max_header_size: http.h11_max_incomplete_event_size,
-        })
     }
 }
 

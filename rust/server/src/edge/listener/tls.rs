@@ -13,8 +13,16 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
-pub use crate::args::http::ClientCerts;
-use crate::args::HttpArgs;
+/// Client certificates under TLS (`ssl_cert_reqs`, Python's `ssl.CERT_*` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// 0: not asked for.
+    None,
+    /// 1: asked for; one that is presented must verify.
+    Optional,
+    /// 2: required (mTLS).
+    Required,
+}
 
 /// The TLS files of one listener.
 #[derive(Debug, Clone, Copy)]
@@ -122,19 +130,6 @@ pub fn server_config(files: TlsFiles<'_>) -> Result<ServerConfig, String> {
     })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-impl<'a> TlsFiles<'a> {
-    /// The files `http` names; `None` when it serves plain HTTP.
-    pub fn of(http: &'a HttpArgs) -> Option<Self> {
-        let certfile = Path::new(http.ssl_certfile.as_deref()?);
-        Some(Self {
-            certfile,
-            keyfile: http.ssl_keyfile.as_deref().map(Path::new),
-            ca_certs: http.ssl_ca_certs.as_deref().map(Path::new),
-            client_certs: http.client_certs(),
-        })
-    }
 }
 
 /// [`server_config`] as a tokio acceptor.
