@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -309,3 +310,47 @@ def test_bench_against_vrs_rs_mock(mock_server: str, backend: str, tmp_path: Pat
     assert result["median_ttft_ms"] <= result["median_e2el_ms"]
     assert result["p99_ttft_ms"] <= result["p99_e2el_ms"]
     assert Path(result["tokenizer"]) == Path(result["model"]), "the served dir's tokenizer"
+
+
+TLS_FIXTURES = ROOT / "rust" / "server" / "tests" / "fixtures" / "tls"
+
+
+def test_bench_over_https_with_the_test_ca(demo_model: Path, tmp_path: Path) -> None:
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    env = {**os.environ, "VRS_RUST_FRONTEND_PATH": str(rust_binary()),
+           "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from cli.main import main; main()", "serve",
+             str(demo_model), "--mock", "--port", str(port),
+             "--ssl-certfile", str(TLS_FIXTURES / "server.pem"),
+             "--ssl-keyfile", str(TLS_FIXTURES / "server.key")],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"https://localhost:{port}"
+    trust = ssl.create_default_context(cafile=str(TLS_FIXTURES / "ca.pem"))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, log_path.read_text(errors="replace")
+            assert time.monotonic() < deadline, "vrs serve --ssl-certfile did not become healthy"
+            try:
+                if httpx.get(f"{url}/health", verify=trust, timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert f"on https://127.0.0.1:{port}" in log_path.read_text(errors="replace")
+        result = bench(url, tmp_path / "r.json", "--ca-cert", str(TLS_FIXTURES / "ca.pem"),
+                       "--num-prompts", "8", "--random-input-len", "16",
+                       "--random-output-len", "4", "--ignore-eos", "--max-concurrency", "4")
+        assert result["completed"] == 8 and result["failed"] == 0, result["error_samples"]
+        # The system's trust store does not know the test CA.
+        out = run_vrs("bench", "serve", "--base-url", url, "--num-prompts", "1")
+        assert "certificate" in one_line_error(out).lower()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
