@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ import msgspec
 
 from engine.protocol import SamplingParams
 from server import openai as s
+from server import request_id
 from server.edge import (
     Handler,
     Receive,
@@ -123,9 +123,10 @@ def sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def rendered(prefix: str, model: str, prompt: Prompt) -> bytes:
-    """The render answer for ``prompt`` (a fresh request id with the serving prefix)."""
+    """The render answer for ``prompt`` (its request id with the serving prefix:
+    ``server/request_id.py``)."""
     return _encode(s.Rendered(
-        request_id=f"{prefix}-{uuid.uuid4().hex}", model=model, prompt=prompt.text,
+        request_id=request_id.public_id(prefix), model=model, prompt=prompt.text,
         prompt_token_ids=prompt.ids, sampling_params=sampling_fields(prompt.settings.sampling)))
 
 

@@ -12,6 +12,7 @@ use crate::args::ServeArgs;
 use crate::edge::admission::Admission;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::{Histogram, Metrics};
+use crate::edge::middleware::Middleware;
 use crate::logprobs::TokenTexts;
 use crate::parsers::select::Choice;
 use crate::text::Template;
@@ -46,6 +47,10 @@ pub struct HttpOptions {
     pub reasoning_parser: Option<&'static str>,
     /// The most prompts in one completions request (`--max-batch-prompts`).
     pub max_batch_prompts: usize,
+    /// CORS and request ids.
+    pub middleware: Middleware,
+    /// `--sse-keep-alive-interval`.
+    pub sse_keep_alive: Option<std::time::Duration>,
 }
 
 impl Default for HttpOptions {
@@ -58,14 +63,17 @@ impl Default for HttpOptions {
             tool_call_parser: None,
             reasoning_parser: None,
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
+            middleware: Middleware::default(),
+            sse_keep_alive: None,
         }
     }
 }
 
 impl HttpOptions {
-    /// `tools` and `reasoning`: the parsers chosen (see [`crate::parsers::select`]).
-    pub fn from_args(args: &ServeArgs, tools: &Choice, reasoning: &Choice) -> Self {
-        Self {
+    /// `tools` and `reasoning`: the parsers chosen (see [`crate::parsers::select`]); a
+    /// bad CORS value is an error naming its flag.
+    pub fn from_args(args: &ServeArgs, tools: &Choice, reasoning: &Choice) -> Result<Self, String> {
+        Ok(Self {
             api_key: args.api_key(),
             max_request_body: args.max_request_body(),
             max_concurrent_requests: args.specific.max_concurrent_requests,
@@ -76,7 +84,9 @@ impl HttpOptions {
                 .specific
                 .max_batch_prompts
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
-        }
+            middleware: Middleware::new(&crate::edge::cors::CorsSettings::default(), false)?,
+            sse_keep_alive: None,
+        })
     }
 }
 
@@ -154,6 +164,8 @@ pub struct RenderState {
     pub tool_parser: Option<&'static str>,
     /// `--reasoning-parser` (auto: as the tool-call parser).
     pub reasoning_parser: Option<&'static str>,
+    /// CORS and request ids.
+    pub middleware: Middleware,
 }
 
 impl TextModel for RenderState {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::Signals;
 use crate::args::RenderArgs;
+use crate::edge::middleware::Middleware;
 use crate::edge::listener;
 use crate::state::{unix_now, RenderState};
 
@@ -83,6 +84,7 @@ pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
         vocab_size,
         tool_parser: tools.name,
         reasoning_parser: reasoning.name,
+        middleware: Middleware::new(&crate::edge::cors::CorsSettings::default(), false)?,
     })
 }
 
