@@ -67,6 +67,7 @@ from server.lifecycle import (
     text_executor,
 )
 from server.messages import request as messages_request
+from server.middleware import for_http
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
 from server.responses import chat_prompt, takes_effort
@@ -227,7 +228,7 @@ def serve_render(args: dict[str, Any]) -> int:
                 limits.max_model_len, "" if text.has_chat_template else "; no chat template",
                 host, sock.getsockname()[1])
     logger.info("%s", text.content_format_line())
-    server = http_server(app, level, graceful_shutdown_s=5)
+    server = http_server(for_http(app, config.http), level, graceful_shutdown_s=5)
     import uvloop
 
     try:

@@ -8,8 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use vrs_engine_client::EngineClient;
 use vrs_text::Tokenizer;
 
-use crate::args::ServeArgs;
+use crate::args::{HttpArgs, ServeArgs};
 use crate::edge::admission::Admission;
+use crate::edge::cors::CorsSettings;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::{Histogram, Metrics};
 use crate::edge::middleware::Middleware;
@@ -84,10 +85,23 @@ impl HttpOptions {
                 .specific
                 .max_batch_prompts
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
-            middleware: Middleware::new(&crate::edge::cors::CorsSettings::default(), false)?,
-            sse_keep_alive: None,
+            middleware: middleware(&args.http)?,
+            sse_keep_alive: args.sse_keep_alive_interval(),
         })
     }
+}
+
+/// The middleware of a service's `http` args (`--allowed-origins`, …,
+/// `--enable-request-id-headers`); a bad CORS value is an error naming its flag.
+pub fn middleware(http: &HttpArgs) -> Result<Middleware, String> {
+    let cors = CorsSettings {
+        allowed_origins: http.allowed_origins.clone(),
+        allowed_methods: http.allowed_methods.clone(),
+        allowed_headers: http.allowed_headers.clone(),
+        allow_credentials: http.allow_credentials,
+        expose_request_id: http.enable_request_id_headers,
+    };
+    Middleware::new(&cors, http.enable_request_id_headers)
 }
 
 pub type SharedState = Arc<AppState>;

@@ -29,8 +29,12 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 /// What `*` among the methods allows (Starlette's list).
 pub const ALL_METHODS: [&str; 7] = ["DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"];
 /// Headers a browser may always send; a header list allows them too.
-pub const SAFELISTED_HEADERS: [&str; 4] =
-    ["accept", "accept-language", "content-language", "content-type"];
+pub const SAFELISTED_HEADERS: [&str; 4] = [
+    "accept",
+    "accept-language",
+    "content-language",
+    "content-type",
+];
 /// How long a browser may cache a preflight's answer (Starlette's default).
 pub const MAX_AGE: Duration = Duration::from_secs(600);
 
@@ -180,7 +184,10 @@ mod tests {
             .uri("/v1/x")
             .header("origin", origin)
             .header("access-control-request-method", "POST")
-            .header("access-control-request-headers", "authorization,content-type")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type",
+            )
             .body(Body::empty())
             .unwrap()
     }
@@ -215,12 +222,18 @@ mod tests {
         let r = call(&app, simple).await;
         assert_eq!(get(&r, "access-control-allow-origin").as_deref(), Some("*"));
         // `*` does not vary with the origin; the mirrored headers do.
-        assert_eq!(get(&r, "vary").as_deref(), Some("access-control-request-headers"));
+        assert_eq!(
+            get(&r, "vary").as_deref(),
+            Some("access-control-request-headers")
+        );
         // No Origin: not a CORS request, no CORS headers; OPTIONS is the route's 405.
         let plain = Request::post("/v1/x").body(Body::empty()).unwrap();
         let r = call(&app, plain).await;
         assert_eq!(r.status(), 200);
-        assert!(r.headers().keys().all(|k| !k.as_str().starts_with("access-control")));
+        assert!(r
+            .headers()
+            .keys()
+            .all(|k| !k.as_str().starts_with("access-control")));
         let options = Request::builder()
             .method("OPTIONS")
             .uri("/v1/x")
@@ -243,12 +256,18 @@ mod tests {
             get(&r, "access-control-allow-origin").as_deref(),
             Some("https://good.example")
         );
-        assert_eq!(get(&r, "access-control-allow-methods").as_deref(), Some("GET,POST"));
+        assert_eq!(
+            get(&r, "access-control-allow-methods").as_deref(),
+            Some("GET,POST")
+        );
         assert_eq!(
             get(&r, "access-control-allow-headers").as_deref(),
             Some("accept,accept-language,authorization,content-language,content-type")
         );
-        assert_eq!(get(&r, "access-control-allow-credentials").as_deref(), Some("true"));
+        assert_eq!(
+            get(&r, "access-control-allow-credentials").as_deref(),
+            Some("true")
+        );
         let r = call(&app, preflight("https://evil.example")).await;
         assert_eq!(get(&r, "access-control-allow-origin"), None);
         let simple = Request::post("/v1/x")
@@ -260,7 +279,10 @@ mod tests {
             get(&r, "access-control-allow-origin").as_deref(),
             Some("https://good.example")
         );
-        assert_eq!(get(&r, "access-control-expose-headers").as_deref(), Some("x-request-id"));
+        assert_eq!(
+            get(&r, "access-control-expose-headers").as_deref(),
+            Some("x-request-id")
+        );
         assert_eq!(get(&r, "vary").as_deref(), Some("origin"));
     }
 
@@ -275,7 +297,10 @@ mod tests {
             get(&r, "access-control-allow-origin").as_deref(),
             Some("https://a.example")
         );
-        assert_eq!(get(&r, "access-control-allow-credentials").as_deref(), Some("true"));
+        assert_eq!(
+            get(&r, "access-control-allow-credentials").as_deref(),
+            Some("true")
+        );
         assert_eq!(
             get(&r, "access-control-allow-headers").as_deref(),
             Some("authorization,content-type")

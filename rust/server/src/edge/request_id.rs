@@ -157,7 +157,10 @@ mod tests {
             .scope(shared.clone(), async { engine_id("chatcmpl") })
             .await;
         let (b_public, b_engine) = CURRENT.scope(shared, async { engine_id("chatcmpl") }).await;
-        assert_eq!((a_public.as_str(), b_public.as_str()), ("chatcmpl-same", "chatcmpl-same"));
+        assert_eq!(
+            (a_public.as_str(), b_public.as_str()),
+            ("chatcmpl-same", "chatcmpl-same")
+        );
         assert_ne!(a_engine, b_engine);
         assert!(a_engine.starts_with("chatcmpl-same-") && a_engine.len() == 14 + 32);
         let fresh_id = RequestId {

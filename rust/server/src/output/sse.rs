@@ -164,7 +164,10 @@ mod tests {
         let n = chunks.len();
         assert!(n >= 4, "{chunks:?}");
         assert_eq!(chunks[0], "data: 0\n\n");
-        assert!(chunks[1..n - 2].iter().all(|c| c.as_bytes() == KEEP_ALIVE), "{chunks:?}");
+        assert!(
+            chunks[1..n - 2].iter().all(|c| c.as_bytes() == KEEP_ALIVE),
+            "{chunks:?}"
+        );
         assert_eq!(chunks[n - 2..], ["data: 350\n\n", "data: 0\n\n"]);
     }
 
