@@ -16,7 +16,9 @@ request with a structured-output constraint sends its head only after the engine
 output of choice 0: when the engine refused its spec, the answer is that 400 (JSON), not
 a stream. A failure after the stream started, or the deadline (``--request-timeout``), is an error
 event, then ``[DONE]``; not streamed, they are the
-error's status (504 for the deadline).
+error's status (504 for the deadline). With ``--sse-keep-alive-interval`` a stream that had
+nothing to send for that long sends a ``: keep-alive`` comment (:func:`keep_alive`), so that
+proxies do not cut a request waiting in the queue or prefilling; SSE clients skip comments.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -39,9 +41,11 @@ from server.logprobs import PromptLogprobs, TokenTexts
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _encode = msgspec.json.Encoder().encode
+T = TypeVar("T")
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 DONE = b"data: [DONE]\n\n"
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 def event(value: msgspec.Struct) -> bytes:
@@ -260,6 +264,32 @@ async def pieces(generations: list[Generation],
             future.cancel()
 
 
+async def keep_alive(items: AsyncIterator[T], every: float | None) -> AsyncIterator[T | None]:
+    """``items``, with a None whenever none came for ``every`` seconds (None: never)."""
+    if every is None:
+        async for item in items:
+            yield item
+        return
+    pending: asyncio.Future[T] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(items))
+            done, _ = await asyncio.wait((pending,), timeout=every)
+            if not done:
+                yield None  # the step goes on; the next wait resumes it
+                continue
+            step, pending = pending, None
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
+
+
 def _deadline(deadline: float | None) -> contextlib.AbstractAsyncContextManager[Any]:
     if deadline is None:
         return contextlib.nullcontext()
@@ -290,7 +320,7 @@ async def whole(generations: list[Generation], shapes: Shapes,
 
 async def stream(send: Send, generations: list[Generation], shapes: Shapes,
                  include_usage: bool, deadline: float | None, timeout_s: float,
-                 constrained: bool = False) -> None:
+                 constrained: bool = False, keep_alive_s: float | None = None) -> None:
     """The SSE response. Its status is 200, except for a ``constrained`` request whose
     spec the engine refused: it waits for choice 0's first piece before the head, and
     answers that refusal (a 400) as a JSON error body."""
@@ -321,7 +351,11 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
         if early is not None:
             raise early
         async with _deadline(deadline):
-            async for batch in pieces(generations, first):
+            async for batch in keep_alive(pieces(generations, first), keep_alive_s):
+                if batch is None:
+                    message["body"] = KEEP_ALIVE
+                    await send(message)
+                    continue
                 body = b"".join(shapes.step(index, piece, generations[index].completion_tokens,
                                             generations[index].cached_tokens)
                                 for index, piece in batch)
