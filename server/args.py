@@ -15,6 +15,7 @@ import msgspec
 from server.batch import DEFAULT_MAX_BATCH_PROMPTS
 from server.content_format import check_option as check_content_format
 from server.http_args import HttpArgs, check_http_args
+from server.middleware import check as check_middleware
 from server.parsers.select import check_settings
 from server.routes import Options
 
@@ -108,6 +109,7 @@ def convert_args(args: dict[str, Any], kind: type[Args]) -> Args:
         raise ValueError(f"tokenizer directory {raw.tokenizer!r} does not exist")
     raw.chat_template_content_format = check_content_format(raw.chat_template_content_format)
     check_http_args(raw.http)
+    check_middleware(raw.http)
     return raw
 
 

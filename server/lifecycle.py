@@ -34,6 +34,7 @@ import uvicorn
 
 from server.args import Config, parse_args
 from server.engine_client import EngineClient, EngineConnectError
+from server.middleware import for_http
 from server.parsers.select import choose, model_config
 from server.routes import App, Handler
 from server.text import ModelText, TextError
@@ -219,7 +220,8 @@ def _run_http(config: Config, sock: socket.socket, app: App, client: EngineClien
 
     # Open streams are cut off with an error event at shutdown_timeout (below); uvicorn
     # closes what is left CUT_OFF_FLUSH_S later.
-    server = http_server(app, config.log_level, config.shutdown_timeout + CUT_OFF_FLUSH_S)
+    server = http_server(for_http(app, config.http), config.log_level,
+                         config.shutdown_timeout + CUT_OFF_FLUSH_S)
     # From here on a signal means "drain and stop" (uvicorn installs the same handler
     # while it serves); one that arrives before uvicorn starts is not lost.
     for sig in (signal.SIGINT, signal.SIGTERM):

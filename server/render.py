@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ import msgspec
 
 from engine.protocol import SamplingParams
 from server import openai as s
+from server import request_id
 from server.args import DEFAULT_HOST, DEFAULT_PORT, CommonArgs, convert_args
 from server.edge import (
     Handler,
@@ -67,6 +67,7 @@ from server.lifecycle import (
     text_executor,
 )
 from server.messages import request as messages_request
+from server.middleware import for_http
 from server.parsers.select import Choice, check_settings, choose, model_config
 from server.prompt import Prompt, PromptBuilder
 from server.responses import chat_prompt, takes_effort
@@ -120,9 +121,10 @@ def sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def rendered(prefix: str, model: str, prompt: Prompt) -> bytes:
-    """The render answer for ``prompt`` (a fresh request id with the serving prefix)."""
+    """The render answer for ``prompt`` (its request id with the serving prefix:
+    ``server/request_id.py``)."""
     return _encode(s.Rendered(
-        request_id=f"{prefix}-{uuid.uuid4().hex}", model=model, prompt=prompt.text,
+        request_id=request_id.public_id(prefix), model=model, prompt=prompt.text,
         prompt_token_ids=prompt.ids, sampling_params=sampling_fields(prompt.settings.sampling)))
 
 
@@ -226,7 +228,7 @@ def serve_render(args: dict[str, Any]) -> int:
                 limits.max_model_len, "" if text.has_chat_template else "; no chat template",
                 host, sock.getsockname()[1])
     logger.info("%s", text.content_format_line())
-    server = http_server(app, level, graceful_shutdown_s=5)
+    server = http_server(for_http(app, config.http), level, graceful_shutdown_s=5)
     import uvloop
 
     try:

@@ -7,7 +7,8 @@ its ``index``; a piece that adds nothing visible (text held back by a parser) se
 chunk unless it carries logprobs or the finish reason; with
 ``stream_options.include_usage`` a chunk with no choices and the usage (all choices
 together) comes before ``[DONE]``; with ``continuous_usage_stats`` too, every chunk
-carries its choice's usage so far (its prompt's length, the tokens generated for it). Chat
+carries its choice's usage so far (its prompt's length and cached tokens, the tokens
+generated for it). Every usage has ``prompt_tokens_details.cached_tokens``. Chat
 with ``echo`` sends each choice's echoed text as its first content chunk, after the role
 chunks; with chat's ``prompt_logprobs`` those opening chunks wait for the engine's first
 output and the first of them carries them (the whole body has them top level). A
@@ -15,7 +16,9 @@ request with a structured-output constraint sends its head only after the engine
 output of choice 0: when the engine refused its spec, the answer is that 400 (JSON), not
 a stream. A failure after the stream started, or the deadline (``--request-timeout``), is an error
 event, then ``[DONE]``; not streamed, they are the
-error's status (504 for the deadline).
+error's status (504 for the deadline). With ``--sse-keep-alive-interval`` a stream that had
+nothing to send for that long sends a ``: keep-alive`` comment (:func:`keep_alive`), so that
+proxies do not cut a request waiting in the queue or prefilling; SSE clients skip comments.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
 from server import openai as s
+from server.batch import usage as batch_usage
 from server.choice import ChatChoice, CompletionChoice
 from server.error import APIError, Dialect, ErrorKind
 from server.generation import Generation, Piece
@@ -37,9 +41,11 @@ from server.logprobs import PromptLogprobs, TokenTexts
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _encode = msgspec.json.Encoder().encode
+T = TypeVar("T")
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 DONE = b"data: [DONE]\n\n"
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 def event(value: msgspec.Struct) -> bytes:
@@ -60,7 +66,8 @@ class Shapes(Protocol):
 
     def start(self) -> bytes: ...  # events before any text
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes: ...
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes: ...
 
     def whole_step(self, index: int, piece: Piece) -> None: ...  # for the whole body
 
@@ -75,26 +82,25 @@ class Shapes(Protocol):
 
 class _Shapes:
     """What chat and completions shapes share: the id line, each choice's prompt length
-    (``prompt_tokens[i]``), the prompts' total, continuous usage."""
+    (``prompt_tokens[i]``), the choices per prompt (``n``), continuous usage."""
 
     def __init__(self, rid: str, created: int, model: str, prompt_tokens: list[int],
-                 prompt_total: int, continuous: bool) -> None:
+                 n: int, continuous: bool) -> None:
         self.rid, self.created, self.model = rid, created, model
         self.prompt_tokens = prompt_tokens
-        self.prompt_total = prompt_total
+        self.n = n
         self.continuous = continuous
 
-    def running(self, index: int, completion_tokens: int) -> s.Usage | None:
+    def running(self, index: int, completion_tokens: int,
+                cached_tokens: int = 0) -> s.Usage | None:
         """A chunk's usage (continuous usage stats), else None."""
         if not self.continuous:
             return None
-        prompt = self.prompt_tokens[index]
-        return s.Usage(prompt, completion_tokens, prompt + completion_tokens)
+        return s.Usage.of(self.prompt_tokens[index], completion_tokens, cached_tokens)
 
     def usage_of(self, generations: list[Generation]) -> s.Usage:
         """The usage of a response: each prompt once, the completions of every choice."""
-        completion = sum(g.completion_tokens for g in generations)
-        return s.Usage(self.prompt_total, completion, self.prompt_total + completion)
+        return batch_usage(generations, self.n)
 
     dialect = Dialect.OPENAI
 
@@ -115,7 +121,7 @@ class ChatShapes(_Shapes):
     def __init__(self, rid: str, created: int, model: str, choices: list[ChatChoice],
                  prompt_tokens: int, continuous: bool = False, prompt_top: int | None = None,
                  texts: TokenTexts | None = None) -> None:
-        super().__init__(rid, created, model, [prompt_tokens] * len(choices), prompt_tokens,
+        super().__init__(rid, created, model, [prompt_tokens] * len(choices), len(choices),
                          continuous)
         self.choices = choices
         self._prompt_top = prompt_top
@@ -159,7 +165,8 @@ class ChatShapes(_Shapes):
                 and self._texts is not None and piece.prompt_logprobs is not None):
             self.prompt_logprobs = self._texts.prompt(piece.prompt_logprobs, self._prompt_top)
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes:
         self._take_prompt_logprobs(piece)
         opening = b""
         if self._prompt_top is not None and not self._prompt_sent:
@@ -172,7 +179,7 @@ class ChatShapes(_Shapes):
         chunk = s.ChatCompletionChunk(
             id=self.rid, created=self.created, model=self.model,
             choices=[s.ChatChunkChoice(index, delta.delta(), logprobs, delta.finish)])
-        usage = self.running(index, completion_tokens)
+        usage = self.running(index, completion_tokens, cached_tokens)
         if usage is not None:
             chunk.usage = usage
         return opening + event(chunk)
@@ -194,21 +201,21 @@ class ChatShapes(_Shapes):
 
 class CompletionShapes(_Shapes):
     """Completions chunks and bodies for one response (its choices in index order, each
-    with its prompt's length in ``prompt_tokens``)."""
+    with its prompt's length in ``prompt_tokens``, ``n`` per prompt)."""
 
     def __init__(self, rid: str, created: int, model: str, choices: list[CompletionChoice],
-                 prompt_tokens: list[int], prompt_total: int,
-                 continuous: bool = False) -> None:
-        super().__init__(rid, created, model, prompt_tokens, prompt_total, continuous)
+                 prompt_tokens: list[int], n: int, continuous: bool = False) -> None:
+        super().__init__(rid, created, model, prompt_tokens, n, continuous)
         self.choices = choices
 
     def start(self) -> bytes:
         return b""
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes:
         chunk = s.Completion(id=self.rid, created=self.created, model=self.model,
                              choices=[self.choices[index].step(piece)])
-        usage = self.running(index, completion_tokens)
+        usage = self.running(index, completion_tokens, cached_tokens)
         if usage is not None:
             chunk.usage = usage
         return event(chunk)
@@ -257,6 +264,32 @@ async def pieces(generations: list[Generation],
             future.cancel()
 
 
+async def keep_alive(items: AsyncIterator[T], every: float | None) -> AsyncIterator[T | None]:
+    """``items``, with a None whenever none came for ``every`` seconds (None: never)."""
+    if every is None:
+        async for item in items:
+            yield item
+        return
+    pending: asyncio.Future[T] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(items))
+            done, _ = await asyncio.wait((pending,), timeout=every)
+            if not done:
+                yield None  # the step goes on; the next wait resumes it
+                continue
+            step, pending = pending, None
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
+
+
 def _deadline(deadline: float | None) -> contextlib.AbstractAsyncContextManager[Any]:
     if deadline is None:
         return contextlib.nullcontext()
@@ -287,7 +320,7 @@ async def whole(generations: list[Generation], shapes: Shapes,
 
 async def stream(send: Send, generations: list[Generation], shapes: Shapes,
                  include_usage: bool, deadline: float | None, timeout_s: float,
-                 constrained: bool = False) -> None:
+                 constrained: bool = False, keep_alive_s: float | None = None) -> None:
     """The SSE response. Its status is 200, except for a ``constrained`` request whose
     spec the engine refused: it waits for choice 0's first piece before the head, and
     answers that refusal (a 400) as a JSON error body."""
@@ -318,8 +351,13 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
         if early is not None:
             raise early
         async with _deadline(deadline):
-            async for batch in pieces(generations, first):
-                body = b"".join(shapes.step(index, piece, generations[index].completion_tokens)
+            async for batch in keep_alive(pieces(generations, first), keep_alive_s):
+                if batch is None:
+                    message["body"] = KEEP_ALIVE
+                    await send(message)
+                    continue
+                body = b"".join(shapes.step(index, piece, generations[index].completion_tokens,
+                                            generations[index].cached_tokens)
                                 for index, piece in batch)
                 if body:
                     message["body"] = body

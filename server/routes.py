@@ -31,14 +31,13 @@ import asyncio
 import functools
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
 import msgspec
 
 from engine.version import __version__
-from server import batch, messages, response, responses, tokenize
+from server import batch, messages, request_id, response, responses, tokenize
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.edge import (
@@ -252,8 +251,9 @@ class App:
                        shapes_of: ShapesOf, id_prefix: str | Callable[[], str]) -> None:
         """A generation request on the chat / completions pipeline (also the Responses
         and Messages APIs'): admission, the body, the prompts ``build`` makes of it, the
-        engine requests (ids ``<id_prefix>-<32 hex>``; a callable prefix is asked once
-        the prompts are built), then the answer in the shapes ``shapes_of`` makes.
+        engine requests (ids ``<id_prefix>-<32 hex>``, or the client's id with request ids
+        on: ``server/request_id.py``; a callable prefix is asked once the prompts are
+        built), then the answer in the shapes ``shapes_of`` makes.
         Errors before the response starts propagate to the dispatcher (in the path's
         dialect); later ones take the shapes' dialect."""
         arrival = time.perf_counter()
@@ -265,9 +265,13 @@ class App:
             body = await self._body(receive)
             prompts = await build(body)
             prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
-            rid = f"{prefix}-{uuid.uuid4().hex}"
-            generations = batch.fan_out(self.client, self.text, self.metrics, rid, prompts,
-                                        arrival)
+            rid, engine_rid = request_id.engine_id(prefix)
+            generations = batch.fan_out(self.client, self.text, self.metrics, engine_rid,
+                                        prompts, arrival)
+            settings = prompts[0].settings
+            logger.debug("accepted request_id=%s engine_request_id=%s prompts=%d "
+                         "prompt_tokens=%d n=%d stream=%s", rid, engine_rid, len(prompts),
+                         sum(len(p.ids) for p in prompts), settings.n, settings.stream)
             shapes = shapes_of(prompts, rid)
             await self._run(receive, send, generations, shapes, prompts[0].settings,
                             deadline, timeout or 0.0)
@@ -301,7 +305,7 @@ class App:
                     prompt_logprobs=settings.prompt_logprobs))
                 lengths.append(len(prompt.ids))
         return response.CompletionShapes(rid, created, self.model_name, choices, lengths,
-                                         sum(len(p.ids) for p in prompts), continuous)
+                                         settings.n, continuous)
 
     async def _run(self, receive: Receive, send: Send, generations: list[Generation],
                    shapes: response.Shapes, settings: Settings, deadline: float | None,
@@ -310,7 +314,8 @@ class App:
         try:
             if settings.stream:
                 await response.stream(send, generations, shapes, settings.include_usage,
-                                      deadline, timeout, settings.constraint is not None)
+                                      deadline, timeout, settings.constraint is not None,
+                                      self.options.sse_keep_alive_interval)
             else:
                 status, body = await response.whole(generations, shapes, deadline, timeout)
                 await send_json(send, status, body)

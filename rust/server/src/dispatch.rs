@@ -14,6 +14,7 @@ use crate::edge::admission::Permit;
 use crate::edge::body::request_body;
 use crate::edge::error::text_error;
 use crate::edge::error::{ApiError, Dialect};
+use crate::edge::request_id;
 use crate::output::batch;
 use crate::output::generation::{Generation, Observer};
 use crate::output::response::{self, Deadline, Shapes, StreamOptions};
@@ -25,7 +26,11 @@ const DETOKENIZER_SEED: usize = 8;
 
 /// A generation request past every check, holding its admission permit.
 pub struct AcceptedRequest {
+    /// The response's id, `PREFIX-<request id>` ([`crate::edge::request_id`]).
     pub id: String,
+    /// The engine request id (the id of choice 0, choices' ids end in `-<index>`):
+    /// unique even when clients reuse their `X-Request-Id`.
+    pub engine_id: String,
     pub created: u64,
     /// The prompts (one, except for a batched completions request), each with its own
     /// checked settings; all share `n` and the output settings.
@@ -34,9 +39,10 @@ pub struct AcceptedRequest {
     permit: Permit,
 }
 
-/// A fresh request id: `PREFIX-<32 hex digits>`.
+/// A request's public id: `PREFIX-<32 hex digits>`, or `PREFIX-<X-Request-Id>` with
+/// request ids on ([`request_id::public_id`]).
 pub fn request_id(prefix: &str) -> String {
-    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+    request_id::public_id(prefix)
 }
 
 /// A generation request (chat or completions) from arrival to answer: a slot under the
@@ -108,8 +114,10 @@ impl AcceptedRequest {
     /// An accepted request (its prompt already checked against the context length),
     /// admitted by `permit`, that arrived at `arrival`.
     pub fn new(prompts: Vec<Prompt>, id_prefix: &str, arrival: Instant, permit: Permit) -> Self {
+        let (id, engine_id) = request_id::engine_id(id_prefix);
         Self {
-            id: request_id(id_prefix),
+            id,
+            engine_id,
             created: unix_now(),
             prompts,
             arrival,
@@ -117,10 +125,10 @@ impl AcceptedRequest {
         }
     }
 
-    /// The 32 hex digits of the id (after its prefix), for an API's own ids
-    /// (`resp_<hex>`, `msg_<hex>`).
+    /// The id after its prefix (32 hex digits, or the client's `X-Request-Id`), for an
+    /// API's own ids (`resp_<hex>`, `msg_<hex>`).
     pub fn hex(&self) -> &str {
-        self.id.rsplit('-').next().unwrap_or(&self.id)
+        self.id.split_once('-').map_or(&self.id, |(_, rest)| rest)
     }
 
     /// The first prompt (the only one but in a batched completions request).
@@ -135,6 +143,7 @@ impl AcceptedRequest {
     pub async fn respond<S: Shapes>(self, state: &AppState, shapes: S) -> Response {
         let Self {
             id,
+            engine_id,
             prompts,
             arrival,
             permit,
@@ -152,7 +161,7 @@ impl AcceptedRequest {
                 Observer::new(Arc::clone(&state.metrics), arrival, settings.n.max(1))
             })
             .collect();
-        let requests = batch::fan_out(&id, &prompts, now_f64());
+        let requests = batch::fan_out(&engine_id, &prompts, now_f64());
         let mut generations = Vec::with_capacity(requests.len());
         for (index, request) in requests.into_iter().enumerate() {
             let ids = &prompts[index / n].ids;
@@ -179,6 +188,7 @@ impl AcceptedRequest {
         }
         tracing::debug!(
             request_id = %id,
+            engine_request_id = %engine_id,
             prompts = prompts.len(),
             prompt_tokens = prompts.iter().map(|p| p.ids.len()).sum::<usize>(),
             max_tokens = settings.sampling.max_tokens,
@@ -197,6 +207,7 @@ impl AcceptedRequest {
                 n,
                 deadline,
                 constrained: settings.constraint.is_some(),
+                keep_alive: state.options.sse_keep_alive,
             };
             response::stream(generations, shapes, options, permit).await
         } else {

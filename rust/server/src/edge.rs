@@ -2,13 +2,16 @@
 //! error type ([`error::ApiError`], where engine and text errors become a status),
 //! the API key ([`auth`]), admission under `--max-concurrent-requests` ([`admission`]),
 //! body limits ([`body`]), Prometheus counters ([`metrics`], with vLLM's names in
-//! [`vllm_metrics`]) and the listener
-//! ([`listener`]).
+//! [`vllm_metrics`]), the listener ([`listener`]), and the browser-facing
+//! [`middleware`]: CORS ([`cors`]) and request ids ([`request_id`]).
 
 pub mod admission;
 pub mod auth;
 pub mod body;
+pub mod cors;
 pub mod error;
 pub mod listener;
 pub mod metrics;
+pub mod middleware;
+pub mod request_id;
 pub mod vllm_metrics;

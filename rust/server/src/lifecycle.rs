@@ -77,7 +77,7 @@ pub async fn serve_connected(
         config.as_ref(),
     )
     .map_err(anyhow::Error::msg)?;
-    let options = HttpOptions::from_args(args, &tools, &reasoning);
+    let options = HttpOptions::from_args(args, &tools, &reasoning).map_err(anyhow::Error::msg)?;
     if options.api_key.is_some() {
         tracing::info!("API key required on /v1/*");
     }

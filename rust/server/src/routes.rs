@@ -1,6 +1,6 @@
 //! The route tables, in one place: the serving API ([`router`]) and the engine-less
 //! render service ([`render_router`]), and the middleware every serving request passes
-//! ([`guard`]). Each endpoint is a module below; the HTTP edge (API key, metrics, body
+//! ([`guard`]; CORS and request ids wrap both services: [`crate::edge::middleware`]). Each endpoint is a module below; the HTTP edge (API key, metrics, body
 //! limit, error bodies) is [`crate::edge`].
 
 use std::sync::Arc;
@@ -32,7 +32,8 @@ pub mod tokenize;
 /// vLLM's SageMaker pair (`/ping`, `/invocations`).
 pub fn router(state: SharedState) -> Router {
     let limit = state.options.max_request_body;
-    Router::new()
+    let middleware = state.options.middleware.clone();
+    let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions::handle))
         .route("/v1/completions", post(completions::handle))
         .route("/v1/messages", post(messages::create))
@@ -57,12 +58,14 @@ pub fn router(state: SharedState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .with_state(state);
+    middleware.apply(routes)
 }
 
 /// The render service: template + tokenization only, no engine.
 pub fn render_router(state: Arc<RenderState>) -> Router {
-    Router::new()
+    let middleware = state.middleware.clone();
+    let routes = Router::new()
         .route("/v1/chat/completions/render", post(render::chat))
         .route("/v1/completions/render", post(render::completion))
         .route("/v1/messages/render", post(render::messages))
@@ -72,7 +75,8 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
+        .with_state(state);
+    middleware.apply(routes)
 }
 
 /// Every request: the API key on `/v1/*` and `/invocations` (401, in the path's error

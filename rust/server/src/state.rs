@@ -8,10 +8,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use vrs_engine_client::EngineClient;
 use vrs_text::Tokenizer;
 
-use crate::args::ServeArgs;
+use crate::args::{HttpArgs, ServeArgs};
 use crate::edge::admission::Admission;
+use crate::edge::cors::CorsSettings;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::{Histogram, Metrics};
+use crate::edge::middleware::Middleware;
 use crate::logprobs::TokenTexts;
 use crate::parsers::select::Choice;
 use crate::text::Template;
@@ -46,6 +48,10 @@ pub struct HttpOptions {
     pub reasoning_parser: Option<&'static str>,
     /// The most prompts in one completions request (`--max-batch-prompts`).
     pub max_batch_prompts: usize,
+    /// CORS and request ids.
+    pub middleware: Middleware,
+    /// `--sse-keep-alive-interval`.
+    pub sse_keep_alive: Option<std::time::Duration>,
 }
 
 impl Default for HttpOptions {
@@ -58,14 +64,17 @@ impl Default for HttpOptions {
             tool_call_parser: None,
             reasoning_parser: None,
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
+            middleware: Middleware::default(),
+            sse_keep_alive: None,
         }
     }
 }
 
 impl HttpOptions {
-    /// `tools` and `reasoning`: the parsers chosen (see [`crate::parsers::select`]).
-    pub fn from_args(args: &ServeArgs, tools: &Choice, reasoning: &Choice) -> Self {
-        Self {
+    /// `tools` and `reasoning`: the parsers chosen (see [`crate::parsers::select`]); a
+    /// bad CORS value is an error naming its flag.
+    pub fn from_args(args: &ServeArgs, tools: &Choice, reasoning: &Choice) -> Result<Self, String> {
+        Ok(Self {
             api_key: args.api_key(),
             max_request_body: args.max_request_body(),
             max_concurrent_requests: args.specific.max_concurrent_requests,
@@ -76,8 +85,23 @@ impl HttpOptions {
                 .specific
                 .max_batch_prompts
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
-        }
+            middleware: middleware(&args.http)?,
+            sse_keep_alive: args.sse_keep_alive_interval(),
+        })
     }
+}
+
+/// The middleware of a service's `http` args (`--allowed-origins`, …,
+/// `--enable-request-id-headers`); a bad CORS value is an error naming its flag.
+pub fn middleware(http: &HttpArgs) -> Result<Middleware, String> {
+    let cors = CorsSettings {
+        allowed_origins: http.allowed_origins.clone(),
+        allowed_methods: http.allowed_methods.clone(),
+        allowed_headers: http.allowed_headers.clone(),
+        allow_credentials: http.allow_credentials,
+        expose_request_id: http.enable_request_id_headers,
+    };
+    Middleware::new(&cors, http.enable_request_id_headers)
 }
 
 pub type SharedState = Arc<AppState>;
@@ -154,6 +178,8 @@ pub struct RenderState {
     pub tool_parser: Option<&'static str>,
     /// `--reasoning-parser` (auto: as the tool-call parser).
     pub reasoning_parser: Option<&'static str>,
+    /// CORS and request ids.
+    pub middleware: Middleware,
 }
 
 impl TextModel for RenderState {

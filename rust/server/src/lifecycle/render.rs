@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::Signals;
 use crate::args::RenderArgs;
-use crate::state::{unix_now, RenderState};
+use crate::state::{middleware, unix_now, RenderState};
 
 /// `max_position_embeddings` when config.json has none (as `engine/mock/engine.py`).
 pub(crate) const DEFAULT_MAX_POSITION_EMBEDDINGS: u64 = 4096;
@@ -82,6 +82,7 @@ pub(crate) fn load(args: &RenderArgs) -> Result<RenderState, String> {
         vocab_size,
         tool_parser: tools.name,
         reasoning_parser: reasoning.name,
+        middleware: middleware(&args.http)?,
     })
 }
 

@@ -10,7 +10,9 @@
 //! `[DONE]`; not streamed, they are the error's status (504 for the deadline). A
 //! request with a structured-output constraint sends its head only after the engine's
 //! first output of choice 0: when the engine refused its spec, the answer is that 400
-//! (JSON), not a stream; otherwise the stream starts with that output.
+//! (JSON), not a stream; otherwise the stream starts with that output. With
+//! `--sse-keep-alive-interval` a stream that had nothing to send for that long sends a
+//! `: keep-alive` comment ([`sse::keep_alive`]).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -158,6 +160,8 @@ pub struct StreamOptions {
     pub deadline: Option<Deadline>,
     /// A structured-output constraint: the head waits for choice 0's first output.
     pub constrained: bool,
+    /// `--sse-keep-alive-interval`.
+    pub keep_alive: Option<Duration>,
 }
 
 /// The SSE response (or, constrained, the 400 of a refused spec).
@@ -172,6 +176,7 @@ pub async fn stream<S: Shapes>(
         n,
         deadline,
         constrained,
+        keep_alive,
     } = options;
     let first = if constrained {
         match first_item(&mut generations, deadline, shapes.dialect()).await {
@@ -229,7 +234,10 @@ pub async fn stream<S: Shapes>(
         }
         Some((Ok(Bytes::from(buf)), st))
     });
-    sse::response(Body::from_stream(body))
+    match keep_alive {
+        Some(every) => sse::response(Body::from_stream(sse::keep_alive(body, every))),
+        None => sse::response(Body::from_stream(body)),
+    }
 }
 
 /// The non-streamed response: waits for the end of every choice, then one JSON body.

@@ -1,10 +1,17 @@
 //! Server-sent events framing: `data: {json}\n\n` … `data: [DONE]\n\n` (chat, completions),
-//! or typed events `event: TYPE\ndata: {json}\n\n` (Responses, Anthropic Messages).
+//! or typed events `event: TYPE\ndata: {json}\n\n` (Responses, Anthropic Messages); and
+//! the `: keep-alive` comment ([`keep_alive`], `--sse-keep-alive-interval`) that a
+//! stream sends when it had nothing to send for that long (a request waiting in the
+//! queue or prefilling), so that proxies do not cut it. SSE clients skip comments.
+
+use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::stream::{self, Stream, StreamExt};
 use serde::Serialize;
 
 use crate::edge::error::ApiError;
@@ -39,6 +46,25 @@ pub fn error_event(err: &ApiError) -> Bytes {
     buf.extend_from_slice(b"\n\n");
     buf.extend_from_slice(DONE);
     Bytes::from(buf)
+}
+
+/// The comment frame of [`keep_alive`].
+pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// `body`'s chunks, with a [`KEEP_ALIVE`] comment whenever it had none for `every`.
+pub fn keep_alive<S>(body: S, every: Duration) -> impl Stream<Item = Result<Bytes, Infallible>>
+where
+    S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+{
+    // `next()` keeps its progress in the stream: a wait cut short by the timer loses
+    // nothing (the body's pending step resumes at the next call).
+    stream::unfold(Box::pin(body), move |mut body| async move {
+        match tokio::time::timeout(every, body.next()).await {
+            Ok(Some(chunk)) => Some((chunk, body)),
+            Ok(None) => None,
+            Err(_) => Some((Ok(Bytes::from_static(KEEP_ALIVE)), body)),
+        }
+    })
 }
 
 /// A `text/event-stream` response around `body`.
@@ -118,6 +144,31 @@ mod tests {
                 serde_json::from_str(event.strip_prefix("data: ").unwrap()).unwrap();
             proptest::prop_assert_eq!(body["error"]["message"].as_str(), Some(message.as_str()));
         }
+    }
+
+    #[tokio::test]
+    async fn keep_alive_fills_silences_only() {
+        let every = Duration::from_millis(100);
+        // A chunk at once, one after a 350 ms silence, one right after it, then the end.
+        let body = stream::iter([0u64, 350, 0]).then(|ms| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<_, Infallible>(Bytes::from(format!("data: {ms}\n\n")))
+        });
+        let chunks: Vec<String> = keep_alive(body, every)
+            .map(|c| match c {
+                Ok(bytes) => String::from_utf8(bytes.to_vec()).unwrap(),
+                Err(never) => match never {},
+            })
+            .collect()
+            .await;
+        let n = chunks.len();
+        assert!(n >= 4, "{chunks:?}");
+        assert_eq!(chunks[0], "data: 0\n\n");
+        assert!(
+            chunks[1..n - 2].iter().all(|c| c.as_bytes() == KEEP_ALIVE),
+            "{chunks:?}"
+        );
+        assert_eq!(chunks[n - 2..], ["data: 350\n\n", "data: 0\n\n"]);
     }
 
     #[test]

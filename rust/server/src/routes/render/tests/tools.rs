@@ -17,6 +17,7 @@ fn state_with_parser(parser: &'static str) -> Arc<RenderState> {
         created: 1,
         max_model_len: f.state.max_model_len,
         vocab_size: f.state.vocab_size,
+        middleware: f.state.middleware.clone(),
     })
 }
 
