@@ -1,19 +1,24 @@
 """``--uds PATH`` in every mode (`vrs frontend`: the supervisor binds the Unix socket and
 vrs-rs adopts it): curl --unix-socket and the openai SDK on an httpx UDS transport stream
 a chat completion; a stale socket file is replaced, a live one is an error; the file is
-gone after the server exits, and no TCP port is bound."""
+gone after the server exits, and no TCP port is bound. `vrs render` in both frontends:
+HTTPS on a Unix socket."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from servers import MODEL, MODES, Server, sse_events
+from certs import make_certs
+from servers import CLI, MODEL, MODES, ROOT, Server, rust_binary, sse_events, wait_until
 
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "hello over a Unix socket"}],
         "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}}
@@ -84,3 +89,38 @@ def test_a_live_socket_is_an_error(uds_server: Server, demo_model: Path,
     assert uds_server.uds.exists()  # the first server's file stays, and it still serves
     with uds_server.http() as http:
         assert http.get(f"{uds_server.url}/health").status_code == 200
+
+
+@pytest.mark.parametrize("frontend", ["rust", "python"])
+def test_render_serves_https_on_a_unix_socket(frontend: str, demo_model: Path,
+                                              tmp_path: Path) -> None:
+    certs = make_certs(tmp_path)
+    path = tmp_path / "render.sock"
+    log = tmp_path / "render.log"
+    env = {**os.environ, "VRS_RUST_FRONTEND_PATH": str(rust_binary()), "PYTHONPATH": str(ROOT)}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", CLI, "render", str(demo_model),
+                                 "--frontend", frontend, "--uds", str(path),
+                                 "--served-model-name", MODEL, *certs.server_flags()],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    context = certs.client()
+    transport = httpx.HTTPTransport(uds=str(path), verify=context)
+    try:
+        with httpx.Client(transport=transport, timeout=30) as http:
+            def healthy() -> bool:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    return http.get("https://localhost/health").status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            assert wait_until(healthy, 120, step=0.1), log.read_text()
+            response = http.post("https://localhost/v1/chat/completions/render", json={
+                "model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+            assert response.status_code == 200, response.text
+            assert response.json()["prompt_token_ids"]
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0, log.read_text()
+    assert f"unix:{path}" in log.read_text()
+    assert not path.exists()
