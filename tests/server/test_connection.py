@@ -20,7 +20,7 @@ import uvloop
 
 from server.connection import http_server
 from server.http_args import HttpArgs
-from server.listener import ListenError, Listener, bind_listener, bind_unix, ssl_context
+from server.listener import Listener, ListenError, bind_listener, bind_unix, ssl_context
 
 REQUEST = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n"
 
