@@ -39,6 +39,9 @@ LISTEN_BACKLOG = 4096
 # After a 431 the client may still be sending its head: read (and drop) it this long so
 # the answer is not lost to a reset, then close.
 REJECT_LINGER_S = 1.0
+# A closing TLS connection waits this long for the client's close_notify (asyncio's
+# default, 30 s, would hold a drain up for a client that keeps an idle connection open).
+TLS_SHUTDOWN_TIMEOUT_S = 2.0
 
 
 def _headers_too_large(limit: int) -> bytes:
@@ -205,7 +208,8 @@ class _LimitedAcceptor:
             else:
                 await loop.connect_accepted_socket(
                     protocol, conn, ssl=self._tls,
-                    ssl_handshake_timeout=self._handshake_timeout)
+                    ssl_handshake_timeout=self._handshake_timeout,
+                    ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S)
         except OSError:  # ssl.SSLError and TimeoutError are OSErrors too
             conn.close()
             release()
@@ -252,7 +256,8 @@ class DrainingServer(uvicorn.Server):
             elif config.ssl is not None:
                 self.servers.append(await loop.create_server(
                     create_protocol, sock=sock, ssl=config.ssl, backlog=LISTEN_BACKLOG,
-                    ssl_handshake_timeout=config.header_read_timeout))
+                    ssl_handshake_timeout=config.header_read_timeout,
+                    ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S))
             else:
                 self.servers.append(await loop.create_server(create_protocol, sock=sock,
                                                              backlog=LISTEN_BACKLOG))
