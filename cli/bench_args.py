@@ -43,6 +43,8 @@ class BenchOptions:
     save_result: bool = False
     result_dir: Path | None = None
     result_filename: str | None = None
+    insecure: bool = False
+    ca_cert: Path | None = None
 
 
 def _items(text: str) -> list[str]:
@@ -103,6 +105,8 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         "metric_percentiles": parse_percentiles(options.metric_percentiles),
         "goodput": parse_goodput(options.goodput),
         "label": options.label,
+        "insecure": options.insecure,
+        "ca_cert": str(options.ca_cert.resolve()) if options.ca_cert else None,
     }
 
 

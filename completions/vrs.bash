@@ -43,8 +43,9 @@ _vrs() {
         --result-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --result-filename) return ;;
         --label) return ;;
+        --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --random-input-len --input-len --random-output-len --output-len --random-range-ratio --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --random-input-len --input-len --random-output-len --output-len --random-range-ratio --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --insecure --ca-cert --help" -- "$cur"))
         return ;;
     "frontend")
         case "$prev" in

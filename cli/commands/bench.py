@@ -42,7 +42,8 @@ def vrs_backend(backend: Backend) -> Backend:
 @app.command("serve", cls=VllmFlagsCommand)
 def serve(
     base_url: Annotated[str | None, typer.Option(
-        help="Server address, e.g. http://127.0.0.1:8000. Default: http://HOST:PORT.")] = None,
+        help="Server address, e.g. http://127.0.0.1:8000 or https://host:8443. "
+             "Default: http://HOST:PORT.")] = None,
     host: Annotated[str, typer.Option(help="Server host (when --base-url is not given).")]
         = "127.0.0.1",
     port: Annotated[int, typer.Option(
@@ -111,6 +112,13 @@ def serve(
         help="With --save-result: the result file's name instead of vLLM's.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run, kept in the "
                                                       "result.")] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="https: accept any server certificate (a self-signed test "
+                           "server); nothing is checked.")] = False,
+    ca_cert: Annotated[Path | None, typer.Option(
+        exists=True, dir_okay=False, metavar="PATH",
+        help="https: PEM file of the CA certificates the server's certificate must chain "
+             "to. Default: the system's trust store.")] = None,
 ) -> None:
     """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
 
@@ -134,5 +142,5 @@ def serve(
         warmup_requests=warmup_requests, percentile_metrics=percentile_metrics,
         metric_percentiles=metric_percentiles, goodput=goodput or [],
         result_file=result_file, save_result=save_result, result_dir=result_dir,
-        result_filename=result_filename, label=label,
+        result_filename=result_filename, label=label, insecure=insecure, ca_cert=ca_cert,
     ))

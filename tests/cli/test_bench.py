@@ -208,6 +208,17 @@ def test_bad_values_are_one_line(fake_server: str) -> None:
     assert "random_range_ratio" in one_line_error(out)
 
 
+def test_tls_options_need_an_https_url(fake_server: str, tmp_path: Path) -> None:
+    out = run_vrs("bench", "serve", "--base-url", fake_server, "--insecure")
+    assert "apply to https://" in one_line_error(out)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not a certificate\n")
+    https = fake_server.replace("http://", "https://")
+    out = run_vrs("bench", "serve", "--base-url", https, "--ca-cert", str(ca))
+    line = one_line_error(out)
+    assert "--ca-cert" in line and "ca.pem" in line, line
+
+
 def test_option_parsing() -> None:
     assert parse_percentiles("50, 90,99.9") == [50.0, 90.0, 99.9]
     assert parse_goodput(["ttft:500 tpot:50", "e2el:1e3"]) == {

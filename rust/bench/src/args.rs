@@ -5,6 +5,18 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+/// How an https server's certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ServerTrust {
+    /// The system's trust store.
+    #[default]
+    System,
+    /// The CA certificates of this PEM file (`--ca-cert`).
+    CaFile(String),
+    /// Not at all (`--insecure`).
+    Insecure,
+}
+
 /// Which API the requests use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -144,6 +156,10 @@ struct RawArgs {
     goodput: Option<BTreeMap<String, f64>>,
     #[serde(default)]
     label: Option<String>,
+    #[serde(default)]
+    insecure: bool,
+    #[serde(default)]
+    ca_cert: Option<String>,
 }
 
 /// Checked settings of one benchmark run.
@@ -171,6 +187,8 @@ pub struct BenchArgs {
     /// SLOs in milliseconds (ttft, tpot, e2el), vLLM's `--goodput`.
     pub goodput: Option<Vec<(Metric, f64)>>,
     pub label: Option<String>,
+    /// How an https server's certificate is checked (`--ca-cert`, `--insecure`).
+    pub trust: ServerTrust,
 }
 
 impl BenchArgs {
@@ -183,14 +201,28 @@ impl BenchArgs {
 
     fn check(raw: RawArgs) -> Result<Self, String> {
         let base_url = raw.base_url.trim_end_matches('/').to_string();
-        if let Some(rest) = base_url.strip_prefix("https://") {
+        let https = base_url.starts_with("https://");
+        let scheme = if https { "https://" } else { "http://" };
+        if !base_url.starts_with(scheme) || base_url.len() <= scheme.len() {
             return Err(format!(
-                "base_url https://{rest}: https is not supported; use an http:// address"
+                "base_url must look like http://HOST:PORT or https://HOST:PORT, got {base_url:?}"
             ));
         }
-        if !base_url.starts_with("http://") || base_url.len() <= "http://".len() {
+        let trust = match (raw.insecure, raw.ca_cert) {
+            (true, Some(_)) => {
+                return Err(
+                    "give --insecure or --ca-cert, not both (--insecure checks no \
+                            certificate)"
+                        .into(),
+                )
+            }
+            (true, None) => ServerTrust::Insecure,
+            (false, Some(path)) => ServerTrust::CaFile(path),
+            (false, None) => ServerTrust::System,
+        };
+        if !https && trust != ServerTrust::System {
             return Err(format!(
-                "base_url must look like http://HOST:PORT, got {base_url:?}"
+                "--insecure and --ca-cert apply to https:// servers; base_url is {base_url}"
             ));
         }
         let endpoint = raw
@@ -269,7 +301,13 @@ impl BenchArgs {
             metric_percentiles: raw.metric_percentiles,
             goodput,
             label: raw.label,
+            trust,
         })
+    }
+
+    /// Whether the server is reached over TLS.
+    pub fn https(&self) -> bool {
+        self.base_url.starts_with("https://")
     }
 
     /// The generation URL.

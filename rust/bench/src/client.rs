@@ -1,7 +1,8 @@
-//! The HTTP client: keep-alive connection pool (hyper), request bodies, and one streamed
-//! request timed chunk by chunk.
+//! The HTTP client: keep-alive connection pool (hyper; https through [`connect`]),
+//! request bodies, and one streamed request timed chunk by chunk.
 
 use std::error::Error as StdError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,6 +19,10 @@ use crate::metrics::RequestRecord;
 use crate::payload::{self, Payload};
 use crate::sse::SseParser;
 
+pub mod connect;
+
+use connect::Connector;
+
 /// Bytes of an error response kept for the message.
 const ERROR_BODY_LIMIT: usize = 8 * 1024;
 
@@ -27,7 +32,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// A cheap-to-clone client sharing one connection pool, speaking one backend's API.
 #[derive(Clone)]
 pub struct HttpClient {
-    inner: Client<HttpConnector, Full<Bytes>>,
+    inner: Client<Connector, Full<Bytes>>,
     backend: Backend,
     /// Sent with every request: the API key, and the API version where one is required.
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -48,7 +53,7 @@ pub fn describe(error: &(dyn StdError + 'static)) -> String {
     text
 }
 
-/// Parses an `http://` URL.
+/// Parses an `http://` or `https://` URL.
 pub fn parse_uri(url: &str) -> Result<Uri, String> {
     url.parse::<Uri>()
         .map_err(|e| format!("invalid URL {url:?}: {e}"))
@@ -169,21 +174,22 @@ impl StreamState {
 impl HttpClient {
     /// A client for the OpenAI completions backend.
     pub fn new() -> Self {
-        Self::for_backend(Backend::OpenaiCompletions)
+        Self::for_backend(Backend::OpenaiCompletions, None)
     }
 
     /// A client speaking `backend`'s API. The key is read as vLLM's bench does, from
     /// `OPENAI_API_KEY` (`Authorization: Bearer`); the Anthropic backend sends
     /// `ANTHROPIC_API_KEY` (else `OPENAI_API_KEY`) as `x-api-key`, with
-    /// `anthropic-version`.
-    pub fn for_backend(backend: Backend) -> Self {
+    /// `anthropic-version`. `tls`: how https URLs are reached (see [`connect::tls_config`]);
+    /// `None`: http only.
+    pub fn for_backend(backend: Backend, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_keepalive(Some(Duration::from_secs(60)));
         let inner = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(usize::MAX)
             .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
+            .build(Connector::new(connector, tls));
         let key = |name: &str| std::env::var(name).ok().filter(|k| !k.is_empty());
         let mut headers = Vec::new();
         if backend == Backend::AnthropicMessages {

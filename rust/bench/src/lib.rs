@@ -36,7 +36,7 @@ pub enum BenchCommand {
         /// Every setting as one JSON object (keys: base_url, endpoint, backend, model,
         /// tokenizer, dataset, random_input_len, random_output_len, random_range_ratio,
         /// seed, num_prompts, max_concurrency, request_rate, ignore_eos, warmup_requests,
-        /// percentile_metrics, metric_percentiles, goodput, label).
+        /// percentile_metrics, metric_percentiles, goodput, label, insecure, ca_cert).
         #[arg(long, value_name = "JSON")]
         args_json: String,
     },

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::args::BenchArgs;
+use crate::client::connect::tls_config;
 use crate::client::{parse_uri, request_body, HttpClient};
 use crate::dataset::{load_tokenizer, random_prompts, RandomSpec};
 use crate::events;
@@ -169,7 +170,12 @@ async fn run_jobs(
 
 /// The whole run; `Ok` holds the result event's fields.
 pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
-    let client = HttpClient::for_backend(args.backend);
+    let tls = if args.https() {
+        Some(tls_config(&args.trust)?)
+    } else {
+        None
+    };
+    let client = HttpClient::for_backend(args.backend, tls);
     let uri = parse_uri(&args.url())?;
     let target = discover(&client, &args).await?;
     let tokenizer_name = target.tokenizer.display().to_string();

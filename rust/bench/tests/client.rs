@@ -178,7 +178,7 @@ async fn responses_events_are_timed_and_completed_ends_the_stream() {
           event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"output_tokens\":4}}}\n\n",
     ];
     let url = canned(SSE_HEAD, pieces, Duration::from_millis(30));
-    let record = HttpClient::for_backend(Backend::OpenaiResponses)
+    let record = HttpClient::for_backend(Backend::OpenaiResponses, None)
         .send(&parse_uri(&url).unwrap(), Bytes::from_static(b"{}"), 2)
         .await;
     assert!(record.success, "{:?}", record.error);
@@ -192,7 +192,7 @@ async fn responses_events_are_timed_and_completed_ends_the_stream() {
         vec![b"data: {\"type\":\"response.created\",\"response\":{}}\n\n"],
         Duration::ZERO,
     );
-    let record = HttpClient::for_backend(Backend::OpenaiResponses)
+    let record = HttpClient::for_backend(Backend::OpenaiResponses, None)
         .send(&parse_uri(&silent).unwrap(), Bytes::new(), 1)
         .await;
     let error = record.error.unwrap();
@@ -217,7 +217,7 @@ async fn messages_events_are_timed_and_errors_are_records() {
           event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     ];
     let url = canned(SSE_HEAD, pieces, Duration::from_millis(30));
-    let client = HttpClient::for_backend(Backend::AnthropicMessages);
+    let client = HttpClient::for_backend(Backend::AnthropicMessages, None);
     let record = client
         .send(&parse_uri(&url).unwrap(), Bytes::from_static(b"{}"), 2)
         .await;

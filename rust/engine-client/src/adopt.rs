@@ -146,15 +146,43 @@ fn set_flags(fd: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Takes over the inherited HTTP listening socket `fd` (checked first).
-pub fn http_listener(fd: RawFd, flag: &str) -> Result<tokio::net::TcpListener, String> {
+/// An inherited HTTP listening socket: TCP, or a Unix domain socket (`--uds`).
+#[derive(Debug)]
+pub enum HttpListener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+/// The address family of the socket `fd`, when it is TCP or AF_UNIX.
+fn family_of(fd: RawFd) -> Option<Family> {
+    match int_option(fd, libc::SO_DOMAIN).ok()? {
+        libc::AF_INET | libc::AF_INET6 => Some(Family::Inet),
+        libc::AF_UNIX => Some(Family::Unix),
+        _ => None,
+    }
+}
+
+/// Takes over the inherited HTTP listening socket `fd` (checked first): a TCP socket, or
+/// a Unix domain socket (the family is read from the socket).
+pub fn http_listener(fd: RawFd, flag: &str) -> Result<HttpListener, String> {
     use std::os::fd::FromRawFd;
-    check_listener(fd, flag, Family::Inet)?;
+    let family = if fd >= 0 { family_of(fd) } else { None };
+    check_listener(fd, flag, family.unwrap_or(Family::Inet))?;
     set_flags(fd).map_err(|e| format!("{flag} {fd}: {e}"))?;
-    // SAFETY: `fd` is an open listening TCP socket that nothing else in this process
-    // uses; the listener owns (and eventually closes) it from here on.
-    let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
-    tokio::net::TcpListener::from_std(std_listener).map_err(|e| format!("{flag} {fd}: {e}"))
+    let adopted = match family {
+        Some(Family::Unix) => {
+            // SAFETY: `fd` is an open listening AF_UNIX socket that nothing else in this
+            // process uses; the listener owns (and eventually closes) it from here on.
+            let std_listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
+            tokio::net::UnixListener::from_std(std_listener).map(HttpListener::Unix)
+        }
+        _ => {
+            // SAFETY: as above, an open listening TCP socket.
+            let std_listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            tokio::net::TcpListener::from_std(std_listener).map(HttpListener::Tcp)
+        }
+    };
+    adopted.map_err(|e| format!("{flag} {fd}: {e}"))
 }
 
 /// A `kind` ZMQ socket listening on the inherited socket `fd`, which is bound to

@@ -16,12 +16,13 @@ use vrs_wire::Ready;
 
 use crate::args::ServeArgs;
 use crate::edge::admission::Admission;
-use crate::edge::listener::{spawn_http, ServerTask};
+use crate::edge::listener::{Endpoint, ServerTask};
 use crate::edge::metrics::Metrics;
 use crate::logprobs::TokenTexts;
 use crate::state::{unix_now, AppState, HttpOptions};
 use crate::text::Text;
 
+pub mod endpoint;
 pub mod frontend;
 pub mod render;
 pub mod serve;
@@ -55,18 +56,18 @@ impl Signals {
     }
 }
 
-/// Serves HTTP on `listener` with the engine behind `client` until a signal (drain,
+/// Serves HTTP on `endpoint` with the engine behind `client` until a signal (drain,
 /// exit 0), the engine's death or the server failing (exit 1); returns the exit code.
 pub async fn serve_connected(
     args: &ServeArgs,
-    listener: tokio::net::TcpListener,
+    endpoint: Endpoint,
     client: Arc<EngineClient>,
     ready: &Ready,
     (tokenizer, template): Text,
     engines: Engines,
     signals: &mut Signals,
 ) -> anyhow::Result<u8> {
-    let local = listener.local_addr()?;
+    let url = endpoint.url();
     let source = crate::text::template_source(&tokenizer, args.chat_template.as_deref());
     let config = crate::parsers::select::model_config(std::path::Path::new(&args.model));
     let (tools, reasoning) = crate::parsers::select::choose(
@@ -126,11 +127,11 @@ pub async fn serve_connected(
         },
     );
 
-    let (stop_tx, mut server) = spawn_http(listener, crate::routes::router(state));
+    let (stop_tx, mut server) = endpoint.spawn(crate::routes::router(state));
     // The announcement comes from the process that listens, once it does (the `vrs` CLI
     // prints no address before handing over).
     tracing::info!(
-        "serving {:?} on http://{local} (POST /v1/completions, /v1/chat/completions; \
+        "serving {:?} on {url} (POST /v1/completions, /v1/chat/completions; \
          GET /v1/models, /health, /metrics); Ctrl-C to stop (twice to stop now)",
         args.served_model_name()
     );

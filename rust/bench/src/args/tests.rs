@@ -51,7 +51,19 @@ fn responses_and_messages_pick_their_endpoints() {
 #[test]
 fn errors_name_the_key() {
     let cases = [
-        (r#"{"base_url": "https://h"}"#, "https"),
+        (r#"{"base_url": "https://"}"#, "https://HOST:PORT"),
+        (
+            r#"{"base_url": "http://h", "insecure": true}"#,
+            "apply to https://",
+        ),
+        (
+            r#"{"base_url": "http://h", "ca_cert": "/ca.pem"}"#,
+            "apply to https://",
+        ),
+        (
+            r#"{"base_url": "https://h", "insecure": true, "ca_cert": "/ca.pem"}"#,
+            "not both",
+        ),
         (r#"{"base_url": "h:80"}"#, "base_url"),
         (r#"{"base_url": "http://h", "endpoint": "v1"}"#, "endpoint"),
         (
@@ -109,4 +121,18 @@ fn errors_name_the_key() {
         let err = BenchArgs::from_json(text).unwrap_err();
         assert!(err.contains(needle), "{text}: {err}");
     }
+}
+
+#[test]
+fn https_takes_the_system_store_a_ca_file_or_insecure() {
+    let args = BenchArgs::from_json(r#"{"base_url": "https://h:8443/"}"#).unwrap();
+    assert_eq!(args.base_url, "https://h:8443");
+    assert!(args.https());
+    assert_eq!(args.trust, ServerTrust::System);
+    let args = BenchArgs::from_json(r#"{"base_url": "https://h", "insecure": true}"#).unwrap();
+    assert_eq!(args.trust, ServerTrust::Insecure);
+    let args = BenchArgs::from_json(r#"{"base_url": "https://h", "ca_cert": "/ca.pem"}"#).unwrap();
+    assert_eq!(args.trust, ServerTrust::CaFile("/ca.pem".into()));
+    let plain = BenchArgs::from_json(r#"{"base_url": "http://h"}"#).unwrap();
+    assert!(!plain.https());
 }

@@ -175,9 +175,41 @@ async fn adopted_http_listener_accepts_connections_made_before() {
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = std_listener.local_addr().unwrap();
     let early = std::net::TcpStream::connect(addr).unwrap();
-    let listener = http_listener(std_listener.into_raw_fd(), "--listen-fd").unwrap();
+    let HttpListener::Tcp(listener) =
+        http_listener(std_listener.into_raw_fd(), "--listen-fd").unwrap()
+    else {
+        panic!("a TCP socket must be adopted as TCP");
+    };
     let (_, peer) = listener.accept().await.unwrap();
     assert_eq!(peer, early.local_addr().unwrap());
+}
+
+#[tokio::test]
+async fn an_adopted_unix_http_listener_is_unix_and_accepts_connections_made_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("http.sock");
+    let std_listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let mut early = UnixStream::connect(&path).unwrap();
+    let HttpListener::Unix(listener) =
+        http_listener(std_listener.into_raw_fd(), "--listen-fd").unwrap()
+    else {
+        panic!("an AF_UNIX socket must be adopted as a unix listener");
+    };
+    let (accepted, _) = listener.accept().await.unwrap();
+    std::io::Write::write_all(&mut early, b"x").unwrap();
+    let mut accepted = accepted.into_std().unwrap();
+    accepted.set_nonblocking(false).unwrap();
+    let mut byte = [0u8; 1];
+    std::io::Read::read_exact(&mut accepted, &mut byte).unwrap();
+    assert_eq!(&byte, b"x");
+}
+
+#[test]
+fn an_inherited_udp_socket_is_refused_as_the_http_listener() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let err = http_listener(udp.into_raw_fd(), "--listen-fd").unwrap_err();
+    assert!(err.contains("--listen-fd"), "{err}");
+    assert!(err.contains("stream socket"), "{err}");
 }
 
 #[test]

@@ -13,16 +13,8 @@ pub const MIN_H11_MAX_INCOMPLETE_EVENT_SIZE: usize = 1024;
 pub const DEFAULT_HEADER_READ_TIMEOUT_S: f64 = 10.0;
 pub const DEFAULT_HTTP_TIMEOUT_KEEP_ALIVE_S: f64 = 5.0;
 
-/// Client certificates under TLS (`ssl_cert_reqs`, Python's `ssl.CERT_*` values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientCerts {
-    /// 0: not asked for.
-    None,
-    /// 1: asked for, verified when sent.
-    Optional,
-    /// 2: required (mTLS).
-    Required,
-}
+/// Client certificates under TLS (`ssl_cert_reqs`): defined with the listener's TLS.
+pub use crate::edge::listener::tls::ClientCerts;
 
 fn any() -> Vec<String> {
     vec!["*".to_owned()]

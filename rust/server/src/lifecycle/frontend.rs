@@ -19,7 +19,7 @@ use crate::args::ServeArgs;
 /// The sockets a parent process bound and handed over, and the engines behind them.
 #[derive(Debug, Clone)]
 pub struct Inherited {
-    /// Listening TCP socket to serve HTTP on.
+    /// Listening socket to serve HTTP on: TCP, or a Unix domain socket (`--uds`).
     pub listen_fd: RawFd,
     /// Listening socket that becomes the engines' input ROUTER.
     pub input_listener_fd: RawFd,
@@ -64,8 +64,10 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
             address: &sockets.output_address,
         },
     )?;
-    let listener =
-        adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?;
+    let endpoint = super::endpoint::adopt(
+        adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?,
+        &args.http,
+    )?;
 
     let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
     let chat_template = args.chat_template.clone();
@@ -115,7 +117,7 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
     });
     super::serve_connected(
         &args,
-        listener,
+        endpoint,
         client,
         &ready,
         text,

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use super::Signals;
 use crate::args::RenderArgs;
-use crate::edge::listener;
 use crate::state::{unix_now, RenderState};
 
 /// `max_position_embeddings` when config.json has none (as `engine/mock/engine.py`).
@@ -103,10 +102,10 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
     let state = tokio::task::spawn_blocking(move || load(&loading))
         .await?
         .map_err(anyhow::Error::msg)?;
-    let listener = listener::bind_http(args.host(), args.port()).await?;
-    let local = listener.local_addr()?;
+    let endpoint = super::endpoint::bind(&args.http, args.host(), args.port()).await?;
+    let url = endpoint.url();
     tracing::info!(
-        "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on http://{local}",
+        "render service for {:?} ({}): max_model_len {}, vocab {}{}; listening on {url}",
         state.model_name,
         state.model_root,
         state.max_model_len,
@@ -117,8 +116,7 @@ async fn serve(args: RenderArgs) -> anyhow::Result<()> {
             "; no chat template"
         },
     );
-    let (stop_tx, mut server) =
-        listener::spawn_http(listener, crate::routes::render_router(Arc::new(state)));
+    let (stop_tx, mut server) = endpoint.spawn(crate::routes::render_router(Arc::new(state)));
     let name = tokio::select! {
         name = signals.recv() => name,
         joined = &mut server => {

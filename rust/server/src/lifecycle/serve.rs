@@ -11,7 +11,6 @@ use vrs_engine_client::{scaleout, EngineClient, EngineError};
 
 use super::Signals;
 use crate::args::ServeArgs;
-use crate::edge::listener;
 
 /// Runs `vrs-rs serve` to the end; returns the exit code.
 pub async fn run(args: ServeArgs) -> u8 {
@@ -34,7 +33,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
     });
 
-    let listener = listener::bind_http(args.host(), args.port()).await?;
+    let endpoint = super::endpoint::bind(&args.http, args.host(), args.port()).await?;
 
     let size = args.data_parallel_size();
     let (sockets, lost) = if args.data_parallel_size_local() < size {
@@ -124,7 +123,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     }
     let code = super::serve_connected(
         &args,
-        listener,
+        endpoint,
         client,
         &ready,
         text,

@@ -54,7 +54,11 @@ async fn batched_echo_over_real_http_on_loopback() {
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let (stop, server) = crate::edge::listener::spawn_http(listener, router(Arc::clone(&h.state)));
+    let (stop, server) = crate::edge::listener::spawn_http(
+        listener,
+        router(Arc::clone(&h.state)),
+        crate::edge::listener::ServeOptions::default(),
+    );
     let body = json!({"prompt": ["hello", "world"], "n": 2, "max_tokens": 2, "echo": true,
                       "logprobs": 0});
     let (status, bytes) = over_tcp(addr, "/v1/completions", &body.to_string()).await;
