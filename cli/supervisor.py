@@ -35,6 +35,7 @@ from rich.console import Console
 
 from cli.launch import cli_log, rust_argv
 from engine.process.launcher import EngineGroup, start_engines
+from server.listener import ListenError, bind_unix, remove_socket_file
 
 ENGINE_STOP_GRACE_S = 5.0
 # vrs-rs gets --shutdown-timeout to drain, plus this, before it is killed.
@@ -107,10 +108,17 @@ def _tcp_listener(host: str) -> tuple[socket.socket, str]:
 
 
 def bind_listeners(host: str, port: int, directory: Path,
-                   engine_host: str | None = None) -> Listeners:
-    """HTTP (TCP) and the ZMQ input/output listeners: ipc:// sockets in ``directory``, or
-    tcp:// on free ports of ``engine_host`` when engines join from other hosts."""
-    http = bind_http(host, port)
+                   engine_host: str | None = None, uds: str | None = None) -> Listeners:
+    """HTTP (TCP, or the Unix socket ``uds``) and the ZMQ input/output listeners: ipc://
+    sockets in ``directory``, or tcp:// on free ports of ``engine_host`` when engines join
+    from other hosts."""
+    if uds is not None:
+        try:
+            http = bind_unix(uds)
+        except ListenError as exc:
+            raise FrontendStartError(str(exc)) from None
+    else:
+        http = bind_http(host, port)
     if engine_host is not None:
         try:
             (input_sock, input_address), (output_sock, output_address) = (
@@ -208,8 +216,19 @@ class Supervisor:
         local = self.data_parallel_size if local is None else local
         remote = self.data_parallel_size - local
         engine_host = self.args.get("data_parallel_address") or "127.0.0.1"
+        uds = (self.args.get("http") or {}).get("uds")
         listeners = bind_listeners(self.args["host"], self.args["port"], directory,
-                                   engine_host if remote else None)
+                                   engine_host if remote else None, uds)
+        # vrs-rs serves the adopted socket; the file is removed here at exit, whoever
+        # ends first (only while it is still ours).
+        inode = os.stat(uds).st_ino if uds is not None else None
+        try:
+            return self._start(listeners, local, engine_host)
+        finally:
+            remove_socket_file(uds, inode)
+
+    def _start(self, listeners: Listeners, local: int, engine_host: str) -> int:
+        remote = self.data_parallel_size - local
         handshake_address = None
         if remote:
             rpc_port = self.args.get("data_parallel_rpc_port") or 29550

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 from collections.abc import Callable
@@ -30,10 +31,13 @@ from types import FrameType
 from typing import Any, TypeVar
 
 import msgspec
-import uvicorn
 
 from server.args import Config, parse_args
+from server.connection import DrainingServer
+from server.connection import http_server as listener_server
 from server.engine_client import EngineClient, EngineConnectError
+from server.http_args import HttpArgs
+from server.listener import Listener, ListenError, bind_listener, ssl_context
 from server.middleware import for_http
 from server.parsers.select import choose, model_config
 from server.routes import App, Handler
@@ -57,19 +61,6 @@ Parsed = TypeVar("Parsed")
 
 class _Interrupted(BaseException):
     """SIGINT/SIGTERM arrived while the engines were starting."""
-
-
-class DrainingServer(uvicorn.Server):
-    """uvicorn's server with our signal handling: no re-raise of the signal at exit."""
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit and sig == signal.SIGINT:
-            self.force_exit = True
-        else:
-            if not self.should_exit:
-                logger.info("received %s: draining (up to %.0f s)", signal.Signals(sig).name,
-                            self.config.timeout_graceful_shutdown or 0)
-            self.should_exit = True
 
 
 def checked_args(command: str, parse: Callable[[dict[str, Any]], Parsed],
@@ -104,37 +95,12 @@ def text_executor() -> ThreadPoolExecutor:
                               thread_name_prefix="vrs-text")
 
 
-def http_server(app: Handler, level: str, graceful_shutdown_s: float) -> DrainingServer:
-    """uvicorn for ``app`` on a socket bound beforehand (``serve(sockets=[sock])``, run
-    on uvloop by the caller): httptools, no lifespan, access log at trace and debug."""
-    return DrainingServer(uvicorn.Config(
-        app,
-        loop="none",
-        http="httptools",
-        ws="none",
-        lifespan="off",
-        log_level=python_level(level).lower(),
-        log_config=None,  # uvicorn's loggers reach ours (setup_logging), in its layout
-        access_log=level in ("trace", "debug"),
-        timeout_graceful_shutdown=graceful_shutdown_s,
-        timeout_keep_alive=30,
-    ))
-
-
-def bind_http(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (IPv4 or IPv6, whichever host resolves to)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-        sock.listen(4096)
-    except OSError:
-        sock.close()
-        raise
-    sock.set_inheritable(False)
-    return sock
+def http_server(app: Handler, level: str, graceful_shutdown_s: float, http: HttpArgs,
+                tls: ssl.SSLContext | None) -> DrainingServer:
+    """uvicorn for ``app`` on the listener's socket (server/listener.py), at ``level`` (a
+    LOG_LEVELS name), its access log at trace and debug."""
+    return listener_server(app, python_level(level), level in ("trace", "debug"),
+                           graceful_shutdown_s, http, tls)
 
 
 def serve(args: dict[str, Any]) -> int:
@@ -145,21 +111,22 @@ def serve(args: dict[str, Any]) -> int:
     setup_logging(config.log_level)
 
     try:
-        sock = bind_http(config.host, config.port)
-    except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", config.host, config.port, exc)
+        tls = ssl_context(config.http)
+        listener = bind_listener(config.http, config.host, config.port)
+    except ListenError as exc:
+        logger.error("%s", exc)
         return EXIT_FAILURE
     tmpdir = tempfile.mkdtemp(prefix="vrs-frontend-")
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _serve(config, sock, tmpdir)
+        return _serve(config, listener, tls, tmpdir)
     except _Interrupted as exc:
         logger.info("%s during startup: stopped", exc)
         return EXIT_OK
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        sock.close()
+        listener.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
@@ -167,7 +134,7 @@ def _raise_interrupted(sig: int, frame: FrameType | None) -> None:
     raise _Interrupted(signal.Signals(sig).name)
 
 
-def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
+def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdir: str) -> int:
     from engine.process.handshake import ready_timeout_s
     from engine.process.launcher import EngineStartError, start_engines
 
@@ -193,9 +160,9 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
                     client.max_model_len, ", mock" if ready.is_mock else "")
         # As vrs-rs announces it (rust/server/src/lifecycle.rs): the listening socket
         # is bound, so the address accepts connections from now on.
-        logger.info("serving \"%s\" on http://%s:%d (POST /v1/completions, /v1/chat/completions; "
+        logger.info("serving \"%s\" on %s (POST /v1/completions, /v1/chat/completions; "
                     "GET /v1/models, /health, /metrics); Ctrl-C to stop (twice to stop now)",
-                    config.served_model_name, config.host, sock.getsockname()[1])
+                    config.served_model_name, listener.address())
         tools, reasoning = choose(config.options.tool_call_parser,
                                   config.options.reasoning_parser, text.chat_template_source,
                                   model_config(config.model))
@@ -205,7 +172,7 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
         if options.api_key:
             logger.info("API key required on /v1/*")
         app = App(client, text, config.served_model_name, config.model, executor, options)
-        return _run_http(config, sock, app, client)
+        return _run_http(config, listener.sock, tls, app, client)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # stopping already; bounded below
             signal.signal(sig, signal.SIG_IGN)
@@ -215,13 +182,14 @@ def _serve(config: Config, sock: socket.socket, tmpdir: str) -> int:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _run_http(config: Config, sock: socket.socket, app: App, client: EngineClient) -> int:
+def _run_http(config: Config, sock: socket.socket, tls: ssl.SSLContext | None, app: App,
+              client: EngineClient) -> int:
     import uvloop
 
     # Open streams are cut off with an error event at shutdown_timeout (below); uvicorn
     # closes what is left CUT_OFF_FLUSH_S later.
     server = http_server(for_http(app, config.http), config.log_level,
-                         config.shutdown_timeout + CUT_OFF_FLUSH_S)
+                         config.shutdown_timeout + CUT_OFF_FLUSH_S, config.http, tls)
     # From here on a signal means "drain and stop" (uvicorn installs the same handler
     # while it serves); one that arrives before uvicorn starts is not lost.
     for sig in (signal.SIGINT, signal.SIGTERM):

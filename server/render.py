@@ -60,12 +60,12 @@ from server.lifecycle import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
-    bind_http,
     checked_args,
     http_server,
     setup_logging,
     text_executor,
 )
+from server.listener import ListenError, bind_listener, ssl_context
 from server.messages import request as messages_request
 from server.middleware import for_http
 from server.parsers.select import Choice, check_settings, choose, model_config
@@ -215,25 +215,26 @@ def serve_render(args: dict[str, Any]) -> int:
     host = config.host or DEFAULT_HOST
     port = DEFAULT_PORT if config.port is None else config.port
     try:
-        sock = bind_http(host, port)
-    except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", host, port, exc)
+        tls = ssl_context(config.http)
+        listener = bind_listener(config.http, host, port)
+    except ListenError as exc:
+        logger.error("%s", exc)
         return EXIT_FAILURE
     executor = text_executor()
     name = config.served_model_name or config.model
     parsers = choose(config.tool_call_parser, config.reasoning_parser, text.chat_template_source,
                      model_config(config.model))
     app = RenderApp(text, name, config.model, limits, executor, parsers)
-    logger.info("render service for %s (max_model_len %d%s) on http://%s:%d", name,
+    logger.info("render service for %s (max_model_len %d%s) on %s", name,
                 limits.max_model_len, "" if text.has_chat_template else "; no chat template",
-                host, sock.getsockname()[1])
+                listener.address())
     logger.info("%s", text.content_format_line())
-    server = http_server(for_http(app, config.http), level, graceful_shutdown_s=5)
+    server = http_server(for_http(app, config.http), level, 5, config.http, tls)
     import uvloop
 
     try:
-        uvloop.run(server.serve(sockets=[sock]))
+        uvloop.run(server.serve(sockets=[listener.sock]))
     finally:
-        sock.close()
+        listener.close()
         executor.shutdown(wait=False, cancel_futures=True)
     return EXIT_OK

@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -159,9 +160,11 @@ def group_members(groups: set[int]) -> list[int]:
 
 
 def direct_args(model_dir: Path, port: int, *, python: str = sys.executable,
-                shutdown_timeout: float = 20.0, **engine: Any) -> dict[str, Any]:
-    """The args-json document `vrs serve` would build, with the mock engine."""
-    return {
+                shutdown_timeout: float = 20.0, http: dict[str, Any] | None = None,
+                **engine: Any) -> dict[str, Any]:
+    """The args-json document `vrs serve` would build, with the mock engine (and ``http``,
+    the listener's settings, when given)."""
+    return {**({"http": http} if http is not None else {}),
         "model": str(model_dir), "served_model_name": MODEL, "host": "127.0.0.1",
         "port": port, "log_level": "debug", "shutdown_timeout": shutdown_timeout,
         "python_executable": python, "chat_template": None,
@@ -177,12 +180,20 @@ class Server:
                  wait: bool = True, cli_args: tuple[str, ...] = (),
                  direct: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                  port: int | None = None, max_model_len: int | None = MAX_MODEL_LEN,
-                 engine_count: int = 1, mock: bool = True, model_flag: bool = False) -> None:
+                 engine_count: int = 1, mock: bool = True, model_flag: bool = False,
+                 uds: Path | None = None, tls: ssl.SSLContext | None = None) -> None:
+        """``uds``: it serves on that Unix socket (``--uds``, given here); ``tls``: it
+        serves HTTPS (its flags in ``cli_args``), reached with this client context."""
         assert mode in MODES, mode
         self.mode = mode
         self.engine_count = engine_count  # engines started with it (its process tree)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.uds = uds
+        self.tls = tls
+        host = "localhost" if uds else "127.0.0.1"  # a Unix socket: any host will do
+        self.url = f"{'https' if tls else 'http'}://{host}:{self.port}"
+        if uds is not None:
+            cli_args = (*cli_args, "--uds", str(uds))
         self.log_path = log_path
         binary = str(rust_binary())
         python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -245,7 +256,8 @@ class Server:
         def healthy() -> bool:
             assert self.proc.poll() is None, f"{self.mode} exited early:\n{self.log()}"
             try:
-                return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
+                with self.http(timeout=5) as http:
+                    return http.get(f"{self.url}/health").status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -258,9 +270,16 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def http(self, timeout: float = 60) -> httpx.Client:
+        """An httpx client that reaches the server (its Unix socket, its CA)."""
+        verify: ssl.SSLContext | bool = self.tls or True
+        transport = httpx.HTTPTransport(uds=str(self.uds), verify=verify) if self.uds else None
+        return httpx.Client(transport=transport, verify=verify, timeout=timeout)
+
     def client(self, timeout: float = 60) -> openai.OpenAI:
+        http = self.http(timeout) if self.uds or self.tls else None
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0,
-                             timeout=timeout)
+                             timeout=timeout, http_client=http)
 
     def signal(self, sig: int) -> None:
         self.tree()
