@@ -297,6 +297,7 @@ fn output_of(
         queue_time: None,
         prefill_time: None,
         error_kind: None,
+        decode_time: None,
     }
 }
 
