@@ -1,10 +1,11 @@
 //! A fake engine for tests (feature `test-util`): it speaks the real wire, handshake
 //! included, and emits scripted tokens, one per step. Logprobs are synthetic and
 //! deterministic ([`prompt_logprobs`], [`token_logprobs`]); a request's first output
-//! carries [`QUEUE_TIME`] and [`PREFILL_TIME`]. A request whose structured-output regex
-//! is [`INVALID_REGEX`] ends at once with `error` and `error_kind` `invalid_request` (as
-//! the engine refuses a spec that does not compile); one whose regex is
-//! [`FAILING_REGEX`] ends with `error` and no kind (the engine failed it).
+//! carries [`QUEUE_TIME`] and [`PREFILL_TIME`], its last [`DECODE_TIME`]. A request whose
+//! structured-output regex is [`INVALID_REGEX`] ends at once with `error` and
+//! `error_kind` `invalid_request` (as the engine refuses a spec that does not compile);
+//! one whose regex is [`FAILING_REGEX`] ends with `error` and no kind (the engine failed
+//! it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,8 @@ pub const VOCAB_SIZE: u64 = 11;
 pub const QUEUE_TIME: f64 = 0.25;
 /// The prefill time (seconds) it reports with it.
 pub const PREFILL_TIME: f64 = 0.125;
+/// The decode time (seconds) it reports with a request's final output.
+pub const DECODE_TIME: f64 = 0.5;
 
 /// A structured-output regex the fake engine refuses as the request's fault.
 pub const INVALID_REGEX: &str = "(unclosed";
@@ -262,6 +265,9 @@ pub fn run_fake_engine(
                 out.prompt_logprobs = sp
                     .prompt_logprobs
                     .map(|k| prompt_logprobs(&req.prompt_token_ids, k));
+            }
+            if finish.is_some() {
+                out.decode_time = Some(DECODE_TIME);
             }
             outputs.push(out);
             finish.is_none()
