@@ -15,8 +15,8 @@ exported over OTLP/HTTP (protobuf) in the background. As ``rust/server/src/edge/
   ``gen_ai.latency.time_in_model_decode`` (the slowest choice's, in seconds).
 
 Export never blocks a request: the SDK's batch processor queues finished spans (bounded,
-dropped when full) and its own thread posts them; a collector that is down costs log lines,
-not requests. The SDK's ``OTEL_BSP_*`` and ``OTEL_EXPORTER_OTLP_*`` variables apply.
+dropped when full) and its own thread posts them; a collector that is down loses those spans
+(the SDK logs a warning), never a request. The SDK's ``OTEL_BSP_*`` and ``OTEL_EXPORTER_OTLP_*`` variables apply.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@
 //!
 //! Export never blocks a request: finished spans go into the SDK's bounded batch queue
 //! (dropped when it is full) and a batch thread sends them through the `hyper` client on
-//! a one-thread runtime of its own; a collector that is down costs log lines, not
-//! requests. The SDK's `OTEL_BSP_*` and `OTEL_EXPORTER_OTLP_*` environment variables
+//! a one-thread runtime of its own; a collector that is down loses those spans, never a
+//! request. The SDK's `OTEL_BSP_*` and `OTEL_EXPORTER_OTLP_*` environment variables
 //! (batch delay, timeout, headers) apply.
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
