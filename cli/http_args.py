@@ -67,6 +67,19 @@ class HttpOptions:
         }
 
 
+def traces_endpoint(value: str | None) -> str | None:
+    """``--otlp-traces-endpoint``, checked: an http:// OTLP/HTTP URL."""
+    from engine.config import ConfigError
+    from server.trace import traces_url
+
+    if value is not None:
+        try:
+            traces_url(value)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return value
+
+
 def detailed_traces(value: str | None, endpoint: str | None) -> bool:
     """``--collect-detailed-traces`` (vLLM's comma list of all/model/worker) as the one
     switch vrs has: the engine's per-request timings on the span."""

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from cli.http_args import HttpOptions, detailed_traces
+from cli.http_args import HttpOptions, detailed_traces, traces_endpoint
 
 
 class ModelNotFoundError(ValueError):
@@ -231,7 +231,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "max_num_queued_reqs": options.max_num_queued_reqs,
         "max_num_queued_tokens": options.max_num_queued_tokens,
         "max_queue_wait": options.max_queue_wait,
-        "otlp_traces_endpoint": options.otlp_traces_endpoint,
+        "otlp_traces_endpoint": traces_endpoint(options.otlp_traces_endpoint),
         "collect_detailed_traces": detailed_traces(options.collect_detailed_traces,
                                                    options.otlp_traces_endpoint),
     }

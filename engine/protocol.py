@@ -200,6 +200,9 @@ class EngineCoreOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=Tr
     # (its structured-output spec does not compile, or not within the compile timeout):
     # the frontend answers 400. None: the engine failed it (500).
     error_kind: str | None = None
+    # With the request's final output (finish_reason set): seconds from its first token
+    # to this output (decode), as the engine measured them; None when it had no token.
+    decode_time: float | None = None
 
 
 class UtilityOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=True):

@@ -18,6 +18,7 @@ from server.http_args import HttpArgs, check_http_args
 from server.middleware import check as check_middleware
 from server.parsers.select import check_settings
 from server.routes import Options
+from server.trace import traces_url
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "warn", "error", "critical")
 DEFAULT_HOST = "0.0.0.0"
@@ -167,6 +168,8 @@ def _options(raw: ServeArgs) -> Options:
             raise ValueError(f"{name} must be >= 0, got {bound}")
     if raw.collect_detailed_traces and raw.otlp_traces_endpoint is None:
         raise ValueError("collect_detailed_traces needs otlp_traces_endpoint")
+    if raw.otlp_traces_endpoint is not None:
+        traces_url(raw.otlp_traces_endpoint)
     return Options(api_key=key or None, max_request_body=body, max_concurrent_requests=limit,
                    request_timeout=timeout, tool_call_parser=raw.tool_call_parser,
                    reasoning_parser=raw.reasoning_parser, max_batch_prompts=batch,

@@ -28,6 +28,7 @@ from server.vllm_metrics import Siblings
 
 if TYPE_CHECKING:
     from server.prompt import Prompt
+    from server.trace import RequestTrace
 
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
@@ -91,13 +92,15 @@ def fan_out(
     rid: str,
     prompts: list[Prompt],
     arrival: float,
+    trace: RequestTrace | None = None,
 ) -> list[Generation]:
-    """One engine request per (prompt, choice), in choice-index order; on an error
-    the ones already sent are aborted."""
+    """One engine request per (prompt, choice), in choice-index order (reporting to
+    ``trace`` as choices of their prompt's index); on an error the ones already sent are
+    aborted."""
     total = sum(prompt.settings.n for prompt in prompts)
     generations: list[Generation] = []
     try:
-        for prompt in prompts:
+        for index, prompt in enumerate(prompts):
             settings = prompt.settings
             metrics.tokens(prompt=len(prompt.ids))
             siblings = Siblings(settings.n)
@@ -124,6 +127,7 @@ def fan_out(
                         siblings,
                         echo_only=settings.echo_only,
                         constraint=settings.constraint,
+                        trace=None if trace is None else (trace, index),
                     )
                 )
     except APIError:

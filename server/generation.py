@@ -17,6 +17,7 @@ to the vllm:* histograms when the request finishes.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -26,6 +27,9 @@ from server.error import APIError, ErrorKind
 from server.metrics import Metrics
 from server.text import IncrementalDetokenizer, StopMatcher
 from server.vllm_metrics import Siblings
+
+if TYPE_CHECKING:
+    from server.trace import RequestTrace
 
 _ERROR = p.FinishReason.ERROR.value
 _LENGTH = p.FinishReason.LENGTH.value
@@ -49,7 +53,7 @@ class Generation:
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
                  "cached_tokens", "finish_reason", "_detok", "_stop", "_stream", "_metrics",
                  "_arrival", "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
-                 "_echo_only", "_queue", "_prefill", "_constraint")
+                 "_echo_only", "_queue", "_prefill", "_constraint", "_trace")
 
     def __init__(
         self,
@@ -65,6 +69,7 @@ class Generation:
         *,
         echo_only: bool = False,
         constraint: str | None = None,
+        trace: tuple[RequestTrace, int] | None = None,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -85,6 +90,7 @@ class Generation:
         self._constraint = constraint  # the field of its structured-output constraint
         self._queue: float | None = None  # the engine's queue and prefill times
         self._prefill: float | None = None
+        self._trace = trace  # the request's trace and this choice's prompt index
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
         self._stream: RequestStream = client.add(request)
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
@@ -122,6 +128,9 @@ class Generation:
         most = siblings.done(self.completion_tokens) if siblings is not None else None
         if most is not None:
             vllm.max_generation(self._engine, most)
+        if self._trace is not None:
+            self._trace[0].finished(_ERROR if self._failed else reason or "abort",
+                                    self.completion_tokens)
 
     async def next(self) -> Piece | None:
         """The next piece; None after the last. Raises APIError if the engine fails,
@@ -144,6 +153,8 @@ class Generation:
                     self.cached_tokens = min(output.num_cached_tokens, self.prompt_tokens)
                 if output.queue_time is not None:
                     self._queue, self._prefill = output.queue_time, output.prefill_time
+                if self._trace is not None:
+                    self._trace[0].output(self._trace[1], output)
                 reason = self._absorb(output, parts, logprobs)
                 if reason is not None:
                     self.finish_reason = reason
@@ -245,6 +256,8 @@ class Generation:
             metrics.ttft.observe(now - self._arrival)
             metrics.vllm.first_token(self._engine, self.prompt_tokens, now - self._arrival)
             self._first = now
+            if self._trace is not None:
+                self._trace[0].first_token()
         else:
             since_last = now - self._last
             metrics.itl.observe(since_last)

@@ -42,6 +42,7 @@ from server.middleware import for_http
 from server.parsers.select import choose, model_config
 from server.routes import App, Handler
 from server.text import ModelText, TextError
+from server.trace import Traces
 
 logger = logging.getLogger("vrs.frontend")
 
@@ -143,6 +144,7 @@ def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdi
     executor = text_executor()
     client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
     group = None
+    traces: Traces | None = None
     try:
         text_future = executor.submit(ModelText, config.tokenizer, config.chat_template,
                                       config.content_format)
@@ -171,7 +173,11 @@ def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdi
         logger.info("%s", text.content_format_line())
         if options.api_key:
             logger.info("API key required on /v1/*")
-        app = App(client, text, config.served_model_name, config.model, executor, options)
+        if options.otlp_traces_endpoint is not None:
+            traces = Traces(options.otlp_traces_endpoint, options.collect_detailed_traces,
+                            config.served_model_name)
+        app = App(client, text, config.served_model_name, config.model, executor, options,
+                  traces)
         return _run_http(config, listener.sock, tls, app, client)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # stopping already; bounded below
@@ -180,6 +186,8 @@ def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdi
             group.stop(ENGINE_STOP_GRACE_S)
         client.close()
         executor.shutdown(wait=False, cancel_futures=True)
+        if traces is not None:
+            traces.shutdown()  # the last spans, a few seconds at most
 
 
 def _run_http(config: Config, sock: socket.socket, tls: ssl.SSLContext | None, app: App,

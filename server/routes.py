@@ -37,7 +37,7 @@ from concurrent.futures import Executor
 import msgspec
 
 from engine.version import __version__
-from server import batch, messages, request_id, response, responses, tokenize
+from server import batch, messages, request_id, response, responses, tokenize, trace
 from server import openai as s
 from server.choice import ChatChoice, CompletionChoice
 from server.edge import (
@@ -62,6 +62,7 @@ from server.params import Settings
 from server.parsers.reasoning import markers_of
 from server.prompt import Prompt, PromptBuilder
 from server.text import ModelText
+from server.trace import Traces
 
 logger = logging.getLogger("vrs.frontend")
 
@@ -106,8 +107,10 @@ class App:
     """The ASGI callable; ``client`` must be started before requests arrive."""
 
     def __init__(self, client: EngineClient, text: ModelText, served_model_name: str,
-                 model_root: str, executor: Executor, options: Options | None = None) -> None:
+                 model_root: str, executor: Executor, options: Options | None = None,
+                 traces: Traces | None = None) -> None:
         self.client = client
+        self.traces = traces  # a span per generation request when on
         self.text = text
         self.model_name = served_model_name
         self.model_root = model_root
@@ -143,6 +146,12 @@ class App:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.traces is not None and scope["type"] == "http":
+            await self.traces.handle(scope, receive, send, self._dispatch)
+        else:
+            await self._dispatch(scope, receive, send)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         await dispatch(self._routes, scope, receive, send, self._api_key, self.metrics)
 
     # ------------------------------------------------------------------ simple routes
@@ -257,6 +266,8 @@ class App:
         Errors before the response starts propagate to the dispatcher (in the path's
         dialect); later ones take the shapes' dialect."""
         arrival = time.perf_counter()
+        # The request's span (when traces are on) starts now: a refused request has one too.
+        traced = trace.begin()
         timeout = self.options.request_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         self._admit()
@@ -267,7 +278,9 @@ class App:
             prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
             rid, engine_rid = request_id.engine_id(prefix)
             generations = batch.fan_out(self.client, self.text, self.metrics, engine_rid,
-                                        prompts, arrival)
+                                        prompts, arrival, traced)
+            if traced is not None:
+                traced.queued(rid, (len(prompt.ids) for prompt in prompts))
             settings = prompts[0].settings
             logger.debug("accepted request_id=%s engine_request_id=%s prompts=%d "
                          "prompt_tokens=%d n=%d stream=%s", rid, engine_rid, len(prompts),

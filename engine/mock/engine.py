@@ -23,7 +23,8 @@ output): one per prompt token from the second on, ``token_id`` the prompt token,
 rank, logprob and top ``k`` made up as above, from a generator seeded by the prompt's ids
 (the same prompt gets the same entries). The first output also carries ``queue_time``
 (from ``add_request`` to the first step that runs the request) and ``prefill_time``
-(from then to the end of that step).
+(from then to the end of that step); the final one ``decode_time`` (from the first
+token to the end).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ _MAX_MOCK_RANK = 10
 
 class _MockRequest:
     __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script",
-                 "prompt_ids", "received", "grammar")
+                 "prompt_ids", "received", "grammar", "first_token")
     lp_rng: random.Random | None
 
     def __init__(self, request: p.EngineCoreRequest, base_seed: int,
@@ -83,6 +84,7 @@ class _MockRequest:
                            if self.params.prompt_logprobs is not None else None)
         self.received = time.perf_counter()
         self.grammar: Any = None  # the xgrammar matcher of a constrained request
+        self.first_token: float | None = None  # when its first token went out
 
 
 class MockEngine:
@@ -175,9 +177,10 @@ class MockEngine:
     def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
         outputs = []
         for request_id in request_ids:
-            if (self._running.pop(request_id, None) is not None
-                    or self.pending.pop(request_id) is not None):
-                outputs.append(p.EngineCoreOutput(request_id, [], finish_reason="abort"))
+            request = self._running.pop(request_id, None) or self.pending.pop(request_id)
+            if request is not None:
+                outputs.append(p.EngineCoreOutput(request_id, [], finish_reason="abort",
+                                                  decode_time=_decode_time(request)))
         return outputs
 
     def has_unfinished_requests(self) -> bool:
@@ -197,11 +200,13 @@ class MockEngine:
             output = self._advance(request)
             outputs.append(output)
             if request.generated == 1:  # the request's first output
+                request.first_token = time.perf_counter()
                 output.queue_time = max(0.0, scheduled - request.received)
-                output.prefill_time = time.perf_counter() - scheduled
+                output.prefill_time = request.first_token - scheduled
                 if request.prompt_ids is not None:
                     output.prompt_logprobs = self._prompt_logprobs(request)
             if output.finish_reason is not None:
+                output.decode_time = _decode_time(request)
                 finished.append(request.request_id)
         for request_id in finished:
             del self._running[request_id]
@@ -313,6 +318,12 @@ class MockEngine:
         logprobs = [math.log(prob) for prob in probs]
         return p.TokenLogprobs(token_id=token, logprob=logprobs[rank - 1], rank=rank,
                                top_token_ids=ids[:k], top_logprobs=logprobs[:k])
+
+
+def _decode_time(request: _MockRequest) -> float | None:
+    """Seconds from the request's first token to now (None before its first token)."""
+    first = request.first_token
+    return None if first is None else max(0.0, time.perf_counter() - first)
 
 
 def _error(request_id: str, message: str, invalid: bool = False) -> p.EngineCoreOutput:

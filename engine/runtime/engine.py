@@ -29,7 +29,7 @@ from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model
 from engine.runtime.model_runner import ModelRunner, RunOutput, kv_cache_bytes_per_block
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
-from engine.runtime.outputs import advance_grammar, error_output, first_output
+from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
 from engine.runtime.prompt_logprobs import ROWS_PER_SLICE
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
@@ -245,6 +245,7 @@ class ModelEngine:
                     [],
                     p.FinishReason.ABORT.value,
                     num_cached_tokens=req.num_cached_tokens,
+                    decode_time=decode_time(req),
                 )
             )
         return outputs
@@ -358,9 +359,10 @@ class ModelEngine:
             )
             if first:
                 first_output(req, out)
-            outputs.append(out)
             if done:
+                out.decode_time = decode_time(req)
                 finished.append(req)
+            outputs.append(out)
         self.scheduler.finish_requests(finished)
         for req, message in failed:
             self.scheduler.finish_request(req, p.FinishReason.ERROR.value)

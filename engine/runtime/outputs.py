@@ -1,5 +1,5 @@
-"""The outputs the engine builds for a request: its first output's extras, an error, and
-the grammar's say on whether a sampled token ends it."""
+"""The outputs the engine builds for a request: its first output's extras, its final
+output's decode time, an error, and the grammar's say on whether a sampled token ends it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,16 @@ def first_output(req: Request, out: p.EngineCoreOutput) -> None:
         req.prompt_logprobs = None
     now = time.monotonic()
     scheduled = req.scheduled_at if req.scheduled_at is not None else now
+    req.first_token_at = now
     out.queue_time = max(scheduled - req.received_at, 0.0)
     out.prefill_time = max(now - scheduled, 0.0)
+
+
+def decode_time(req: Request) -> float | None:
+    """What a request's final output carries: seconds from its first token to now (None
+    when it had none)."""
+    first = req.first_token_at
+    return None if first is None else max(time.monotonic() - first, 0.0)
 
 
 def advance_grammar(req: Request, token: int, done: bool) -> bool:

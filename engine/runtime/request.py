@@ -49,6 +49,7 @@ class Request:
         "first_scheduled",
         "received_at",
         "scheduled_at",
+        "first_token_at",
         "prompt_logprobs",
         "grammar",
     )
@@ -87,6 +88,7 @@ class Request:
         # Monotonic clock: when the engine got the request, and first scheduled it.
         self.received_at = time.monotonic()
         self.scheduled_at: float | None = None
+        self.first_token_at: float | None = None  # when its first output went out
         # Prompt logprobs gathered so far (prefill chunk by chunk); None when not asked
         # for, and again once they went out with the first output.
         self.prompt_logprobs: list[p.TokenLogprobs] | None = (

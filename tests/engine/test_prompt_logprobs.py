@@ -1,5 +1,6 @@
 """Prompt logprobs against transformers: short prompts, chunked prefill, prefix cache,
-preemption; queue_time / prefill_time on exactly the first output."""
+preemption; queue_time / prefill_time on exactly the first output, decode_time on the
+last."""
 
 from __future__ import annotations
 
@@ -184,6 +185,9 @@ def test_queue_and_prefill_time_on_exactly_the_first_output(
         assert first.queue_time is not None and first.queue_time >= 0.0
         assert first.prefill_time is not None and first.prefill_time >= 0.0
         assert all(out.queue_time is None and out.prefill_time is None for out in rest)
+        assert rest[-1].finish_reason is not None and rest[-1].decode_time is not None
+        assert rest[-1].decode_time >= 0.0, "decode time with the final output"
+        assert all(out.decode_time is None for out in [first, *rest[:-1]])
     # Two sequence slots: the last two requests waited for the first two to finish.
     assert outputs["r3"][0].queue_time > outputs["r0"][0].queue_time
 

@@ -132,6 +132,10 @@ def test_prompt_logprobs_and_times_come_with_the_first_output(tmp_path: Path,
         assert head.prefill_time is not None and head.prefill_time >= 0
         assert all(o.queue_time is None and o.prefill_time is None for o in tail)
         assert all(o.prompt_logprobs is None for o in tail)
+        *middle, last = outputs
+        assert last.finish_reason is not None
+        assert last.decode_time is not None and last.decode_time >= 0, "with the final output"
+        assert all(o.decode_time is None for o in middle)
     assert all(o.prompt_logprobs is None for o in out["none"])
     assert rest or len(first.new_token_ids) == 4
 

@@ -92,6 +92,7 @@ def _full_output() -> p.EngineCoreOutput:
         queue_time=0.015625,
         prefill_time=1.5e-4,
         error_kind=p.ErrorKind.INVALID_REQUEST.value,
+        decode_time=2.75,
     )
 
 

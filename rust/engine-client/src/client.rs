@@ -24,6 +24,9 @@ use crate::balance::{self, Load};
 use crate::error::EngineError;
 
 /// What a request's channel receives.
+// Unboxed: every output is an `Output` (a box would be an allocation per output); `Dead`
+// comes once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum EngineEvent {
     Output(EngineCoreOutput),

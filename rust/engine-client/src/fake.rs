@@ -2,10 +2,11 @@
 //! included, and emits scripted tokens, one per step. Logprobs are synthetic and
 //! deterministic ([`prompt_logprobs`], [`token_logprobs`]); a request's first output
 //! carries [`QUEUE_TIME`], [`PREFILL_TIME`] and its prefix-cache hit ([`cached_tokens`]:
-//! the whole [`BLOCK_SIZE`] blocks it shares with a prompt the fake saw before). A request whose structured-output regex
-//! is [`INVALID_REGEX`] ends at once with `error` and `error_kind` `invalid_request` (as
-//! the engine refuses a spec that does not compile); one whose regex is
-//! [`FAILING_REGEX`] ends with `error` and no kind (the engine failed it).
+//! the whole [`BLOCK_SIZE`] blocks it shares with a prompt the fake saw before), its last
+//! [`DECODE_TIME`]. A request whose structured-output regex is [`INVALID_REGEX`] ends at
+//! once with `error` and `error_kind` `invalid_request` (as the engine refuses a spec that
+//! does not compile); one whose regex is [`FAILING_REGEX`] ends with `error` and no kind
+//! (the engine failed it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,8 @@ pub const VOCAB_SIZE: u64 = 11;
 pub const QUEUE_TIME: f64 = 0.25;
 /// The prefill time (seconds) it reports with it.
 pub const PREFILL_TIME: f64 = 0.125;
+/// The decode time (seconds) it reports with a request's final output.
+pub const DECODE_TIME: f64 = 0.5;
 
 /// The block size of the fake's prefix cache (and of its READY).
 pub const BLOCK_SIZE: usize = 16;
@@ -287,6 +290,9 @@ pub fn run_fake_engine(
                     .prompt_logprobs
                     .map(|k| prompt_logprobs(&req.prompt_token_ids, k));
             }
+            if finish.is_some() {
+                out.decode_time = Some(DECODE_TIME);
+            }
             outputs.push(out);
             finish.is_none()
         });
@@ -321,6 +327,7 @@ fn output_of(
         queue_time: None,
         prefill_time: None,
         error_kind: None,
+        decode_time: None,
     }
 }
 

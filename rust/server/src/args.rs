@@ -235,6 +235,9 @@ impl Specific for ServeSpecific {
         if own.collect_detailed_traces && own.otlp_traces_endpoint.is_none() {
             return Err("collect_detailed_traces needs otlp_traces_endpoint".into());
         }
+        if let Some(endpoint) = &own.otlp_traces_endpoint {
+            crate::edge::trace::traces_url(endpoint)?;
+        }
         crate::parsers::select::check_tool_setting(own.tool_call_parser.as_deref())?;
         crate::parsers::select::check_reasoning_setting(own.reasoning_parser.as_deref())?;
         Ok(())

@@ -15,6 +15,7 @@ use crate::edge::body::request_body;
 use crate::edge::error::text_error;
 use crate::edge::error::{ApiError, Dialect};
 use crate::edge::request_id;
+use crate::edge::trace;
 use crate::output::batch;
 use crate::output::generation::{Generation, Observer};
 use crate::output::response::{self, Deadline, Shapes, StreamOptions};
@@ -78,6 +79,8 @@ where
     S: Shapes,
 {
     let arrival = Instant::now();
+    // The request's span (when traces are on) starts now: a refused request has one too.
+    let _trace = trace::begin();
     let job = match prepare(state, body, build).await {
         Ok((prompts, permit)) => {
             let id_prefix = id_prefix.unwrap_or_else(|| {
@@ -154,11 +157,14 @@ impl AcceptedRequest {
                 .respond(shapes.dialect());
         };
         let n = settings.n.max(1) as usize;
+        let trace = trace::begin();
         let observers: Vec<Observer> = prompts
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(index, p)| {
                 state.metrics.prompt_tokens(p.ids.len());
                 Observer::new(Arc::clone(&state.metrics), arrival, settings.n.max(1))
+                    .traced(trace.clone(), index)
             })
             .collect();
         let requests = batch::fan_out(&engine_id, &prompts, now_f64());
@@ -185,6 +191,9 @@ impl AcceptedRequest {
                 ),
                 Err(err) => return text_error(err).respond(shapes.dialect()),
             }
+        }
+        if let Some(trace) = &trace {
+            trace.queued(&id, prompts.iter().map(|p| p.ids.len()));
         }
         tracing::debug!(
             request_id = %id,

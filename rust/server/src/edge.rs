@@ -2,8 +2,8 @@
 //! error type ([`error::ApiError`], where engine and text errors become a status),
 //! the API key ([`auth`]), admission under `--max-concurrent-requests` ([`admission`]),
 //! body limits ([`body`]), Prometheus counters ([`metrics`], with vLLM's names in
-//! [`vllm_metrics`]), the listener ([`listener`]), and the browser-facing
-//! [`middleware`]: CORS ([`cors`]) and request ids ([`request_id`]).
+//! [`vllm_metrics`]), OpenTelemetry traces ([`trace`]), the listener ([`listener`]), and
+//! the browser-facing [`middleware`]: CORS ([`cors`]) and request ids ([`request_id`]).
 
 pub mod admission;
 pub mod auth;
@@ -14,4 +14,5 @@ pub mod listener;
 pub mod metrics;
 pub mod middleware;
 pub mod request_id;
+pub mod trace;
 pub mod vllm_metrics;

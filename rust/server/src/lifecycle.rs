@@ -18,6 +18,7 @@ use crate::args::ServeArgs;
 use crate::edge::admission::Admission;
 use crate::edge::listener::{Endpoint, ServerTask};
 use crate::edge::metrics::Metrics;
+use crate::edge::trace::{self, Traces};
 use crate::logprobs::TokenTexts;
 use crate::state::{unix_now, AppState, HttpOptions};
 use crate::text::Text;
@@ -127,7 +128,15 @@ pub async fn serve_connected(
         },
     );
 
-    let (stop_tx, mut server) = endpoint.spawn(crate::routes::router(state));
+    let traces = match args.otlp_traces_endpoint() {
+        Some(endpoint) => Some(
+            Traces::start(endpoint, args.collect_detailed_traces(), state.model_name())
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let app = trace::layer(crate::routes::router(state), traces.as_ref());
+    let (stop_tx, mut server) = endpoint.spawn(app);
     // The announcement comes from the process that listens, once it does (the `vrs` CLI
     // prints no address before handing over).
     tracing::info!(
@@ -155,6 +164,9 @@ pub async fn serve_connected(
         }
     };
     stats.abort();
+    if let Some(traces) = traces {
+        traces.shutdown().await;
+    }
     Ok(code)
 }
 

@@ -484,6 +484,10 @@ pub struct EngineCoreOutput {
     /// fault (the frontend answers 400); `None`: the engine failed it (500).
     #[serde(default)]
     pub error_kind: Option<String>,
+    /// With the request's final output: seconds from its first token to this output
+    /// (decode), as the engine measured them; `None` when it had no token.
+    #[serde(default)]
+    pub decode_time: Option<f64>,
 }
 
 impl EngineCoreOutput {
@@ -662,11 +666,14 @@ mod tests {
             queue_time: None,
             prefill_time: None,
             error_kind: None,
+            decode_time: None,
         };
-        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil, nil ]
+        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil, nil, nil ]
         assert_eq!(
             encode(&out).unwrap(),
-            vec![0x9b, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0]
+            vec![
+                0x9c, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0
+            ]
         );
         let bytes = encode(&SchedulerStats {
             kv_cache_usage: 0.0,

@@ -41,9 +41,10 @@ fn output() -> impl Strategy<Value = EngineCoreOutput> {
         any::<u64>(),
         prop::option::of("\\PC{0,20}"),
         prop::option::of(prop::sample::select(vec!["invalid_request", "other"])),
+        prop::option::of(finite()),
     )
         .prop_map(
-            |(id, ids, finish, stop, lps, cached, error, kind)| EngineCoreOutput {
+            |(id, ids, finish, stop, lps, cached, error, kind, decode)| EngineCoreOutput {
                 request_id: id,
                 new_token_ids: ids,
                 finish_reason: finish.map(str::to_owned),
@@ -55,6 +56,7 @@ fn output() -> impl Strategy<Value = EngineCoreOutput> {
                 queue_time: None,
                 prefill_time: None,
                 error_kind: kind.map(str::to_owned),
+                decode_time: decode,
             },
         )
 }

@@ -148,6 +148,7 @@ fn full_output() -> EngineCoreOutput {
         queue_time: Some(0.015625),
         prefill_time: Some(1.5e-4),
         error_kind: Some(ErrorKind::InvalidRequest.as_str().into()),
+        decode_time: Some(2.75),
     }
 }
 
@@ -199,6 +200,7 @@ fn output(id: &str, ids: Vec<u32>, finish: Option<FinishReason>) -> EngineCoreOu
         queue_time: None,
         prefill_time: None,
         error_kind: None,
+        decode_time: None,
     }
 }
 

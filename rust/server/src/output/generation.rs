@@ -16,6 +16,7 @@ use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::Metrics;
+use crate::edge::trace::RequestTrace;
 use crate::edge::vllm_metrics::{Finished, Siblings};
 use crate::openai::Usage;
 use vrs_engine_client::client::{EngineEvent, RequestHandle};
@@ -39,13 +40,15 @@ impl Piece {
     }
 }
 
-/// Where a request's latencies go: the metrics, when the HTTP request arrived, and
-/// its `n` choices (for `vllm:request_max_num_generation_tokens`).
+/// Where a request's latencies go: the metrics, when the HTTP request arrived, its `n`
+/// choices (for `vllm:request_max_num_generation_tokens`), and its trace with the index
+/// of the prompt (when traces are on).
 #[derive(Clone)]
 pub struct Observer {
     pub metrics: Arc<Metrics>,
     pub arrival: Instant,
     siblings: Arc<Siblings>,
+    trace: Option<(Arc<RequestTrace>, usize)>,
 }
 
 impl Observer {
@@ -55,7 +58,14 @@ impl Observer {
             metrics,
             arrival,
             siblings: Arc::new(Siblings::new(n)),
+            trace: None,
         }
+    }
+
+    /// Its choices report to `trace` (if any) as those of prompt `prompt`.
+    pub fn traced(mut self, trace: Option<Arc<RequestTrace>>, prompt: usize) -> Self {
+        self.trace = trace.map(|t| (t, prompt));
+        self
     }
 }
 
@@ -287,8 +297,11 @@ impl Generation {
     }
 
     /// The engine's prefix-cache hit, queue and prefill times (with a request's first
-    /// output).
+    /// output); the trace's cached tokens and engine times.
     fn timings(&mut self, output: &EngineCoreOutput) {
+        if let Some((trace, prompt)) = &self.observer.trace {
+            trace.output(*prompt, output);
+        }
         let cached = u32::try_from(output.num_cached_tokens).unwrap_or(u32::MAX);
         self.cached_tokens = self.cached_tokens.max(cached.min(self.prompt_tokens));
         let vllm = &self.observer.metrics.vllm;
@@ -345,6 +358,9 @@ impl Generation {
                     .vllm
                     .first_token(self.engine, self.prompt_tokens, ttft.as_secs_f64());
                 self.first = Some(now);
+                if let Some((trace, _)) = &self.observer.trace {
+                    trace.first_token();
+                }
                 None
             }
             Some(last) => {
@@ -390,6 +406,10 @@ impl Generation {
         }
         if let Some(max) = self.observer.siblings.done(self.completion_tokens) {
             vllm.max_generation(self.engine, max);
+        }
+        if let Some((trace, _)) = &self.observer.trace {
+            let reason = self.outcome.unwrap_or(FinishReason::Abort.as_str());
+            trace.finished(reason, self.completion_tokens);
         }
     }
 }

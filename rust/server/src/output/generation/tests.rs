@@ -205,6 +205,7 @@ fn stop_token_hidden_only_when_last() {
         queue_time: None,
         prefill_time: None,
         error_kind: None,
+        decode_time: None,
     };
     assert_eq!(visible_ids(&out), &[5]);
     out.stop_token_id = None;

@@ -1,0 +1,30 @@
+"""server/trace.py without a server: the collector URL an endpoint names (the same table as
+``rust/server/src/edge/trace/tests.rs``), and traces off outside a traced request."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.trace import begin, traces_url
+
+
+@pytest.mark.parametrize(("endpoint", "url"), [
+    ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+    ("http://collector:4318/", "http://collector:4318/v1/traces"),
+    ("http://c:4318/v1/traces", "http://c:4318/v1/traces"),
+    ("http://c:4318/custom/path", "http://c:4318/custom/path"),
+])
+def test_an_endpoint_without_a_path_gets_the_traces_path(endpoint: str, url: str) -> None:
+    assert traces_url(endpoint) == url
+
+
+@pytest.mark.parametrize("endpoint", ["https://c:4318", "grpc://c:4317", "c:4318", "",
+                                      "http://"])
+def test_an_endpoint_that_is_not_http_is_refused(endpoint: str) -> None:
+    with pytest.raises(ValueError, match="--otlp-traces-endpoint") as error:
+        traces_url(endpoint)
+    assert "http://" in str(error.value)
+
+
+def test_no_trace_outside_a_traced_request() -> None:
+    assert begin() is None
