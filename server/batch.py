@@ -22,6 +22,7 @@ from server.engine_client import EngineClient
 from server.error import APIError, bad_request
 from server.generation import Generation
 from server.metrics import Metrics
+from server.queue import Queue
 from server.text import ModelText
 from server.vllm_metrics import Siblings
 
@@ -90,10 +91,18 @@ def fan_out(
     rid: str,
     prompts: list[Prompt],
     arrival: float,
+    queue: Queue,
 ) -> list[Generation]:
-    """One engine request per (prompt, choice), in choice-index order; on an error
-    the ones already sent are aborted."""
+    """One engine request per (prompt, choice), in choice-index order, each entered in
+    ``queue`` first (a full queue refuses the request before anything reaches the
+    engine); on an error the ones already sent are aborted."""
     total = sum(prompt.settings.n for prompt in prompts)
+    try:
+        tickets = queue.enter([len(p.ids) for p in prompts for _ in range(p.settings.n)])
+    except APIError as error:
+        if error.rejection is not None:
+            metrics.reject(error.rejection)
+        raise
     generations: list[Generation] = []
     try:
         for prompt in prompts:
@@ -123,11 +132,15 @@ def fan_out(
                         siblings,
                         echo_only=settings.echo_only,
                         constraint=settings.constraint,
+                        ticket=tickets[len(generations)],
                     )
                 )
     except APIError:
         for generation in generations:
             generation.close()
+        for ticket in tickets:
+            if ticket is not None:
+                ticket.leave()
         raise
     return generations
 

@@ -332,4 +332,5 @@ async fn invocations_route_by_the_body() {
 }
 
 mod loopback;
+mod queue;
 mod structured;
