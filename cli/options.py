@@ -162,3 +162,63 @@ MockReplies = Annotated[Path | None, typer.Option(
     help="Mock engine: a JSON file [{\"when\": TEXT, \"reply\": TEXT}, ...]; a prompt "
          "containing `when` is answered with `reply`, then EOS (for testing parsers); "
          "optional \"cuts\": [OFFSET, ...] break the streamed pieces there.")]
+
+# --------------------------------------------------------------- the production edge (#17)
+# TLS, Unix socket, CORS, request ids and connection limits: `serve`, `frontend`, `render`.
+SslKeyfile = Annotated[Path | None, typer.Option(
+    dir_okay=False, help="TLS private key (PEM). Default: the key in --ssl-certfile.")]
+SslCertfile = Annotated[Path | None, typer.Option(
+    dir_okay=False, help="TLS certificate chain (PEM): serve HTTPS instead of HTTP.")]
+SslCaCerts = Annotated[Path | None, typer.Option(
+    dir_okay=False, help="CA certificates (PEM) that client certificates must chain to "
+                         "(mTLS, with --ssl-cert-reqs 1 or 2).")]
+SslCertReqs = Annotated[int, typer.Option(
+    min=0, max=2, help="Client certificates: 0 not asked for, 1 optional (verified when "
+                       "sent), 2 required (mTLS). Python's ssl.CERT_* values.")]
+Uds = Annotated[Path | None, typer.Option(
+    dir_okay=False, help="Serve HTTP on this Unix domain socket instead of --host/--port "
+                         "(a stale socket file is replaced; removed at exit).")]
+AllowedOrigins = Annotated[str, typer.Option(
+    help='CORS: JSON list of origins allowed to call the API, e.g. \'["https://app.example"]\' '
+         '("*": any).')]
+AllowedMethods = Annotated[str, typer.Option(help="CORS: JSON list of allowed methods.")]
+AllowedHeaders = Annotated[str, typer.Option(help="CORS: JSON list of allowed request headers.")]
+AllowCredentials = Annotated[bool, typer.Option(
+    "--allow-credentials", help="CORS: allow credentials (cookies, Authorization).")]
+EnableRequestIdHeaders = Annotated[bool, typer.Option(
+    "--enable-request-id-headers",
+    help="Use the client's X-Request-Id (at most 128 visible ASCII characters; else a fresh "
+         "id) in logs and the engine, and echo the id in an X-Request-Id response header.")]
+H11MaxIncompleteEventSize = Annotated[int, typer.Option(
+    min=1024, help="Largest request head (request line + headers) in bytes; a larger one "
+                   "gets 431.")]
+HeaderReadTimeout = Annotated[float, typer.Option(
+    min=0.001, help="Seconds a client may take to send a request's headers; then the "
+                    "connection is closed (slow clients never hold the server).")]
+HttpTimeoutKeepAlive = Annotated[float, typer.Option(
+    min=0.001, help="Seconds an idle keep-alive connection stays open.")]
+MaxConnections = Annotated[int | None, typer.Option(
+    min=1, help="Open HTTP connections at most; more wait in the kernel's backlog. "
+                "Default: no limit.")]
+
+# ------------------------------------------------------ streams, queue and traces (#17)
+# `serve` and `frontend` only.
+SseKeepAliveInterval = Annotated[float | None, typer.Option(
+    min=0.001, help="Seconds of silence after which a stream gets an SSE comment frame "
+                    "(`: keep-alive`), e.g. while queued or prefilling. Default: off.")]
+MaxNumQueuedReqs = Annotated[int | None, typer.Option(
+    min=0, help="Requests waiting for their first token at most; a request beyond it gets "
+                "503 with Retry-After. Default: no limit.")]
+MaxNumQueuedTokens = Annotated[int | None, typer.Option(
+    min=0, help="Prompt tokens of the requests waiting for their first token at most; a "
+                "request beyond it gets 503 with Retry-After. Default: no limit.")]
+MaxQueueWait = Annotated[float | None, typer.Option(
+    min=0.001, help="Seconds a request may wait for its first token; then it gets 503 (or "
+                    "an SSE error event) and is aborted in the engine. Default: no limit.")]
+OtlpTracesEndpoint = Annotated[str | None, typer.Option(
+    help="Export one OpenTelemetry span per request over OTLP/HTTP to this URL (e.g. "
+         "http://localhost:4318). Default: no traces.")]
+CollectDetailedTraces = Annotated[str | None, typer.Option(
+    help="Comma-separated: all, model, worker (vLLM's values; each adds the engine's "
+         "per-request queue, prefill and decode times to the span). Needs "
+         "--otlp-traces-endpoint.")]

@@ -2,19 +2,20 @@
 
 Keys (docs/internals.md): model, served_model_name, host, port, log_level,
 chat_template, chat_template_content_format, tokenizer, max_model_len, tool_call_parser,
-reasoning_parser. Rust:
+reasoning_parser, http. Rust:
 `vrs-rs render --args-json`; Python: ``server.render.serve_render`` in this process.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from cli.http_args import HttpOptions
 from cli.serve_args import (
     note_trust_remote_code,
     pick_model,
@@ -37,13 +38,15 @@ class RenderOptions:
     trust_remote_code: bool = False
     tool_call_parser: str = "auto"
     reasoning_parser: str = "auto"
+    http: HttpOptions = field(default_factory=HttpOptions)
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RenderOptions:
         """From the command's ``locals()``: enums to values, other parameters ignored."""
         values = {f.name: params[f.name] for f in fields(cls) if f.name in params}
         values["model"] = pick_model(params["model"], params.get("model_option"))
-        return cls(**{k: v.value if isinstance(v, Enum) else v for k, v in values.items()})
+        values = {k: v.value if isinstance(v, Enum) else v for k, v in values.items()}
+        return cls(**values, http=HttpOptions.from_params(params))
 
 
 def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
@@ -62,6 +65,7 @@ def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
         "max_model_len": options.max_model_len,
         "tool_call_parser": options.tool_call_parser,
         "reasoning_parser": options.reasoning_parser,
+        "http": options.http.to_args(),
     }
 
 

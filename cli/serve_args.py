@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+
+from cli.http_args import HttpOptions, detailed_traces
 
 
 class ModelNotFoundError(ValueError):
@@ -61,6 +63,13 @@ class ServeOptions:
     engine_index: int = 0
     tokenizer: str | None = None
     trust_remote_code: bool = False
+    sse_keep_alive_interval: float | None = None
+    max_num_queued_reqs: int | None = None
+    max_num_queued_tokens: int | None = None
+    max_queue_wait: float | None = None
+    otlp_traces_endpoint: str | None = None
+    collect_detailed_traces: str | None = None
+    http: HttpOptions = field(default_factory=HttpOptions)
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ServeOptions:
@@ -74,9 +83,10 @@ class ServeOptions:
         from cli.options import size_or_none
 
         values: dict[str, Any] = {"model": pick_model(params["model"],
-                                                      params.get("model_option"))}
+                                                      params.get("model_option")),
+                                  "http": HttpOptions.from_params(params)}
         for f in fields(cls):
-            if f.name == "model":
+            if f.name in ("model", "http"):
                 continue
             if f.name == "kv_cache_memory_bytes":
                 values[f.name] = size_or_none(params["kv_cache_memory"])
@@ -216,6 +226,14 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "data_parallel_size_local": options.data_parallel_size_local,
         "data_parallel_address": options.data_parallel_address,
         "data_parallel_rpc_port": options.data_parallel_rpc_port,
+        "http": options.http.to_args(),
+        "sse_keep_alive_interval": options.sse_keep_alive_interval,
+        "max_num_queued_reqs": options.max_num_queued_reqs,
+        "max_num_queued_tokens": options.max_num_queued_tokens,
+        "max_queue_wait": options.max_queue_wait,
+        "otlp_traces_endpoint": options.otlp_traces_endpoint,
+        "collect_detailed_traces": detailed_traces(options.collect_detailed_traces,
+                                                   options.otlp_traces_endpoint),
     }
 
 

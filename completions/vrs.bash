@@ -80,9 +80,27 @@ _vrs() {
         --data-parallel-size-local) return ;;
         --data-parallel-address) return ;;
         --data-parallel-rpc-port) return ;;
+        --sse-keep-alive-interval) return ;;
+        --max-num-queued-reqs) return ;;
+        --max-num-queued-tokens) return ;;
+        --max-queue-wait) return ;;
+        --otlp-traces-endpoint) return ;;
+        --collect-detailed-traces) return ;;
+        --ssl-keyfile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-certfile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-ca-certs) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-cert-reqs) return ;;
+        --uds) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --allowed-origins) return ;;
+        --allowed-methods) return ;;
+        --allowed-headers) return ;;
+        --h11-max-incomplete-event-size) return ;;
+        --header-read-timeout) return ;;
+        --http-timeout-keep-alive) return ;;
+        --max-connections) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -97,9 +115,21 @@ _vrs() {
         --reasoning-parser) return ;;
         --chat-template-content-format) COMPREPLY=($(compgen -W "auto string openai" -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W "debug info warning error" -- "$cur")); return ;;
+        --ssl-keyfile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-certfile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-ca-certs) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-cert-reqs) return ;;
+        --uds) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --allowed-origins) return ;;
+        --allowed-methods) return ;;
+        --allowed-headers) return ;;
+        --h11-max-incomplete-event-size) return ;;
+        --header-read-timeout) return ;;
+        --http-timeout-keep-alive) return ;;
+        --max-connections) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --tool-call-parser --reasoning-parser --chat-template-content-format --log-level --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --max-model-len --chat-template --tool-call-parser --reasoning-parser --chat-template-content-format --log-level --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --frontend --help" -- "$cur"))
         return ;;
     "serve")
         case "$prev" in
@@ -135,11 +165,29 @@ _vrs() {
         --data-parallel-size-local) return ;;
         --data-parallel-address) return ;;
         --data-parallel-rpc-port) return ;;
+        --sse-keep-alive-interval) return ;;
+        --max-num-queued-reqs) return ;;
+        --max-num-queued-tokens) return ;;
+        --max-queue-wait) return ;;
+        --otlp-traces-endpoint) return ;;
+        --collect-detailed-traces) return ;;
+        --ssl-keyfile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-certfile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-ca-certs) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --ssl-cert-reqs) return ;;
+        --uds) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --allowed-origins) return ;;
+        --allowed-methods) return ;;
+        --allowed-headers) return ;;
+        --h11-max-incomplete-event-size) return ;;
+        --header-read-timeout) return ;;
+        --http-timeout-keep-alive) return ;;
+        --max-connections) return ;;
         --handshake-address) return ;;
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

@@ -45,6 +45,7 @@ import msgspec
 
 from engine.protocol import SamplingParams
 from server import openai as s
+from server.args import DEFAULT_HOST, DEFAULT_PORT, CommonArgs, convert_args
 from server.edge import (
     Handler,
     Receive,
@@ -56,15 +57,11 @@ from server.edge import (
     send_json,
 )
 from server.lifecycle import (
-    DEFAULT_HOST,
-    DEFAULT_PORT,
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
-    CommonArgs,
     bind_http,
     checked_args,
-    convert_args,
     http_server,
     setup_logging,
     text_executor,

@@ -105,6 +105,13 @@ class Options(msgspec.Struct, kw_only=True):
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     max_batch_prompts: int = batch.DEFAULT_MAX_BATCH_PROMPTS
+    sse_keep_alive_interval: float | None = None  # seconds; None: no comment frames
+    max_num_queued_reqs: int | None = None
+    max_num_queued_tokens: int | None = None
+    max_queue_wait: float | None = None  # seconds
+    otlp_traces_endpoint: str | None = None
+    collect_detailed_traces: bool = False
+    enable_request_id_headers: bool = False
 
 
 class App:

@@ -31,9 +31,12 @@ TABLE = Path(__file__).resolve().parents[1] / "parser_cases" / "tools.jsonl"
 CASES = {c["name"]: c for c in map(json.loads, TABLE.read_text(encoding="utf-8").splitlines())}
 PARSERS = ("demo", "hermes", "llama3_json", "mistral", "deepseek_v3", "granite", "qwen3_coder",
            "pythonic")
-# Rust serve (the Rust parsers) and the Python frontend; rust-frontend runs the same Rust
-# code as rust-serve.
-MODES = ("rust-serve", "python")
+# Rust serve runs every format (the Rust parsers); rust-frontend runs the same Rust code.
+# The Python frontend runs one format of each scanner kind (tagged JSON, special-token
+# sections, XML parameters, Python calls): every Python format meets the whole case table
+# in tests/server/test_tool_cases.py, so here only the wiring through the frontend is new.
+PYTHON_PARSERS = ("hermes", "deepseek_v3", "qwen3_coder", "pythonic")
+SERVERS = [(p, "rust-serve") for p in PARSERS] + [(p, "python") for p in PYTHON_PARSERS]
 SCENARIOS = ("one_call", "two_calls", "text_around", "markers_in_arguments", "cjk_emoji",
              "malformed", "truncated")
 
@@ -81,8 +84,7 @@ FORCED_NAMED = '{"city": "東京 🌸", "days": 2}'
 FORCED = {"forced-required": FORCED_REQUIRED, "forced-named": FORCED_NAMED}
 
 
-@pytest.fixture(scope="module", params=[(p, m) for p in PARSERS for m in MODES],
-                ids=[f"{p}-{m}" for p in PARSERS for m in MODES])
+@pytest.fixture(scope="module", params=SERVERS, ids=[f"{p}-{m}" for p, m in SERVERS])
 def parser_server(request: pytest.FixtureRequest, demo_model: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Server]]:
     parser, mode = request.param

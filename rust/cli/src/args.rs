@@ -5,7 +5,7 @@
 use clap::Args;
 use serde_json::{Map, Value};
 use vrs_server::args::{
-    CommandArgs, RenderArgs, RenderSpecific, ServeArgs, ServeSpecific, Specific,
+    CommandArgs, HttpArgs, RenderArgs, RenderSpecific, ServeArgs, ServeSpecific, Specific,
 };
 
 /// The flags `serve` and `render` share (keys of [`CommandArgs`]).
@@ -60,6 +60,7 @@ impl CommonCli {
             chat_template: self.chat_template,
             tokenizer: self.tokenizer,
             chat_template_content_format: self.chat_template_content_format,
+            http: HttpArgs::default(),
             specific,
         };
         args.check()?;
@@ -76,8 +77,10 @@ pub struct ServeCli {
     /// chat_template_content_format, tokenizer, engine_config,
     /// api_key, max_request_body, max_concurrent_requests, request_timeout,
     /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
-    /// data_parallel_address, data_parallel_rpc_port, max_batch_prompts; see
-    /// docs/internals.md).
+    /// data_parallel_address, data_parallel_rpc_port, max_batch_prompts,
+    /// sse_keep_alive_interval, max_num_queued_reqs, max_num_queued_tokens, max_queue_wait,
+    /// otlp_traces_endpoint, collect_detailed_traces, and `http` (TLS, Unix socket, CORS,
+    /// request ids, connection limits: only here); see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
         "python_executable", "chat_template", "chat_template_content_format", "tokenizer", "mock", "max_model_len", "engine_config",
@@ -204,6 +207,12 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
         data_parallel_address: cli.data_parallel_address,
         data_parallel_rpc_port: cli.data_parallel_rpc_port,
         max_batch_prompts: cli.max_batch_prompts,
+        sse_keep_alive_interval: None,
+        max_num_queued_reqs: None,
+        max_num_queued_tokens: None,
+        max_queue_wait: None,
+        otlp_traces_endpoint: None,
+        collect_detailed_traces: false,
     };
     cli.common.into_args(specific)
 }
@@ -213,7 +222,8 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
 pub struct RenderCli {
     /// Every setting as one JSON object (keys: model, served_model_name, host, port,
     /// log_level, chat_template, chat_template_content_format, tokenizer, max_model_len,
-    /// tool_call_parser, reasoning_parser).
+    /// tool_call_parser, reasoning_parser, and `http` (TLS, Unix socket, CORS, request
+    /// ids, connection limits: only here)).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "chat_template",
         "chat_template_content_format", "tokenizer", "max_model_len", "tool_call_parser",

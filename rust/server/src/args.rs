@@ -9,6 +9,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use vrs_text::ContentFormatOption;
 
+pub mod http;
+
+pub use http::HttpArgs;
+
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8000;
 
@@ -35,6 +39,9 @@ pub struct CommandArgs<T> {
     /// `--chat-template-content-format`: auto (default), string or openai.
     #[serde(default)]
     pub chat_template_content_format: Option<String>,
+    /// TLS, the Unix socket, CORS, request ids and connection limits.
+    #[serde(default)]
+    pub http: HttpArgs,
     #[serde(flatten)]
     pub specific: T,
 }
@@ -73,6 +80,7 @@ impl<T: Specific> CommandArgs<T> {
             }
         }
         self.content_format()?;
+        self.http.check()?;
         T::check(self)
     }
 }
@@ -154,6 +162,24 @@ pub struct ServeSpecific {
     /// The most prompts one completions request may carry (default 256).
     #[serde(default)]
     pub max_batch_prompts: Option<usize>,
+    /// Seconds of silence after which a stream gets a `: keep-alive` comment frame.
+    #[serde(default)]
+    pub sse_keep_alive_interval: Option<f64>,
+    /// Requests waiting for their first token at most (503 above it).
+    #[serde(default)]
+    pub max_num_queued_reqs: Option<usize>,
+    /// Prompt tokens of the requests waiting for their first token at most.
+    #[serde(default)]
+    pub max_num_queued_tokens: Option<usize>,
+    /// Seconds a request may wait for its first token.
+    #[serde(default)]
+    pub max_queue_wait: Option<f64>,
+    /// Where spans are exported over OTLP/HTTP (`None`: no traces).
+    #[serde(default)]
+    pub otlp_traces_endpoint: Option<String>,
+    /// Whether spans carry the engine's queue, prefill and decode times.
+    #[serde(default)]
+    pub collect_detailed_traces: bool,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
@@ -196,6 +222,19 @@ impl Specific for ServeSpecific {
                 return Err(format!("request_timeout must be > 0 seconds, got {t}"));
             }
         }
+        for (key, seconds) in [
+            ("sse_keep_alive_interval", own.sse_keep_alive_interval),
+            ("max_queue_wait", own.max_queue_wait),
+        ] {
+            if let Some(t) = seconds {
+                if !(t.is_finite() && t > 0.0) {
+                    return Err(format!("{key} must be > 0 seconds, got {t}"));
+                }
+            }
+        }
+        if own.collect_detailed_traces && own.otlp_traces_endpoint.is_none() {
+            return Err("collect_detailed_traces needs otlp_traces_endpoint".into());
+        }
         crate::parsers::select::check_tool_setting(own.tool_call_parser.as_deref())?;
         crate::parsers::select::check_reasoning_setting(own.reasoning_parser.as_deref())?;
         Ok(())
@@ -203,6 +242,36 @@ impl Specific for ServeSpecific {
 }
 
 impl ServeArgs {
+    /// Silence after which a stream gets a `: keep-alive` comment (`None`: never).
+    pub fn sse_keep_alive_interval(&self) -> Option<std::time::Duration> {
+        self.specific
+            .sse_keep_alive_interval
+            .map(std::time::Duration::from_secs_f64)
+    }
+
+    pub fn max_num_queued_reqs(&self) -> Option<usize> {
+        self.specific.max_num_queued_reqs
+    }
+
+    pub fn max_num_queued_tokens(&self) -> Option<usize> {
+        self.specific.max_num_queued_tokens
+    }
+
+    /// How long a request may wait for its first token (`None`: no limit).
+    pub fn max_queue_wait(&self) -> Option<std::time::Duration> {
+        self.specific
+            .max_queue_wait
+            .map(std::time::Duration::from_secs_f64)
+    }
+
+    pub fn otlp_traces_endpoint(&self) -> Option<&str> {
+        self.specific.otlp_traces_endpoint.as_deref()
+    }
+
+    pub fn collect_detailed_traces(&self) -> bool {
+        self.specific.collect_detailed_traces
+    }
+
     /// The API key: `api_key`, else `$VRS_API_KEY`; empty means none.
     pub fn api_key(&self) -> Option<String> {
         self.specific

@@ -26,6 +26,43 @@ fn args_json_with_all_keys() {
     assert_eq!(tracing_level(args.log_level()).unwrap(), "warn");
 }
 
+/// The `http` object and the serve-level edge keys, as `vrs serve` writes them.
+#[test]
+fn args_json_with_the_edge_keys() {
+    let text = serde_json::json!({
+        "model": model_dir(), "sse_keep_alive_interval": 0.5, "max_num_queued_reqs": 4,
+        "max_num_queued_tokens": null, "max_queue_wait": 2.0,
+        "otlp_traces_endpoint": "http://127.0.0.1:4318", "collect_detailed_traces": true,
+        "http": {"ssl_keyfile": null, "ssl_certfile": null, "ssl_ca_certs": null,
+                 "ssl_cert_reqs": 0, "uds": null, "allowed_origins": ["https://a.example"],
+                 "allowed_methods": ["*"], "allowed_headers": ["*"],
+                 "allow_credentials": true, "enable_request_id_headers": true,
+                 "h11_max_incomplete_event_size": 65536, "header_read_timeout": 10.0,
+                 "http_timeout_keep_alive": 5.0, "max_connections": 100}
+    })
+    .to_string();
+    let args = ServeArgs::from_json(&text).unwrap();
+    assert_eq!(
+        args.sse_keep_alive_interval(),
+        Some(std::time::Duration::from_millis(500))
+    );
+    assert_eq!(args.max_num_queued_reqs(), Some(4));
+    assert_eq!(args.max_num_queued_tokens(), None);
+    assert_eq!(
+        args.max_queue_wait(),
+        Some(std::time::Duration::from_secs(2))
+    );
+    assert_eq!(args.otlp_traces_endpoint(), Some("http://127.0.0.1:4318"));
+    assert!(args.collect_detailed_traces());
+    assert_eq!(args.http.allowed_origins, ["https://a.example"]);
+    assert!(args.http.allow_credentials && args.http.enable_request_id_headers);
+    assert_eq!(args.http.max_connections, Some(100));
+    let wait = text.replace("\"max_queue_wait\":2.0", "\"max_queue_wait\":0.0");
+    assert!(ServeArgs::from_json(&wait)
+        .unwrap_err()
+        .contains("max_queue_wait must be > 0"));
+}
+
 #[test]
 fn args_json_nulls_take_defaults() {
     let text = format!(

@@ -50,6 +50,7 @@ fn fixture_parsers(template: Option<&str>, tool_call_parser: Option<&str>) -> Fi
         chat_template,
         tokenizer: None,
         chat_template_content_format: None,
+        http: Default::default(),
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
             tool_call_parser: tool_call_parser.map(str::to_owned),

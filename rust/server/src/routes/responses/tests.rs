@@ -320,6 +320,7 @@ async fn render(template: Option<&str>, path: &str, body: &Value) -> (StatusCode
         chat_template,
         tokenizer: None,
         chat_template_content_format: None,
+        http: Default::default(),
         specific: RenderSpecific {
             max_model_len: Some(MAX_MODEL_LEN),
             tool_call_parser: None,
