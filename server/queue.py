@@ -6,7 +6,8 @@ An engine request is queued from its ADD until its first output arrives (the eng
 scheduled it and finished its prefill); its tokens are its prompt's. A generation request
 (all its prompts x ``n`` engine requests) enters as a whole before anything reaches the
 engine: when it would take the queue past a bound it is refused with 503 and
-``Retry-After``; a request that could never fit, even in an empty queue, is a 400. Each
+``Retry-After``; a request that could never fit, even in an empty queue, is a 400 (but a
+bound of 0, which refuses every request with 503: a drain switch). Each
 engine request holds a :class:`Ticket` that leaves the queue at its first output, or when
 it ends without one, and carries its ``--max-queue-wait`` deadline. With none of the three
 settings the queue is off and costs nothing.
@@ -62,12 +63,12 @@ class Queue:
             return [None] * len(prompt_tokens)
         reqs, tokens = len(prompt_tokens), sum(prompt_tokens)
         max_reqs, max_tokens = self.max_reqs, self.max_tokens
-        if max_reqs is not None and reqs > max_reqs:
+        if max_reqs and reqs > max_reqs:
             raise bad_request(
                 f"this request makes {reqs} engine requests (prompts × n) and the server "
                 f"queues at most {max_reqs} (--max-num-queued-reqs); send fewer prompts or "
                 "a smaller n")
-        if max_tokens is not None and tokens > max_tokens:
+        if max_tokens and tokens > max_tokens:
             raise bad_request(
                 f"this request's prompts have {tokens} tokens (each counted once per "
                 f"choice) and the server queues at most {max_tokens} "

@@ -64,6 +64,9 @@ def test_a_request_that_could_never_fit_is_a_400() -> None:
         assert refused.value.rejection is None
         assert flag in refused.value.message
     assert (queue.reqs, queue.tokens) == (0, 0)
+    with pytest.raises(APIError) as drained:
+        Queue(max_tokens=0).enter([1])
+    assert drained.value.status == 503, "a bound of 0 refuses every request: a drain switch"
 
 
 def test_the_wait_limit_sets_each_tickets_deadline() -> None:

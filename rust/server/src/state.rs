@@ -76,7 +76,11 @@ impl HttpOptions {
             max_request_body: args.max_request_body(),
             max_concurrent_requests: args.specific.max_concurrent_requests,
             request_timeout: args.request_timeout(),
-            queue: QueueLimits::from_args(args),
+            queue: QueueLimits {
+                max_reqs: args.max_num_queued_reqs(),
+                max_tokens: args.max_num_queued_tokens(),
+                max_wait: args.max_queue_wait(),
+            },
             tool_call_parser: tools.name,
             reasoning_parser: reasoning.name,
             max_batch_prompts: args

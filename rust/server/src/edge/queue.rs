@@ -5,7 +5,8 @@
 //! has scheduled it and finished its prefill); its tokens are its prompt's. A generation
 //! request (all its prompts × `n` engine requests) enters as a whole before anything
 //! reaches the engine: when it would take the queue past a bound it is refused with 503
-//! and `Retry-After`; a request that could never fit, even in an empty queue, is a 400.
+//! and `Retry-After`; a request that could never fit, even in an empty queue, is a 400
+//! (but a bound of 0, which refuses every request with 503: a drain switch).
 //! Each engine request holds a [`Ticket`] that leaves the queue when dropped (at its
 //! first output, or when it ends without one) and carries its `--max-queue-wait`
 //! deadline. With none of the three flags set the queue is off and costs nothing.
@@ -15,7 +16,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::args::ServeArgs;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::Rejection;
 
@@ -25,12 +25,6 @@ pub struct QueueLimits {
     pub max_reqs: Option<usize>,
     pub max_tokens: Option<usize>,
     pub max_wait: Option<Duration>,
-}
-
-impl QueueLimits {
-    pub fn from_args(_args: &ServeArgs) -> Self {
-        Self::default()
-    }
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -103,14 +97,14 @@ impl Queue {
             max_tokens,
             max_wait,
         } = self.limits;
-        if let Some(limit) = max_reqs.filter(|&limit| reqs > limit) {
+        if let Some(limit) = max_reqs.filter(|&limit| limit > 0 && reqs > limit) {
             return Err(ApiError::bad_request(format!(
                 "this request makes {reqs} engine requests (prompts × n) and the server \
                  queues at most {limit} (--max-num-queued-reqs); send fewer prompts or a \
                  smaller n"
             )));
         }
-        if let Some(limit) = max_tokens.filter(|&limit| tokens > limit) {
+        if let Some(limit) = max_tokens.filter(|&limit| limit > 0 && tokens > limit) {
             return Err(ApiError::bad_request(format!(
                 "this request's prompts have {tokens} tokens (each counted once per choice) \
                  and the server queues at most {limit} (--max-num-queued-tokens); send a \
@@ -247,6 +241,8 @@ mod tests {
         assert_eq!(err.status().as_u16(), 400);
         assert!(err.to_string().contains("--max-num-queued-tokens"), "{err}");
         assert_eq!(q.queued(), (0, 0));
+        let drain = queue(Some(0), None);
+        assert_eq!(drain.enter(&[1]).unwrap_err().status().as_u16(), 503);
     }
 
     #[tokio::test]
