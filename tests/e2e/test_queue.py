@@ -136,7 +136,8 @@ def test_max_queue_wait_aborts_the_waiting_requests(queued: Server) -> None:
         assert events[-1] == "data: [DONE]", events
         error = json.loads(events[-2].removeprefix("data: "))["error"]
         assert error["code"] == 503 and "--max-queue-wait" in error["message"], error
-        assert metric(queued, WAITING) == 0, "the engine dropped both waiting requests"
+        assert wait_until(lambda: metric(queued, WAITING) == 0, 3), (
+            "the engine dropped both waiting requests")
         assert metric(queued, RUNNING) == 2, "the running requests go on"
         for response, _ in long_streams:
             response.close()  # a client that goes away aborts its request
