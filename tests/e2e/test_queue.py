@@ -167,8 +167,9 @@ def test_real_engine_frees_every_block_after_a_queue_wait_abort(real_queued: Ser
         request = client.build_request("POST", f"{real_queued.url}/v1/completions", json=body)
         blocker = client.send(request, stream=True)
         assert blocker.status_code == 200
-        assert next(line for line in blocker.iter_lines() if line).startswith("data: ")
-        assert metric(real_queued, KV_USAGE) > 0
+        lines = blocker.iter_lines()  # held: a dropped line iterator closes the response
+        assert next(line for line in lines if line).startswith("data: ")
+        assert wait_until(lambda: metric(real_queued, KV_USAGE) > 0, 5)
         refused = httpx.post(f"{real_queued.url}/v1/completions", timeout=60,
                              json={"model": MODEL, "prompt": "hello " * 600, "max_tokens": 4})
         assert refused.status_code == 503, refused.text
