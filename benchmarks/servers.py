@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -36,15 +37,17 @@ class Server:
 
     ``name`` is how errors call it; its output goes to ``log``. ``stop_session`` sends the
     SIGTERM to the whole session (the server and its engine at once) instead of the server
-    alone."""
+    alone. ``ca_cert``: the server speaks HTTPS (its certificate signed by that CA)."""
 
     def __init__(self, args: Sequence[str], log: Path, name: str, *,
                  timeout_s: float = 300.0, poll_s: float = 0.3,
-                 stop_session: bool = False) -> None:
+                 stop_session: bool = False, ca_cert: Path | None = None) -> None:
         self.name = name
         self.log_path = log
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if ca_cert else 'http'}://127.0.0.1:{self.port}"
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else True)
         self._stop_session = stop_session
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
@@ -57,7 +60,8 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{name} exited; see {log}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                if httpx.get(f"{self.url}/health", timeout=5,
+                             verify=verify).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

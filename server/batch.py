@@ -8,7 +8,8 @@ prompts.
 Choice ``j`` of prompt ``i`` has index ``i * n + j``; an engine request's id is the
 response id, with ``-<index>`` when the response has more than one choice; a child's
 seed is the request's seed + ``j``. ``usage.prompt_tokens`` counts each prompt once (not
-once per choice, as vLLM), ``completion_tokens`` every choice.
+once per choice, as vLLM), and so does ``prompt_tokens_details.cached_tokens`` (as the
+prompt's first choice found them), ``completion_tokens`` every choice.
 """
 
 from __future__ import annotations
@@ -145,11 +146,14 @@ def fan_out(
     return generations
 
 
-def usage(prompts: list[Prompt], generations: list[Generation]) -> s.Usage:
-    """The usage of a response: each prompt once, the completions of every choice."""
-    prompt = sum(len(p.ids) for p in prompts)
-    completion = sum(g.completion_tokens for g in generations)
-    return s.Usage(prompt, completion, prompt + completion)
+def usage(generations: list[Generation], n: int) -> s.Usage:
+    """The usage of a response whose choices (in index order, ``n`` per prompt) are
+    ``generations``: each prompt once (its tokens, and its cached tokens as its first
+    choice found them), the completions of every choice."""
+    firsts = generations[::max(n, 1)]
+    return s.Usage.of(sum(g.prompt_tokens for g in firsts),
+                      sum(g.completion_tokens for g in generations),
+                      sum(g.cached_tokens for g in firsts))
 
 
 def _wrap_i64(value: int) -> int:

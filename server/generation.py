@@ -1,5 +1,6 @@
 """One request's output pipeline: engine outputs -> incremental detokenizer -> stop
-strings -> text pieces, with the token counts for ``usage``.
+strings -> text pieces, with the token counts for ``usage`` (the prompt's cached tokens as
+the engine reports them with its first output).
 
 Mirrors ``rust/server/src/output/generation.rs``: outputs already queued are merged into one piece
 (a slow client gets fewer, larger events), a stop token is counted but not shown, a stop
@@ -50,8 +51,8 @@ class Generation:
     """A running request as the HTTP layer sees it."""
 
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
-                 "finish_reason", "_detok", "_stop", "_stream", "_metrics", "_arrival",
-                 "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
+                 "cached_tokens", "finish_reason", "_detok", "_stop", "_stream", "_metrics",
+                 "_arrival", "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
                  "_echo_only", "_queue", "_prefill", "_constraint", "_ticket")
 
     def __init__(
@@ -74,6 +75,7 @@ class Generation:
         self.request_id = request_id
         self.prompt_tokens = len(prompt_ids)
         self.completion_tokens = 0
+        self.cached_tokens = 0  # the prompt tokens found in the engine's prefix cache
         self.finish_reason: str | None = None
         self._detok = detokenizer
         self._stop = StopMatcher(stop) if stop else None
@@ -148,6 +150,8 @@ class Generation:
             for output in outputs:
                 if output.prompt_logprobs is not None:
                     prompt_logprobs = output.prompt_logprobs
+                if output.num_cached_tokens > self.cached_tokens:
+                    self.cached_tokens = min(output.num_cached_tokens, self.prompt_tokens)
                 if output.queue_time is not None:
                     self._queue, self._prefill = output.queue_time, output.prefill_time
                 reason = self._absorb(output, parts, logprobs)

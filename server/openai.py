@@ -130,10 +130,28 @@ COMPLETION_FIELDS = frozenset({"prompt", "logprobs", "echo"})
 # --------------------------------------------------------------------------- responses
 
 
+class PromptTokensDetails(msgspec.Struct):
+    cached_tokens: int = 0
+
+
 class Usage(msgspec.Struct):
+    """A response's token counts. ``prompt_tokens_details.cached_tokens``: the prompt
+    tokens the engine found in its prefix cache (vLLM's shape; always present, 0 for a
+    fresh prompt or before the engine's first output)."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails = msgspec.field(
+        default_factory=PromptTokensDetails)
+
+    @classmethod
+    def of(cls, prompt: int, completion: int, cached: int = 0) -> Usage:
+        return cls(prompt, completion, prompt + completion, PromptTokensDetails(cached))
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.prompt_tokens_details.cached_tokens
 
 
 class Function(msgspec.Struct):

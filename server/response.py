@@ -7,7 +7,8 @@ its ``index``; a piece that adds nothing visible (text held back by a parser) se
 chunk unless it carries logprobs or the finish reason; with
 ``stream_options.include_usage`` a chunk with no choices and the usage (all choices
 together) comes before ``[DONE]``; with ``continuous_usage_stats`` too, every chunk
-carries its choice's usage so far (its prompt's length, the tokens generated for it). Chat
+carries its choice's usage so far (its prompt's length and cached tokens, the tokens
+generated for it). Every usage has ``prompt_tokens_details.cached_tokens``. Chat
 with ``echo`` sends each choice's echoed text as its first content chunk, after the role
 chunks; with chat's ``prompt_logprobs`` those opening chunks wait for the engine's first
 output and the first of them carries them (the whole body has them top level). A
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 import msgspec
 
 from server import openai as s
+from server.batch import usage as batch_usage
 from server.choice import ChatChoice, CompletionChoice
 from server.error import APIError, Dialect, ErrorKind, QueueTimeoutError
 from server.generation import Generation, Piece
@@ -60,7 +62,8 @@ class Shapes(Protocol):
 
     def start(self) -> bytes: ...  # events before any text
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes: ...
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes: ...
 
     def whole_step(self, index: int, piece: Piece) -> None: ...  # for the whole body
 
@@ -75,26 +78,25 @@ class Shapes(Protocol):
 
 class _Shapes:
     """What chat and completions shapes share: the id line, each choice's prompt length
-    (``prompt_tokens[i]``), the prompts' total, continuous usage."""
+    (``prompt_tokens[i]``), the choices per prompt (``n``), continuous usage."""
 
     def __init__(self, rid: str, created: int, model: str, prompt_tokens: list[int],
-                 prompt_total: int, continuous: bool) -> None:
+                 n: int, continuous: bool) -> None:
         self.rid, self.created, self.model = rid, created, model
         self.prompt_tokens = prompt_tokens
-        self.prompt_total = prompt_total
+        self.n = n
         self.continuous = continuous
 
-    def running(self, index: int, completion_tokens: int) -> s.Usage | None:
+    def running(self, index: int, completion_tokens: int,
+                cached_tokens: int = 0) -> s.Usage | None:
         """A chunk's usage (continuous usage stats), else None."""
         if not self.continuous:
             return None
-        prompt = self.prompt_tokens[index]
-        return s.Usage(prompt, completion_tokens, prompt + completion_tokens)
+        return s.Usage.of(self.prompt_tokens[index], completion_tokens, cached_tokens)
 
     def usage_of(self, generations: list[Generation]) -> s.Usage:
         """The usage of a response: each prompt once, the completions of every choice."""
-        completion = sum(g.completion_tokens for g in generations)
-        return s.Usage(self.prompt_total, completion, self.prompt_total + completion)
+        return batch_usage(generations, self.n)
 
     dialect = Dialect.OPENAI
 
@@ -115,7 +117,7 @@ class ChatShapes(_Shapes):
     def __init__(self, rid: str, created: int, model: str, choices: list[ChatChoice],
                  prompt_tokens: int, continuous: bool = False, prompt_top: int | None = None,
                  texts: TokenTexts | None = None) -> None:
-        super().__init__(rid, created, model, [prompt_tokens] * len(choices), prompt_tokens,
+        super().__init__(rid, created, model, [prompt_tokens] * len(choices), len(choices),
                          continuous)
         self.choices = choices
         self._prompt_top = prompt_top
@@ -159,7 +161,8 @@ class ChatShapes(_Shapes):
                 and self._texts is not None and piece.prompt_logprobs is not None):
             self.prompt_logprobs = self._texts.prompt(piece.prompt_logprobs, self._prompt_top)
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes:
         self._take_prompt_logprobs(piece)
         opening = b""
         if self._prompt_top is not None and not self._prompt_sent:
@@ -172,7 +175,7 @@ class ChatShapes(_Shapes):
         chunk = s.ChatCompletionChunk(
             id=self.rid, created=self.created, model=self.model,
             choices=[s.ChatChunkChoice(index, delta.delta(), logprobs, delta.finish)])
-        usage = self.running(index, completion_tokens)
+        usage = self.running(index, completion_tokens, cached_tokens)
         if usage is not None:
             chunk.usage = usage
         return opening + event(chunk)
@@ -194,21 +197,21 @@ class ChatShapes(_Shapes):
 
 class CompletionShapes(_Shapes):
     """Completions chunks and bodies for one response (its choices in index order, each
-    with its prompt's length in ``prompt_tokens``)."""
+    with its prompt's length in ``prompt_tokens``, ``n`` per prompt)."""
 
     def __init__(self, rid: str, created: int, model: str, choices: list[CompletionChoice],
-                 prompt_tokens: list[int], prompt_total: int,
-                 continuous: bool = False) -> None:
-        super().__init__(rid, created, model, prompt_tokens, prompt_total, continuous)
+                 prompt_tokens: list[int], n: int, continuous: bool = False) -> None:
+        super().__init__(rid, created, model, prompt_tokens, n, continuous)
         self.choices = choices
 
     def start(self) -> bytes:
         return b""
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes:
         chunk = s.Completion(id=self.rid, created=self.created, model=self.model,
                              choices=[self.choices[index].step(piece)])
-        usage = self.running(index, completion_tokens)
+        usage = self.running(index, completion_tokens, cached_tokens)
         if usage is not None:
             chunk.usage = usage
         return event(chunk)
@@ -322,7 +325,8 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
             raise early
         async with _deadline(deadline):
             async for batch in pieces(generations, first):
-                body = b"".join(shapes.step(index, piece, generations[index].completion_tokens)
+                body = b"".join(shapes.step(index, piece, generations[index].completion_tokens,
+                                            generations[index].cached_tokens)
                                 for index, piece in batch)
                 if body:
                     message["body"] = body

@@ -314,7 +314,7 @@ class App:
                     prompt_logprobs=settings.prompt_logprobs))
                 lengths.append(len(prompt.ids))
         return response.CompletionShapes(rid, created, self.model_name, choices, lengths,
-                                         sum(len(p.ids) for p in prompts), continuous)
+                                         settings.n, continuous)
 
     async def _run(self, receive: Receive, send: Send, generations: list[Generation],
                    shapes: response.Shapes, settings: Settings, deadline: float | None,

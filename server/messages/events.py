@@ -138,9 +138,23 @@ class Blocks:
         return [block.whole() for block in self.blocks]
 
 
+def message_usage(usage: s.Usage | None, prompt_tokens: int) -> dict[str, int]:
+    """Anthropic's usage: ``input_tokens`` are the prompt tokens the engine computed, those
+    it found in its prefix cache ``cache_read_input_tokens`` (input + cache creation +
+    cache read = the prompt; vrs writes no cache: creation 0). ``usage`` None:
+    ``message_start``'s, sent before the engine's first output: the whole prompt, no
+    cache keys (not known yet). Mirrors ``MessageUsage`` in
+    rust/server/src/routes/messages/wire.rs."""
+    if usage is None:
+        return {"input_tokens": prompt_tokens, "output_tokens": 0}
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    return {"input_tokens": usage.prompt_tokens - cached, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached, "output_tokens": usage.completion_tokens}
+
+
 class MessageShapes:
     """The Anthropic message of one chat choice (``hex``: the request's 32 hex digits, the
-    message id ``msg_<hex>``; ``prompt_tokens``: the usage's input tokens); a
+    message id ``msg_<hex>``; ``prompt_tokens``: the prompt's length); a
     ``server.response.Shapes``."""
 
     dialect = Dialect.ANTHROPIC
@@ -154,18 +168,18 @@ class MessageShapes:
         self.stop_sequence: str | None = None
 
     def message(self, content: list[dict[str, Any]], reason: str | None,
-                output_tokens: int) -> dict[str, Any]:
+                usage: s.Usage | None) -> dict[str, Any]:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model,
                 "content": content, "stop_reason": reason,
                 "stop_sequence": self.stop_sequence if reason == "stop_sequence" else None,
-                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": output_tokens}}
+                "usage": message_usage(usage, self.prompt_tokens)}
 
     def stop_reason(self) -> str:
         return stop_reason(self.choice.finish, self.stop_sequence)
 
     def start(self) -> bytes:
         return (sse("message_start", {"type": "message_start",
-                                      "message": self.message([], None, 0)})
+                                      "message": self.message([], None, None)})
                 + sse("ping", {"type": "ping"}))
 
     def push(self, delta: ChatDelta, stop_sequence: str | None) -> bytes:
@@ -174,37 +188,38 @@ class MessageShapes:
             self.stop_sequence = stop_sequence
         return self.blocks.push(delta)
 
-    def end(self, output_tokens: int) -> bytes:
+    def end(self, usage: s.Usage) -> bytes:
         """The stream's tail after the last piece."""
         reason = self.stop_reason()
         return (self.blocks.finish()
                 + sse("message_delta", {"type": "message_delta", "delta": {
                     "stop_reason": reason,
                     "stop_sequence": self.stop_sequence if reason == "stop_sequence" else None},
-                    "usage": {"output_tokens": output_tokens}})
+                    "usage": message_usage(usage, self.prompt_tokens)})
                 + sse("message_stop", {"type": "message_stop"}))
 
-    def whole(self, output_tokens: int) -> bytes:
+    def whole(self, usage: s.Usage) -> bytes:
         """The non-streamed body."""
-        return _encode(self.message(self.blocks.content(), self.stop_reason(), output_tokens))
+        return _encode(self.message(self.blocks.content(), self.stop_reason(), usage))
 
     # ------------------------------------------------------------ response.Shapes
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes:
         return self.push(self.choice.step(piece), piece.stop_sequence)
 
     def whole_step(self, index: int, piece: Piece) -> None:
         self.push(self.choice.step(piece), piece.stop_sequence)
 
     def usage_of(self, generations: list[Generation]) -> s.Usage:
-        completion = generations[0].completion_tokens
-        return s.Usage(self.prompt_tokens, completion, self.prompt_tokens + completion)
+        first = generations[0]
+        return s.Usage.of(self.prompt_tokens, first.completion_tokens, first.cached_tokens)
 
     def body(self, usage: s.Usage) -> bytes:
-        return self.whole(usage.completion_tokens)
+        return self.whole(usage)
 
     def finish(self, usage: s.Usage, include_usage: bool) -> bytes:
-        return self.end(usage.completion_tokens)
+        return self.end(usage)
 
     def failure(self, error: APIError) -> bytes:
         """A failure after the start: an ``error`` event, and the stream ends."""

@@ -98,7 +98,7 @@ class ResponseShapes:
             "truncation": "disabled",
             "usage": None if usage is None else {
                 "input_tokens": usage.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": usage.cached_tokens},
                 "output_tokens": usage.completion_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": usage.total_tokens},
@@ -171,7 +171,8 @@ class ResponseShapes:
         return (self._event("response.created", response=progress)
                 + self._event("response.in_progress", response=progress))
 
-    def step(self, index: int, piece: Piece, completion_tokens: int = 0) -> bytes:
+    def step(self, index: int, piece: Piece, completion_tokens: int = 0,
+             cached_tokens: int = 0) -> bytes:
         delta = self.choice.step(piece)
         calls = delta.calls
         ongoing = 0  # the arguments that continue the call in progress come first
@@ -200,7 +201,7 @@ class ResponseShapes:
 
     def usage_of(self, generations: list[Generation]) -> s.Usage:
         completion = sum(g.completion_tokens for g in generations)
-        return s.Usage(self.prompt_tokens, completion, self.prompt_tokens + completion)
+        return s.Usage.of(self.prompt_tokens, completion, generations[0].cached_tokens)
 
     def finish(self, usage: s.Usage, include_usage: bool = False) -> bytes:
         """The stream's tail: the open item's end, then ``response.completed`` (or

@@ -114,6 +114,8 @@ def test_responses_and_messages_generate_what_chat_generates(real_server: Server
                             for part in item.content or [])
         assert (reasoning, response.output_text) == expected
         assert response.usage.input_tokens == chat.usage.prompt_tokens
+        # The chat request left the prompt in the prefix cache.
+        assert 0 < response.usage.input_tokens_details.cached_tokens < chat.usage.prompt_tokens
         assert response.usage.output_tokens == chat.usage.completion_tokens
 
     messages = anthropic.Anthropic(base_url=real_server.url, api_key="unused", max_retries=0)
@@ -129,8 +131,12 @@ def test_responses_and_messages_generate_what_chat_generates(real_server: Server
         thinking = "".join(b.thinking for b in message.content if b.type == "thinking")
         text = "".join(b.text for b in message.content if b.type == "text")
         assert (thinking, text) == expected
-        assert message.usage.input_tokens == chat.usage.prompt_tokens
-        assert message.usage.output_tokens == chat.usage.completion_tokens
+        # Anthropic's split (the chat request left the prompt in the prefix cache):
+        # input + cache read = the prompt.
+        usage = message.usage
+        assert usage.cache_read_input_tokens and usage.cache_creation_input_tokens == 0
+        assert usage.input_tokens + usage.cache_read_input_tokens == chat.usage.prompt_tokens
+        assert usage.output_tokens == chat.usage.completion_tokens
         assert message.stop_reason == stop
 
 

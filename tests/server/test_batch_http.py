@@ -57,6 +57,7 @@ def test_batched_prompts_with_n_two(python_server: PythonServer) -> None:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": 0},  # the mock engine has no prefix cache
     }
 
 

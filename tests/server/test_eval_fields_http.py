@@ -100,7 +100,8 @@ def test_max_tokens_zero_with_echo_is_the_prompt_only(
         usage = answer["usage"]
     assert choice["text"] == backend.decode(ids)
     assert choice["finish_reason"] == "length"
-    assert usage == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
+    assert usage == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3,
+                     "prompt_tokens_details": {"cached_tokens": 0}}
     assert len(choice["logprobs"]["tokens"]) == 3
     check_echo_logprobs(choice["logprobs"], ids, 1, backend)
     refused = python_server.post("/v1/completions", {"prompt": ids, "max_tokens": 0})
@@ -227,6 +228,7 @@ def test_continuous_usage_on_every_chunk(
         usage = event["usage"]
         index = choice["index"]
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        assert usage["prompt_tokens_details"] == {"cached_tokens": 0}  # the mock: no cache
         assert usage["completion_tokens"] >= generated.get(index, 0)
         assert prompts.setdefault(index, usage["prompt_tokens"]) == usage["prompt_tokens"]
         generated[index] = usage["completion_tokens"]
@@ -234,6 +236,7 @@ def test_continuous_usage_on_every_chunk(
     final = events[-1]
     assert final["choices"] == []
     assert final["usage"]["completion_tokens"] == sum(generated.values())
+    assert final["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
     # Without include_usage it changes nothing.
     quiet = sse(
         python_server,

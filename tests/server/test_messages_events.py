@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from server import openai as s
 from server.choice import ChatChoice
 from server.error import APIError, Dialect, ErrorKind
 from server.generation import Piece
@@ -33,7 +34,7 @@ def feed(message: MessageShapes, text: str, finish: str, size: int = 5,
         last = k == len(cuts) - 1
         piece = Piece(cut, finish if last else None, [])
         out += message.push(message.choice.step(piece), stop if last else None)
-    return out + message.end(11)
+    return out + message.end(s.Usage.of(7, 11, 4))
 
 
 def events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -47,6 +48,10 @@ def events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+# The usage of 7 prompt tokens, 4 of them from the prefix cache, and 11 output tokens
+# (message_start has the whole prompt and no cache keys: not known before the output).
+SPLIT = {"input_tokens": 3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 4,
+         "output_tokens": 11}
 REPLY = "I think.</think>Let me check." + BEGIN + \
     '{"name": "get_weather", "arguments": {"city": "Paris"}}' + END
 
@@ -79,15 +84,15 @@ def test_blocks_in_generation_order_streamed_and_whole() -> None:
         mine = [k for k, i in order if i == index]
         assert mine[0] == "content_block_start" and mine[-1] == "content_block_stop"
     assert streamed[-2][1] == {"type": "message_delta", "delta": {
-        "stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 11}}
-    body = json.loads(message.whole(11))
+        "stop_reason": "tool_use", "stop_sequence": None}, "usage": SPLIT}
+    body = json.loads(message.whole(s.Usage.of(7, 11, 4)))
     assert body["content"] == [
         {"type": "thinking", "thinking": "I think.", "signature": ""},
         {"type": "text", "text": "Let me check."},
         {"type": "tool_use", "id": opened[2]["id"], "name": "get_weather",
          "input": {"city": "Paris"}}]
     assert (body["stop_reason"], body["stop_sequence"], body["usage"]) == (
-        "tool_use", None, {"input_tokens": 7, "output_tokens": 11})
+        "tool_use", None, SPLIT)
     assert list(body) == ["id", "type", "role", "model", "content", "stop_reason",
                           "stop_sequence", "usage"]
 
@@ -97,7 +102,7 @@ def test_every_piece_size_gives_the_same_blocks() -> None:
     for size in (1, 2, 3, 7, 100):
         message = shapes()
         feed(message, REPLY, "stop", size)
-        body = json.loads(message.whole(1))
+        body = json.loads(message.whole(s.Usage.of(7, 1)))
         body["content"][2]["id"] = "x"
         wholes.add(json.dumps(body))
     assert len(wholes) == 1
@@ -111,8 +116,9 @@ def test_stop_reasons() -> None:
     message = shapes(inside=False)
     streamed = events(feed(message, "plain text", "stop", stop="END"))
     assert streamed[-2][1]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
-    assert json.loads(message.whole(2))["stop_sequence"] == "END"
-    assert [b["type"] for b in json.loads(message.whole(2))["content"]] == ["text"]
+    assert json.loads(message.whole(s.Usage.of(7, 2)))["stop_sequence"] == "END"
+    assert [b["type"] for b in json.loads(message.whole(s.Usage.of(7, 2)))["content"]] == [
+        "text"]
 
 
 def test_a_call_cut_by_max_tokens_has_empty_input() -> None:
@@ -120,7 +126,7 @@ def test_a_call_cut_by_max_tokens_has_empty_input() -> None:
     assert tool_input('{"a": {"b": 1}, "c": 2}') == {"a": {"b": 1}, "c": 2}
     message = shapes(inside=False)
     feed(message, BEGIN + '{"name": "get_weather", "arguments": {"city": "Par', "length")
-    body = json.loads(message.whole(3))
+    body = json.loads(message.whole(s.Usage.of(7, 3)))
     assert body["stop_reason"] == "max_tokens"
     assert [b.get("input") for b in body["content"] if b["type"] == "tool_use"] in ([{}], [])
 
@@ -130,7 +136,7 @@ def test_an_empty_answer_has_no_blocks() -> None:
     streamed = events(feed(message, "", "length"))
     assert [kind for kind, _ in streamed] == ["message_start", "ping", "message_delta",
                                               "message_stop"]
-    assert json.loads(message.whole(0))["content"] == []
+    assert json.loads(message.whole(s.Usage.of(7, 0)))["content"] == []
 
 
 def test_a_failure_after_the_start_is_an_error_event() -> None:

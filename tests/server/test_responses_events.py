@@ -47,7 +47,7 @@ def feed(target: ResponseShapes, text: str, finish: str, size: int = 3) -> bytes
     cuts = [text[i:i + size] for i in range(0, len(text), size)]
     for i, cut in enumerate(cuts):
         out += target.step(0, Piece(cut, finish if i == len(cuts) - 1 else None, []))
-    return out + target.finish(s.Usage(5, 20, 25), False)
+    return out + target.finish(s.Usage.of(5, 20, 3), False)
 
 
 def test_stream_items_and_events_in_order() -> None:
@@ -90,7 +90,7 @@ def test_stream_items_and_events_in_order() -> None:
     added = [e for e in seen if e["type"] == "response.output_item.added"]
     assert [e["output_index"] for e in added] == [0, 1, 2, 3]
     assert added[2]["item"]["arguments"] == "" and added[2]["item"]["status"] == "in_progress"
-    assert final["usage"] == {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 0},
+    assert final["usage"] == {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 3},
                               "output_tokens": 20,
                               "output_tokens_details": {"reasoning_tokens": 0},
                               "total_tokens": 25}
@@ -102,7 +102,7 @@ def test_whole_body_matches_the_stream() -> None:
     target = shapes()
     for i in range(0, len(REPLY), 4):
         target.whole_step(0, Piece(REPLY[i:i + 4], "stop" if i + 4 >= len(REPLY) else None, []))
-    body = json.loads(target.body(s.Usage(5, 20, 25)))
+    body = json.loads(target.body(s.Usage.of(5, 20, 3)))
     assert list(body) == list(streamed) == [
         "id", "object", "created_at", "status", "error", "incomplete_details", "instructions",
         "max_output_tokens", "model", "output", "parallel_tool_calls", "previous_response_id",

@@ -1,7 +1,8 @@
 //! A fake engine for tests (feature `test-util`): it speaks the real wire, handshake
 //! included, and emits scripted tokens, one per step. Logprobs are synthetic and
 //! deterministic ([`prompt_logprobs`], [`token_logprobs`]); a request's first output
-//! carries [`QUEUE_TIME`] and [`PREFILL_TIME`]. A request whose structured-output regex
+//! carries [`QUEUE_TIME`], [`PREFILL_TIME`] and its prefix-cache hit ([`cached_tokens`]:
+//! the whole [`BLOCK_SIZE`] blocks it shares with a prompt the fake saw before). A request whose structured-output regex
 //! is [`INVALID_REGEX`] ends at once with `error` and `error_kind` `invalid_request` (as
 //! the engine refuses a spec that does not compile); one whose regex is
 //! [`FAILING_REGEX`] ends with `error` and no kind (the engine failed it).
@@ -27,6 +28,22 @@ pub const VOCAB_SIZE: u64 = 11;
 pub const QUEUE_TIME: f64 = 0.25;
 /// The prefill time (seconds) it reports with it.
 pub const PREFILL_TIME: f64 = 0.125;
+
+/// The block size of the fake's prefix cache (and of its READY).
+pub const BLOCK_SIZE: usize = 16;
+
+/// The prompt tokens a request finds in the fake's prefix cache, as the engine reports
+/// them: the whole blocks of the longest prefix it shares with an `earlier` prompt, never
+/// its last token (the engine always computes that one).
+pub fn cached_tokens(earlier: &[Vec<u32>], prompt: &[u32]) -> u64 {
+    let shared = earlier
+        .iter()
+        .map(|e| e.iter().zip(prompt).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0)
+        .min(prompt.len().saturating_sub(1));
+    (shared / BLOCK_SIZE * BLOCK_SIZE) as u64
+}
 
 /// A structured-output regex the fake engine refuses as the request's fault.
 pub const INVALID_REGEX: &str = "(unclosed";
@@ -188,7 +205,7 @@ pub fn run_fake_engine(
         engine_index: 0,
         max_model_len: MAX_MODEL_LEN,
         vocab_size: VOCAB_SIZE,
-        block_size: 16,
+        block_size: BLOCK_SIZE as u64,
         num_kv_blocks: 0,
         eos_token_ids: vec![1],
         model_name: "tiny".into(),
@@ -201,7 +218,9 @@ pub fn run_fake_engine(
         .send_multipart([vec![HandshakeKind::Ready.as_byte()], body], 0)
         .unwrap();
 
-    let mut running: Vec<(EngineCoreRequest, usize)> = Vec::new();
+    // Each running request with the tokens generated and its prefix-cache hit.
+    let mut running: Vec<(EngineCoreRequest, usize, u64)> = Vec::new();
+    let mut seen: Vec<Vec<u32>> = Vec::new();
     loop {
         if fake.kill.load(Ordering::SeqCst) {
             output.send(ENGINE_DEAD_SENTINEL, 0).unwrap();
@@ -220,7 +239,11 @@ pub fn run_fake_engine(
                     .push(Received::Add(req.clone()));
                 match refused(&req) {
                     Some(out) => outputs.push(out),
-                    None => running.push((req, 0)),
+                    None => {
+                        let cached = cached_tokens(&seen, &req.prompt_token_ids);
+                        seen.push(req.prompt_token_ids.clone());
+                        running.push((req, 0, cached));
+                    }
                 }
             } else {
                 let abort: AbortRequests = vrs_wire::decode(&frames[1]).unwrap();
@@ -228,7 +251,7 @@ pub fn run_fake_engine(
                     .lock()
                     .unwrap()
                     .push(Received::Abort(abort.request_ids.clone()));
-                running.retain(|(r, _)| !abort.request_ids.contains(&r.request_id));
+                running.retain(|(r, _, _)| !abort.request_ids.contains(&r.request_id));
                 for id in abort.request_ids {
                     outputs.push(output_of(id, vec![], Some("abort"), None));
                 }
@@ -240,7 +263,7 @@ pub fn run_fake_engine(
         if !running.is_empty() {
             std::thread::sleep(delay);
         }
-        running.retain_mut(|(req, generated)| {
+        running.retain_mut(|(req, generated, cached)| {
             let token = script[*generated % script.len()];
             *generated += 1;
             let sp = &req.sampling_params;
@@ -257,6 +280,7 @@ pub fn run_fake_engine(
                 out.new_logprobs = Some(vec![token_logprobs(token, k)]);
             }
             if *generated == 1 {
+                out.num_cached_tokens = *cached;
                 out.queue_time = Some(QUEUE_TIME);
                 out.prefill_time = Some(PREFILL_TIME);
                 out.prompt_logprobs = sp
@@ -328,5 +352,27 @@ pub fn connect(script: Vec<u32>, delay: Duration) -> FakeConnection {
         engine,
         ready: connected.ready,
         ipc_dir,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_tokens_are_whole_shared_blocks_short_of_the_last_token() {
+        let first: Vec<u32> = (0..40).collect();
+        assert_eq!(cached_tokens(&[], &first), 0, "a fresh prompt");
+        let earlier = [first.clone()];
+        assert_eq!(cached_tokens(&earlier, &first), 32, "the same prompt again");
+        let mut forked = first[..20].to_vec();
+        forked.extend([99; 20]);
+        assert_eq!(cached_tokens(&earlier, &forked), 16, "20 shared: one block");
+        assert_eq!(
+            cached_tokens(&earlier, &first[..16]),
+            0,
+            "the last token is computed"
+        );
+        assert_eq!(cached_tokens(&earlier, &first[..17]), 16);
     }
 }

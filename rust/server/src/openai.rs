@@ -171,20 +171,41 @@ pub enum PromptInput {
 
 // ------------------------------------------------------------------------ responses
 
+/// A response's token counts. `prompt_tokens_details.cached_tokens`: the prompt tokens
+/// the engine found in its prefix cache (vLLM's shape; always present, 0 for a fresh
+/// prompt or before the engine's first output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub total_tokens: u32,
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u32,
 }
 
 impl Usage {
+    /// The usage of a prompt none of whose tokens were (yet) known to be cached.
     pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
         Self {
             prompt_tokens,
             completion_tokens,
             total_tokens: prompt_tokens + completion_tokens,
+            prompt_tokens_details: PromptTokensDetails::default(),
         }
+    }
+
+    /// The same usage with `cached_tokens` of its prompt tokens from the prefix cache.
+    pub fn with_cached(mut self, cached_tokens: u32) -> Self {
+        self.prompt_tokens_details.cached_tokens = cached_tokens;
+        self
+    }
+
+    pub fn cached_tokens(&self) -> u32 {
+        self.prompt_tokens_details.cached_tokens
     }
 }
 

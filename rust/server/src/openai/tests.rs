@@ -79,12 +79,18 @@ fn chunk_shapes() {
     let v = serde_json::to_value(Completion {
         header,
         choices: Vec::new(),
-        usage: Some(Usage::new(3, 4)),
+        usage: Some(Usage::new(3, 4).with_cached(2)),
     })
     .unwrap();
     assert_eq!(
         v["usage"],
-        json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
+        json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
+               "prompt_tokens_details": {"cached_tokens": 2}})
+    );
+    assert_eq!(
+        serde_json::to_value(Usage::new(3, 0)).unwrap()["prompt_tokens_details"],
+        json!({"cached_tokens": 0}),
+        "a fresh prompt's usage still has its details (vLLM's shape)"
     );
     assert_eq!(v["choices"], json!([]));
 }

@@ -36,15 +36,14 @@ pub fn fan_out(id: &str, prompts: &[Prompt], arrival_time: f64) -> Vec<EngineCor
 }
 
 /// The usage of a response whose choices (in index order, `n` per prompt) used
-/// `usages`: each prompt counted once, every choice's completion.
+/// `usages`: each prompt counted once (its tokens, and its cached tokens as its first
+/// choice found them), every choice's completion.
 pub fn total(usages: &[Usage], n: usize) -> Usage {
-    let prompt = usages
-        .iter()
-        .step_by(n.max(1))
-        .map(|u| u.prompt_tokens)
-        .sum();
+    let firsts = || usages.iter().step_by(n.max(1));
+    let prompt = firsts().map(|u| u.prompt_tokens).sum();
+    let cached = firsts().map(Usage::cached_tokens).sum();
     let completion = usages.iter().map(|u| u.completion_tokens).sum();
-    Usage::new(prompt, completion)
+    Usage::new(prompt, completion).with_cached(cached)
 }
 
 #[cfg(test)]
@@ -87,12 +86,15 @@ mod tests {
     fn prompts_count_once_completions_all() {
         let usages = [
             Usage::new(3, 1),
-            Usage::new(3, 2),
-            Usage::new(5, 4),
-            Usage::new(5, 0),
+            Usage::new(3, 2).with_cached(2),
+            Usage::new(5, 4).with_cached(4),
+            Usage::new(5, 0).with_cached(4),
         ];
-        assert_eq!(total(&usages, 2), Usage::new(8, 7));
+        // Each prompt's cached tokens as its first choice found them (choice 1 of
+        // prompt 0 hit the blocks choice 0 had just filled).
+        assert_eq!(total(&usages, 2), Usage::new(8, 7).with_cached(4));
         assert_eq!(total(&usages[..2], 2), Usage::new(3, 3));
+        assert_eq!(total(&usages, 1), Usage::new(16, 7).with_cached(10));
         assert_eq!(total(&[], 1), Usage::new(0, 0));
     }
 }

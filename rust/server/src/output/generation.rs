@@ -1,5 +1,6 @@
 //! One request's output pipeline: engine outputs → incremental detokenizer → stop
-//! strings → text pieces, with the token counts for `usage`; the prompt's logprobs
+//! strings → text pieces, with the token counts for `usage` (the prompt's cached tokens
+//! as the engine reports them with its first output); the prompt's logprobs
 //! (with the first output) ride on the first piece. An echo-only request (`max_tokens`
 //! 0 with `echo`) drops its one generated token: no text, no completion tokens, and
 //! finish reason `length`. An engine failure is a 500, except when the engine refused
@@ -68,6 +69,8 @@ pub struct Generation {
     stop: Option<StopMatcher>,
     prompt_tokens: u32,
     completion_tokens: u32,
+    /// The prompt tokens the engine found in its prefix cache (with the first output).
+    cached_tokens: u32,
     outcome: Option<&'static str>,
     /// A failure that follows text not yet handed out.
     pending: Option<ApiError>,
@@ -110,6 +113,7 @@ impl Generation {
             stop,
             prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
             completion_tokens: 0,
+            cached_tokens: 0,
             outcome: None,
             pending: None,
             observer,
@@ -179,7 +183,7 @@ impl Generation {
     }
 
     pub fn usage(&self) -> Usage {
-        Usage::new(self.prompt_tokens, self.completion_tokens)
+        Usage::new(self.prompt_tokens, self.completion_tokens).with_cached(self.cached_tokens)
     }
 
     /// The next piece; `None` after the last (or after a failure). Outputs already
@@ -322,8 +326,11 @@ impl Generation {
         FinishReason::Stop.as_str()
     }
 
-    /// The engine's queue and prefill times (with a request's first output).
+    /// The engine's prefix-cache hit, queue and prefill times (with a request's first
+    /// output).
     fn timings(&mut self, output: &EngineCoreOutput) {
+        let cached = u32::try_from(output.num_cached_tokens).unwrap_or(u32::MAX);
+        self.cached_tokens = self.cached_tokens.max(cached.min(self.prompt_tokens));
         let vllm = &self.observer.metrics.vllm;
         if let Some(queue) = output.queue_time {
             vllm.queue(self.engine, queue);

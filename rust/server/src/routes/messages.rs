@@ -141,7 +141,7 @@ impl Shapes for MessageShapes {
     fn usage(&self, _buf: &mut Vec<u8>, _usage: Usage) {}
 
     fn body(self, usage: Usage) -> Vec<u8> {
-        self.message.body(usage.completion_tokens)
+        self.message.body(usage)
     }
 
     fn dialect(&self) -> Dialect {
@@ -149,7 +149,7 @@ impl Shapes for MessageShapes {
     }
 
     fn finish(&mut self, buf: &mut Vec<u8>, usage: Usage, _include_usage: bool) {
-        self.message.close(buf, usage.completion_tokens);
+        self.message.close(buf, usage);
     }
 
     /// `event: error` with Anthropic's error body; the stream ends there.

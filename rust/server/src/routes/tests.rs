@@ -27,7 +27,8 @@ async fn completions_whole_and_streamed() {
     assert_eq!(v["choices"][0]["finish_reason"], "length");
     assert_eq!(
         v["usage"],
-        json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5})
+        json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
 
     let body = r#"{"prompt": [3, 4], "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true}}"#;
@@ -67,7 +68,8 @@ async fn chat_whole_and_streamed() {
     // "<s> user hello assistant" → 4 tokens.
     assert_eq!(
         v["usage"],
-        json!({"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6})
+        json!({"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
     let sent = &h.engine.added()[0];
     assert_eq!(sent.prompt_token_ids, vec![0, 9, 3, 10]);
@@ -331,6 +333,7 @@ async fn invocations_route_by_the_body() {
     );
 }
 
+mod cached;
 mod loopback;
 mod queue;
 mod structured;

@@ -134,7 +134,8 @@ async fn batched_prompts_with_n_whole() {
     // Each prompt once (1 + 2), every choice's tokens (4 × 2).
     assert_eq!(
         v["usage"],
-        json!({"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11})
+        json!({"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
     let added = h.engine.added();
     let id = v["id"].as_str().unwrap();
@@ -185,7 +186,8 @@ async fn batched_token_prompts_streamed_interleave_by_index() {
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(
         usage["usage"],
-        json!({"prompt_tokens": 4, "completion_tokens": 12, "total_tokens": 16})
+        json!({"prompt_tokens": 4, "completion_tokens": 12, "total_tokens": 16,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
 }
 
@@ -254,7 +256,8 @@ async fn max_tokens_zero_with_echo_is_the_prompt_only() {
     );
     assert_eq!(
         v["usage"],
-        json!({"prompt_tokens": 2, "completion_tokens": 0, "total_tokens": 2})
+        json!({"prompt_tokens": 2, "completion_tokens": 0, "total_tokens": 2,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
     let sent = &h.engine.added()[0].sampling_params;
     assert_eq!((sent.max_tokens, sent.prompt_logprobs), (1, Some(0)));
@@ -358,7 +361,8 @@ async fn continuous_usage_on_every_chunk() {
     assert_eq!(seen, BTreeMap::from([(0, 3), (1, 3)]));
     assert_eq!(
         last["usage"],
-        json!({"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9})
+        json!({"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
     // Without include_usage it does nothing.
     let evs = stream(

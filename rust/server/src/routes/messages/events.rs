@@ -2,14 +2,15 @@
 //! in the order they start) and, streamed, the Messages events: `message_start`, `ping`,
 //! per block `content_block_start` / `content_block_delta`s / `content_block_stop` (when
 //! the next block starts or the generation ends), then `message_delta` (stop reason,
-//! output tokens) and `message_stop`. Within one piece, reasoning goes before content and
+//! the usage) and `message_stop`. Within one piece, reasoning goes before content and
 //! content before tool calls (the chat delta's own order).
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::wire::{BlockOut, DeltaOut, Event, MessageOut, MessageUsage, OutputUsage, StopDelta};
+use super::wire::{BlockOut, DeltaOut, Event, MessageOut, MessageUsage, StopDelta};
+use crate::openai::Usage;
 use crate::output::choice::{ChatChoiceState, ChatDelta};
 use crate::output::generation::Piece;
 use crate::parsers::tools::CallDelta;
@@ -108,8 +109,9 @@ impl Message {
         &self.blocks
     }
 
-    /// The message as `message_start` (`whole`: false) or the response body shows it.
-    fn out(&self, whole: bool, output_tokens: u32) -> MessageOut<'_> {
+    /// The message as `message_start` (`usage` None) or the response body shows it.
+    fn out(&self, usage: Option<Usage>) -> MessageOut<'_> {
+        let whole = usage.is_some();
         MessageOut {
             id: &self.id,
             kind: "message",
@@ -126,10 +128,7 @@ impl Message {
             } else {
                 None
             },
-            usage: MessageUsage {
-                input_tokens: self.input_tokens,
-                output_tokens,
-            },
+            usage: usage.map_or_else(|| MessageUsage::opening(self.input_tokens), Into::into),
         }
     }
 
@@ -147,7 +146,7 @@ impl Message {
     /// `message_start` and `ping`.
     pub fn open(&self, buf: &mut Vec<u8>) {
         Event::MessageStart {
-            message: self.out(false, 0),
+            message: self.out(None),
         }
         .push(buf);
         Event::Ping.push(buf);
@@ -281,22 +280,22 @@ impl Message {
     }
 
     /// The stream's end: the open block stops, `message_delta`, `message_stop`.
-    pub fn close(&mut self, buf: &mut Vec<u8>, output_tokens: u32) {
+    pub fn close(&mut self, buf: &mut Vec<u8>, usage: Usage) {
         self.stop_open(buf);
         Event::MessageDelta {
             delta: StopDelta {
                 stop_reason: self.stop_reason(),
                 stop_sequence: self.stop_sequence_shown(),
             },
-            usage: OutputUsage { output_tokens },
+            usage: usage.into(),
         }
         .push(buf);
         Event::MessageStop.push(buf);
     }
 
     /// The whole message (not streamed).
-    pub fn body(&self, output_tokens: u32) -> Vec<u8> {
-        serde_json::to_vec(&self.out(true, output_tokens)).unwrap_or_default()
+    pub fn body(&self, usage: Usage) -> Vec<u8> {
+        serde_json::to_vec(&self.out(Some(usage))).unwrap_or_default()
     }
 }
 

@@ -70,7 +70,9 @@ async fn a_message_whole_and_streamed() {
         v,
         json!({"id": id, "type": "message", "role": "assistant", "model": "tiny",
                "content": [{"type": "text", "text": " foo bar"}], "stop_reason": "max_tokens",
-               "stop_sequence": null, "usage": {"input_tokens": 7, "output_tokens": 2}})
+               "stop_sequence": null, "usage": {"input_tokens": 7,
+               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+               "output_tokens": 2}})
     );
     let sent = &h.engine.added()[0];
     assert_eq!(sent.request_id, format!("msg-{}", &id[4..]));
@@ -110,7 +112,8 @@ async fn a_message_whole_and_streamed() {
         evs[4 + deltas].1,
         json!({"type": "message_delta",
                "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
-               "usage": {"output_tokens": 2}})
+               "usage": {"input_tokens": 7, "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": 0, "output_tokens": 2}})
     );
 }
 

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::openai::Usage;
 use crate::output::sse;
 
 /// A content block as sent (whole, or empty in `content_block_start`).
@@ -24,10 +25,44 @@ pub enum BlockOut<'a> {
     },
 }
 
+/// Anthropic's usage: `input_tokens` are the prompt tokens the engine computed, those it
+/// found in its prefix cache are `cache_read_input_tokens` (Anthropic's sum: input +
+/// cache creation + cache read = the prompt); vrs writes no cache, so creation is 0.
+/// `message_start` goes out before the engine's first output: its usage has the whole
+/// prompt as `input_tokens` and no cache keys (not known yet); `message_delta` and the
+/// whole message have the split.
 #[derive(Debug, Serialize)]
 pub struct MessageUsage {
     pub input_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_creation_input_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_read_input_tokens: Option<u32>,
     pub output_tokens: u32,
+}
+
+impl MessageUsage {
+    /// `message_start`'s: the prompt, no output yet, the cache split unknown.
+    pub fn opening(prompt_tokens: u32) -> Self {
+        Self {
+            input_tokens: prompt_tokens,
+            cache_creation_input_tokens: None,
+            cache_read_input_tokens: None,
+            output_tokens: 0,
+        }
+    }
+}
+
+impl From<Usage> for MessageUsage {
+    fn from(u: Usage) -> Self {
+        let cached = u.cached_tokens().min(u.prompt_tokens);
+        Self {
+            input_tokens: u.prompt_tokens - cached,
+            cache_creation_input_tokens: Some(0),
+            cache_read_input_tokens: Some(cached),
+            output_tokens: u.completion_tokens,
+        }
+    }
 }
 
 /// `{"id","type":"message","role":"assistant","model","content","stop_reason","stop_sequence","usage"}`.
@@ -62,11 +97,6 @@ pub struct StopDelta<'a> {
     pub stop_sequence: Option<&'a str>,
 }
 
-#[derive(Debug, Serialize)]
-pub struct OutputUsage {
-    pub output_tokens: u32,
-}
-
 /// One stream event; its `type` is also the SSE event name.
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -88,7 +118,7 @@ pub enum Event<'a> {
     },
     MessageDelta {
         delta: StopDelta<'a>,
-        usage: OutputUsage,
+        usage: MessageUsage,
     },
     MessageStop,
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::openai::Usage;
+use crate::openai::{PromptTokensDetails, Usage};
 
 /// Appends `event: kind` and its data: `{"type": kind, "sequence_number": sequence`
 /// then the keys of `fields` (which serializes as a JSON object).
@@ -66,15 +66,11 @@ pub(super) struct Incomplete {
 #[derive(Serialize)]
 pub(super) struct ResponseUsage {
     pub(super) input_tokens: u32,
-    pub(super) input_tokens_details: CachedTokens,
+    /// `cached_tokens`: the prompt tokens found in the engine's prefix cache.
+    pub(super) input_tokens_details: PromptTokensDetails,
     pub(super) output_tokens: u32,
     pub(super) output_tokens_details: ReasoningTokens,
     pub(super) total_tokens: u32,
-}
-
-#[derive(Serialize)]
-pub(super) struct CachedTokens {
-    pub(super) cached_tokens: u32,
 }
 
 #[derive(Serialize)]
@@ -86,7 +82,7 @@ impl From<Usage> for ResponseUsage {
     fn from(u: Usage) -> Self {
         Self {
             input_tokens: u.prompt_tokens,
-            input_tokens_details: CachedTokens { cached_tokens: 0 },
+            input_tokens_details: u.prompt_tokens_details,
             output_tokens: u.completion_tokens,
             output_tokens_details: ReasoningTokens {
                 reasoning_tokens: 0,

@@ -74,7 +74,7 @@ fn a_stream_opens_each_block_in_turn_and_closes_with_the_stop_reason() {
     for (text, finish) in PIECES {
         m.piece(piece(text, finish), Some(&mut buf));
     }
-    m.close(&mut buf, 9);
+    m.close(&mut buf, Usage::new(7, 9).with_cached(4));
     let evs = events(&buf);
     let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
@@ -144,7 +144,8 @@ fn a_stream_opens_each_block_in_turn_and_closes_with_the_stop_reason() {
     assert_eq!(
         evs[14].1,
         json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
-               "usage": {"output_tokens": 9}})
+               "usage": {"input_tokens": 3, "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": 4, "output_tokens": 9}})
     );
     assert_eq!(evs[15].1, json!({"type": "message_stop"}));
 }
@@ -155,7 +156,7 @@ fn the_whole_message_has_the_blocks_in_generation_order() {
     for (text, finish) in PIECES {
         m.piece(piece(text, finish), None);
     }
-    let body: Value = serde_json::from_slice(&m.body(9)).unwrap();
+    let body: Value = serde_json::from_slice(&m.body(Usage::new(7, 9).with_cached(4))).unwrap();
     let id = body["content"][2]["id"].clone();
     assert_eq!(
         body,
@@ -164,7 +165,8 @@ fn the_whole_message_has_the_blocks_in_generation_order() {
                            {"type": "text", "text": "Hi there"},
                            {"type": "tool_use", "id": id, "name": "f", "input": {"a": 1}}],
                "stop_reason": "tool_use", "stop_sequence": null,
-               "usage": {"input_tokens": 7, "output_tokens": 9}})
+               "usage": {"input_tokens": 3, "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": 4, "output_tokens": 9}})
     );
     let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
     assert_eq!(
@@ -196,12 +198,12 @@ fn stop_reasons_map_the_chat_finish() {
         let mut p = piece("hello", finish);
         p.stop_sequence = stop.map(str::to_owned);
         m.piece(p, None);
-        let body: Value = serde_json::from_slice(&m.body(1)).unwrap();
+        let body: Value = serde_json::from_slice(&m.body(Usage::new(7, 1))).unwrap();
         assert_eq!(body["stop_reason"], reason, "{finish:?} {stop:?}");
         assert_eq!(body["stop_sequence"], shown);
         assert_eq!(body["content"], json!([{"type": "text", "text": "hello"}]));
         let mut buf = Vec::new();
-        m.close(&mut buf, 1);
+        m.close(&mut buf, Usage::new(7, 1));
         let evs = events(&buf);
         assert_eq!(evs[0].1["delta"]["stop_reason"], reason);
         assert_eq!(evs[0].1["delta"]["stop_sequence"], shown);
@@ -220,7 +222,7 @@ fn a_call_cut_short_has_an_empty_input_and_no_output_has_no_blocks() {
     let mut buf = Vec::new();
     m.piece(piece("", Some("length")), Some(&mut buf));
     assert!(buf.is_empty());
-    m.close(&mut buf, 0);
+    m.close(&mut buf, Usage::new(7, 0));
     let names: Vec<String> = events(&buf).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["message_delta", "message_stop"]);
     assert!(m.blocks().is_empty());

@@ -77,7 +77,7 @@ fn run(s: &mut ResponseEvents, pieces: &[(&str, Option<&'static str>)]) -> Vec<V
     for (text, finish) in pieces {
         s.step(piece(text, *finish), Some(&mut buf));
     }
-    s.finish(&mut buf, Usage::new(4, 3));
+    s.finish(&mut buf, Usage::new(4, 3).with_cached(2));
     parse(&buf)
 }
 
@@ -149,7 +149,7 @@ fn text_streams_as_one_message_item() {
     assert_eq!(
         done["usage"],
         json!({"input_tokens": 4, "input_tokens_details":
-        {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details":
+        {"cached_tokens": 2}, "output_tokens": 3, "output_tokens_details":
         {"reasoning_tokens": 0}, "total_tokens": 7})
     );
     let keys: Vec<&str> = done
