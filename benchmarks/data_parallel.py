@@ -54,7 +54,10 @@ def main() -> int:
     runs: dict[int, list[dict[str, Any]]] = {size: [] for size in args.sizes}
     for round_ in range(args.rounds):
         for size in args.sizes:
+            # --max-num-seqs: room for every request in one mock engine (it queues the
+            # rest, as a real engine does), so that the frontend is what is measured.
             server = Server(("serve", "--mock", "--data-parallel-size", str(size),
+                             "--max-num-seqs", str(max(256, args.concurrency)),
                              "--log-level", "warning"), work / f"serve-dp{size}.log",
                             "vrs serve")
             try:

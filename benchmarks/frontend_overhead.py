@@ -42,7 +42,10 @@ class FrontendServer(Server):
 
     def __init__(self, frontend: str, log_dir: Path) -> None:
         self.frontend = frontend
-        super().__init__(("serve", "--mock", "--frontend", frontend, "--log-level", "warning"),
+        # The mock runs at most --max-num-seqs at once (as a real engine): room for c = 512,
+        # so that the frontend, not the engine's queue, is what is measured.
+        super().__init__(("serve", "--mock", "--frontend", frontend, "--max-num-seqs", "1024",
+                          "--log-level", "warning"),
                          log_dir / f"{frontend}.log", f"{frontend} frontend")
 
 

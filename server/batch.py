@@ -23,6 +23,7 @@ from server.engine_client import EngineClient
 from server.error import APIError, bad_request
 from server.generation import Generation
 from server.metrics import Metrics
+from server.queue import Queue
 from server.text import ModelText
 from server.vllm_metrics import Siblings
 
@@ -92,12 +93,20 @@ def fan_out(
     rid: str,
     prompts: list[Prompt],
     arrival: float,
+    queue: Queue,
     trace: RequestTrace | None = None,
 ) -> list[Generation]:
-    """One engine request per (prompt, choice), in choice-index order (reporting to
-    ``trace`` as choices of their prompt's index); on an error the ones already sent are
-    aborted."""
+    """One engine request per (prompt, choice), in choice-index order, each entered in
+    ``queue`` first (a full queue refuses the request before anything reaches the
+    engine), reporting to ``trace`` as choices of their prompt's index; on an error the
+    ones already sent are aborted."""
     total = sum(prompt.settings.n for prompt in prompts)
+    try:
+        tickets = queue.enter([len(p.ids) for p in prompts for _ in range(p.settings.n)])
+    except APIError as error:
+        if error.rejection is not None:
+            metrics.reject(error.rejection)
+        raise
     generations: list[Generation] = []
     try:
         for index, prompt in enumerate(prompts):
@@ -128,11 +137,15 @@ def fan_out(
                         echo_only=settings.echo_only,
                         constraint=settings.constraint,
                         trace=None if trace is None else (trace, index),
+                        ticket=tickets[len(generations)],
                     )
                 )
     except APIError:
         for generation in generations:
             generation.close()
+        for ticket in tickets:
+            if ticket is not None:
+                ticket.leave()
         raise
     return generations
 

@@ -14,6 +14,8 @@ import enum
 
 import msgspec
 
+from server.metrics import Rejection
+
 
 class ErrorKind(enum.Enum):
     """(HTTP status, error type) of each class of failure."""
@@ -90,6 +92,7 @@ class APIError(Exception):
         self.message = message
         self.param = param
         self.headers = headers or []  # extra response headers (e.g. Retry-After)
+        self.rejection: Rejection | None = None  # an overload refusal's /metrics reason
 
     @property
     def status(self) -> int:
@@ -115,6 +118,19 @@ class APIError(Exception):
             return _encode(AnthropicBody("error", AnthropicDetail(kind, message)))
         detail = ErrorDetail(self.message, self.kind.type_name, self.param, self.kind.status)
         return _encode(ErrorBody(detail))
+
+
+RETRY_AFTER_S = 1  # seconds a client told 429 or a full queue's 503 should wait
+RETRY_AFTER = (b"retry-after", str(RETRY_AFTER_S).encode())
+
+
+class QueueTimeoutError(APIError):
+    """A request still queued at ``--max-queue-wait``: 503 with ``Retry-After``, answered
+    as a JSON error even by a stream whose head waits for the first output."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorKind.ENGINE_DEAD, message, headers=[RETRY_AFTER])
+        self.rejection = Rejection.QUEUE_WAIT_TIMEOUT
 
 
 def bad_request(message: str, param: str | None = None) -> APIError:

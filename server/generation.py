@@ -11,11 +11,14 @@ spec: ``error_kind`` ``invalid_request``).
 The prompt logprobs (sent with the first output) ride on the first piece; an
 ``echo_only`` request (completions ``max_tokens`` 0 with ``echo``) drops the one token the
 engine generated and finishes with ``length``. The engine's queue and prefill times go
-to the vllm:* histograms when the request finishes.
+to the vllm:* histograms when the request finishes. A queued request (``server/queue.py``)
+leaves the queue at its first output; still queued at its ``--max-queue-wait`` deadline, it
+is aborted in the engine and fails with a 503.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -24,7 +27,8 @@ import msgspec
 from engine import protocol as p
 from server.engine_client import ClientDisconnected, EngineClient, RequestStream
 from server.error import APIError, ErrorKind
-from server.metrics import Metrics
+from server.metrics import Metrics, Rejection
+from server.queue import Ticket
 from server.text import IncrementalDetokenizer, StopMatcher
 from server.vllm_metrics import Siblings
 
@@ -53,7 +57,7 @@ class Generation:
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
                  "cached_tokens", "finish_reason", "_detok", "_stop", "_stream", "_metrics",
                  "_arrival", "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
-                 "_echo_only", "_queue", "_prefill", "_constraint", "_trace")
+                 "_echo_only", "_queue", "_prefill", "_constraint", "_trace", "_ticket")
 
     def __init__(
         self,
@@ -70,6 +74,7 @@ class Generation:
         echo_only: bool = False,
         constraint: str | None = None,
         trace: tuple[RequestTrace, int] | None = None,
+        ticket: Ticket | None = None,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -91,6 +96,7 @@ class Generation:
         self._queue: float | None = None  # the engine's queue and prefill times
         self._prefill: float | None = None
         self._trace = trace  # the request's trace and this choice's prompt index
+        self._ticket = ticket  # its place in the queue until its first output
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
         self._stream: RequestStream = client.add(request)
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
@@ -106,6 +112,9 @@ class Generation:
         reports the request to the vllm:* series."""
         if self._siblings is None:
             return
+        if self._ticket is not None:
+            self._ticket.leave()
+            self._ticket = None
         if self.finish_reason is None:
             self.finish_reason = "abort"
             self.client.abort(self._stream)
@@ -142,7 +151,8 @@ class Generation:
         prompt_logprobs: list[p.TokenLogprobs] | None = None
         while True:
             try:
-                outputs = await self._stream.get()
+                outputs = await (self._stream.get() if self._ticket is None
+                                 else self._first_outputs(self._ticket))
             except APIError:
                 self._failed = True
                 raise
@@ -163,6 +173,29 @@ class Generation:
             text = "".join(parts)
             if text or logprobs:
                 return Piece(text, None, logprobs, prompt_logprobs)
+
+    async def _first_outputs(self, ticket: Ticket) -> list[p.EngineCoreOutput]:
+        """The first outputs, which take the request off the queue; past the ticket's
+        deadline the engine request is aborted and the queue's 503 raised."""
+        try:
+            if ticket.deadline is None:
+                outputs = await self._stream.get()
+            else:
+                loop = asyncio.get_running_loop()
+                wait = max(0.0, ticket.deadline - time.monotonic())
+                async with asyncio.timeout_at(loop.time() + wait):
+                    outputs = await self._stream.get()
+        except TimeoutError:
+            error = ticket.timeout_error()
+            ticket.leave()
+            self._ticket = None
+            self.finish_reason = p.FinishReason.ABORT.value
+            self.client.abort(self._stream)
+            self._metrics.reject(Rejection.QUEUE_WAIT_TIMEOUT)
+            raise error from None
+        ticket.leave()
+        self._ticket = None
+        return outputs
 
     def _absorb(self, output: p.EngineCoreOutput, parts: list[str],
                 logprobs: list[p.TokenLogprobs]) -> str | None:

@@ -8,6 +8,7 @@ buckets. Frontend metrics are counted here; the engine's come from the latest
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Iterable, Mapping
 
@@ -28,6 +29,16 @@ KNOWN_ENDPOINTS = frozenset({
     "/version", "/tokenize", "/detokenize", "/ping", "/invocations", "/v1/responses",
     "/v1/messages", "/v1/messages/count_tokens",
 })
+
+
+class Rejection(enum.Enum):
+    """Why a generation request was refused or shed for overload (the ``reason`` label of
+    ``vrs:requests_rejected_total``); as ``Rejection`` in the Rust metrics."""
+
+    MAX_CONCURRENT_REQUESTS = "max_concurrent_requests"  # 429
+    QUEUE_FULL_REQUESTS = "queue_full_requests"  # 503: --max-num-queued-reqs
+    QUEUE_FULL_TOKENS = "queue_full_tokens"  # 503: --max-num-queued-tokens
+    QUEUE_WAIT_TIMEOUT = "queue_wait_timeout"  # 503 or an SSE error: --max-queue-wait
 
 
 class Histogram:
@@ -98,12 +109,17 @@ class Metrics:
                                     "Incremental detokenization time of one engine output.",
                                     TEXT_BUCKETS)
         self.vllm = VllmMetrics()  # the vllm:* series a vLLM Grafana dashboard queries
+        self.rejected = dict.fromkeys(Rejection, 0)
 
     def request(self, path: str, status: int) -> None:
         endpoint = path if path in KNOWN_ENDPOINTS else "other"
         with self._lock:
             key = (endpoint, status)
             self.http[key] = self.http.get(key, 0) + 1
+
+    def reject(self, reason: Rejection) -> None:
+        """One request refused or shed for ``reason`` (event loop only)."""
+        self.rejected[reason] += 1
 
     def tokens(self, prompt: int = 0, generation: int = 0) -> None:
         with self._lock:
@@ -129,6 +145,10 @@ class Metrics:
         out.append(f"vrs:generation_tokens_total {generation}\n")
         _header(out, "vrs:requests_in_flight", "Generation requests being served.", "gauge")
         out.append(f"vrs:requests_in_flight {in_flight}\n")
+        _header(out, "vrs:requests_rejected_total",
+                "Generation requests refused or shed for overload, by reason.", "counter")
+        for reason, n in self.rejected.items():
+            out.append(f'vrs:requests_rejected_total{{reason="{reason.value}"}} {n}\n')
         for histogram in (self.ttft, self.itl, self.e2e, self.tokenize, self.detokenize):
             histogram.render(out)
         _engine_metrics(out, stats)

@@ -34,7 +34,7 @@ import msgspec
 from server import openai as s
 from server.batch import usage as batch_usage
 from server.choice import ChatChoice, CompletionChoice
-from server.error import APIError, Dialect, ErrorKind
+from server.error import APIError, Dialect, ErrorKind, QueueTimeoutError
 from server.generation import Generation, Piece
 from server.logprobs import PromptLogprobs, TokenTexts
 
@@ -302,9 +302,9 @@ def timeout_error(seconds: float) -> APIError:
                                        f"request timeout of {seconds:g} s")
 
 
-async def whole(generations: list[Generation], shapes: Shapes,
-                deadline: float | None, timeout_s: float) -> tuple[int, bytes]:
-    """(status, body) of a non-streamed response."""
+async def whole(generations: list[Generation], shapes: Shapes, deadline: float | None,
+                timeout_s: float) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """(status, body, extra headers) of a non-streamed response."""
     try:
         async with _deadline(deadline):
             async for batch in pieces(generations):
@@ -312,10 +312,10 @@ async def whole(generations: list[Generation], shapes: Shapes,
                     shapes.whole_step(index, piece)
     except TimeoutError:
         error = timeout_error(timeout_s)
-        return error.status_in(shapes.dialect), error.to_json(shapes.dialect)
+        return error.status_in(shapes.dialect), error.to_json(shapes.dialect), error.headers
     except APIError as error:
-        return error.status_in(shapes.dialect), error.to_json(shapes.dialect)
-    return 200, shapes.body(shapes.usage_of(generations))
+        return error.status_in(shapes.dialect), error.to_json(shapes.dialect), error.headers
+    return 200, shapes.body(shapes.usage_of(generations)), []
 
 
 async def stream(send: Send, generations: list[Generation], shapes: Shapes,
@@ -323,7 +323,8 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
                  constrained: bool = False, keep_alive_s: float | None = None) -> None:
     """The SSE response. Its status is 200, except for a ``constrained`` request whose
     spec the engine refused: it waits for choice 0's first piece before the head, and
-    answers that refusal (a 400) as a JSON error body."""
+    answers that refusal (a 400), or the queue's wait limit (a 503), as a JSON error
+    body."""
     first: Piece | None = None
     early: APIError | TimeoutError | None = None  # what ends the stream before it starts
     if constrained:
@@ -331,11 +332,13 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
             async with _deadline(deadline):
                 first = await generations[0].next()
         except APIError as error:
-            if error.kind is ErrorKind.BAD_REQUEST:
+            if error.kind is ErrorKind.BAD_REQUEST or isinstance(error, QueueTimeoutError):
                 body = error.to_json(shapes.dialect)
-                await send({"type": "http.response.start", "status": error.status,
+                await send({"type": "http.response.start",
+                            "status": error.status_in(shapes.dialect),
                             "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                                        (b"content-length", str(len(body)).encode()),
+                                        *error.headers]})
                 await send({"type": "http.response.body", "body": body})
                 return
             early = error

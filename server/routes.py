@@ -19,7 +19,8 @@ with Retry-After when ``max_concurrent_requests`` generation requests are in fli
 (413 over ``max_request_body``) -> (``/invocations``: the endpoint, 400 when the body names
 neither) -> JSON, keys, types, values (400) -> model (404) ->
 messages / prompt -> template + tokenization, off the event loop (400 on a template
-error) -> context length (400) -> engine (503 when it is dead). ``n`` choices are ``n``
+error) -> context length (400) -> the queue (503 with Retry-After when full:
+``server/queue.py``) -> engine (503 when it is dead). ``n`` choices are ``n``
 engine requests, for each prompt of a batched completions request (``server/batch.py``).
 A client that disconnects aborts its engine requests; the deadline (``request_timeout``)
 aborts them with 504 or an SSE error event.
@@ -53,14 +54,22 @@ from server.edge import (
     send_json,
 )
 from server.engine_client import ClientDisconnected, EngineClient
-from server.error import LIMIT_FLAG, APIError, ErrorKind, engine_dead, model_not_found
+from server.error import (
+    LIMIT_FLAG,
+    RETRY_AFTER,
+    APIError,
+    ErrorKind,
+    engine_dead,
+    model_not_found,
+)
 from server.generation import Generation
 from server.invocations import is_chat
 from server.logprobs import TokenTexts
-from server.metrics import CONTENT_TYPE, Metrics
+from server.metrics import CONTENT_TYPE, Metrics, Rejection
 from server.params import Settings
 from server.parsers.reasoning import markers_of
 from server.prompt import Prompt, PromptBuilder
+from server.queue import Queue
 from server.text import ModelText
 from server.trace import Traces
 
@@ -68,7 +77,6 @@ logger = logging.getLogger("vrs.frontend")
 
 __all__ = ["App", "Handler", "Options", "Receive", "Scope", "Send"]
 
-RETRY_AFTER_S = 1
 _encode = msgspec.json.Encoder().encode
 # What a generation route makes of its body: its prompts (one, but for a batched
 # completions request).
@@ -125,6 +133,10 @@ class App:
         self.token_texts = TokenTexts(text.backend)
         self.created = int(time.time())
         self.active = 0  # generation requests in flight (admission, /load)
+        options = self.options
+        # Engine requests waiting for their first output (server/queue.py).
+        self.queue = Queue(options.max_num_queued_reqs, options.max_num_queued_tokens,
+                           options.max_queue_wait)
         key = self.options.api_key
         self._api_key = key.encode() if key else None
         self._routes: Routes = {
@@ -222,9 +234,10 @@ class App:
     def _admit(self) -> None:
         limit = self.options.max_concurrent_requests
         if limit is not None and self.active >= limit:
+            self.metrics.reject(Rejection.MAX_CONCURRENT_REQUESTS)
             raise APIError(ErrorKind.TOO_MANY_REQUESTS,
                            f"the server is at its limit of {limit} concurrent requests; "
-                           "retry later", headers=[(b"retry-after", str(RETRY_AFTER_S).encode())])
+                           "retry later", headers=[RETRY_AFTER])
 
     async def chat_completions(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._generate(receive, send, chat=True)
@@ -278,7 +291,7 @@ class App:
             prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
             rid, engine_rid = request_id.engine_id(prefix)
             generations = batch.fan_out(self.client, self.text, self.metrics, engine_rid,
-                                        prompts, arrival, traced)
+                                        prompts, arrival, self.queue, traced)
             if traced is not None:
                 traced.queued(rid, (len(prompt.ids) for prompt in prompts))
             settings = prompts[0].settings
@@ -330,8 +343,9 @@ class App:
                                       deadline, timeout, settings.constraint is not None,
                                       self.options.sse_keep_alive_interval)
             else:
-                status, body = await response.whole(generations, shapes, deadline, timeout)
-                await send_json(send, status, body)
+                status, body, headers = await response.whole(generations, shapes, deadline,
+                                                             timeout)
+                await send_json(send, status, body, headers)
         except ClientDisconnected:
             logger.debug("%s: the client went away", generations[0].request_id)
         finally:

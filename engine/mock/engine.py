@@ -25,6 +25,12 @@ rank, logprob and top ``k`` made up as above, from a generator seeded by the pro
 (from ``add_request`` to the first step that runs the request) and ``prefill_time``
 (from then to the end of that step); the final one ``decode_time`` (from the first
 token to the end).
+
+Scheduling follows the real scheduler's shape: at most ``max_num_seqs`` requests run at
+once; the others wait first come, first served (a constrained request joins the queue's
+tail once its grammar is compiled) and start as running ones finish or are aborted.
+``SchedulerStats`` reports them as the real engine does: ``num_running`` the running
+requests, ``num_waiting`` the queued ones plus those waiting for their grammar.
 """
 
 from __future__ import annotations
@@ -100,9 +106,12 @@ class MockEngine:
         step_delay_s: float = 0.0,
         replies: MockReplies | None = None,
         grammars: GrammarCompiler | None = None,
+        max_num_seqs: int = 256,
     ) -> None:
         if vocab_size <= _FIRST_SAMPLED_ID:
             raise ConfigError(f"mock engine: vocab_size={vocab_size} is too small")
+        if max_num_seqs < 1:
+            raise ConfigError(f"mock engine: max_num_seqs={max_num_seqs} must be at least 1")
         self.model_name = model_name
         self.vocab_size = vocab_size
         self.eos_token_ids = eos_token_ids
@@ -111,7 +120,11 @@ class MockEngine:
         self.step_delay_s = step_delay_s
         self.replies = replies
         self._span = vocab_size - _FIRST_SAMPLED_ID  # the ids the mock draws from
+        self.max_num_seqs = max_num_seqs
         self._running: dict[str, _MockRequest] = {}
+        # Requests beyond max_num_seqs, first come first served (a dict keeps insertion
+        # order and makes an abort O(1)).
+        self._waiting: dict[str, _MockRequest] = {}
         self.grammars = grammars
         self.pending: PendingGrammars[_MockRequest] = PendingGrammars()
 
@@ -138,6 +151,7 @@ class MockEngine:
                                 Path(config.tokenizer) if config.tokenizer else None),
             grammars=GrammarCompiler(tokenizer_dir, int(hf["vocab_size"]), eos,
                                      config.structured_outputs_compile_timeout),
+            max_num_seqs=config.max_num_seqs,
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -160,13 +174,14 @@ class MockEngine:
             return [_error(request.request_id,
                            f"prompt has {prompt_len} tokens; max_model_len is "
                            f"{self.max_model_len}")]
-        if request.request_id in self._running or request.request_id in self.pending:
+        if (request.request_id in self._running or request.request_id in self._waiting
+                or request.request_id in self.pending):
             return [_error(request.request_id, "duplicate request id")]
         script = self.replies.script_for(request.prompt_token_ids) if self.replies else None
         mock = _MockRequest(request, self.seed, script)
         spec = request.sampling_params.structured_outputs
         if spec is None:
-            self._running[request.request_id] = mock
+            self._waiting[request.request_id] = mock
         elif self.grammars is None:
             return [_error(request.request_id, "structured outputs need the model's tokenizer, "
                            "and this mock engine was started without one", invalid=True)]
@@ -177,17 +192,20 @@ class MockEngine:
     def abort_requests(self, request_ids: list[str]) -> list[p.EngineCoreOutput]:
         outputs = []
         for request_id in request_ids:
-            request = self._running.pop(request_id, None) or self.pending.pop(request_id)
+            request = (self._running.pop(request_id, None)
+                       or self._waiting.pop(request_id, None) or self.pending.pop(request_id))
             if request is not None:
                 outputs.append(p.EngineCoreOutput(request_id, [], finish_reason="abort",
                                                   decode_time=_decode_time(request)))
         return outputs
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self._running) or bool(self.pending)
+        return bool(self._running) or bool(self._waiting) or bool(self.pending)
 
     def step(self) -> list[p.EngineCoreOutput]:
         outputs = self._admit_grammars() if self.pending else []
+        if self._waiting and len(self._running) < self.max_num_seqs:
+            self._schedule_waiting()
         if not self._running:
             if self.pending and not outputs:
                 self.pending.wait(0.005)  # every request waits for its grammar
@@ -213,7 +231,8 @@ class MockEngine:
         return outputs
 
     def stats(self) -> p.SchedulerStats:
-        return p.SchedulerStats(num_running=len(self._running), num_waiting=len(self.pending))
+        return p.SchedulerStats(num_running=len(self._running),
+                                num_waiting=len(self._waiting) + len(self.pending))
 
     def utility(self, method: str, args: list[Any]) -> Any:
         if method == "ping":
@@ -224,11 +243,18 @@ class MockEngine:
 
     # ------------------------------------------------------------- internals
 
+    def _schedule_waiting(self) -> None:
+        """Moves the oldest waiting requests to the running set, up to max_num_seqs."""
+        waiting, running = self._waiting, self._running
+        while waiting and len(running) < self.max_num_seqs:
+            request_id = next(iter(waiting))
+            running[request_id] = waiting.pop(request_id)
+
     def _admit_grammars(self) -> list[p.EngineCoreOutput]:
         ready, failed = self.pending.take()
         for request, matcher in ready:
             request.grammar = matcher
-            self._running[request.request_id] = request
+            self._waiting[request.request_id] = request
         return [_error(request.request_id, message, invalid=True) for request, message in failed]
 
     def _constrained_token(self, request: _MockRequest) -> int:

@@ -105,6 +105,8 @@ def test_admission_then_timeout(guarded: Server) -> None:
     streams = [long_stream(guarded), long_stream(guarded, "/invocations")]
     assert all(r.status_code == 200 for r in streams)
     assert load(guarded) == 2, "an /invocations stream counts like a generation route"
+    rejected = 'vrs:requests_rejected_total{reason="max_concurrent_requests"}'
+    before = metric(guarded, rejected)
     for path in ("/v1/completions", "/invocations"):
         refused = httpx.post(f"{guarded.url}{path}", headers=AUTH,
                              json={"model": MODEL, "prompt": "x", "max_tokens": 1})
@@ -113,6 +115,7 @@ def test_admission_then_timeout(guarded: Server) -> None:
         assert refused.json()["error"]["type"] == "TooManyRequestsError"
     assert httpx.get(f"{guarded.url}/v1/models", headers=AUTH).status_code == 200, (
         "only generation requests are admitted")
+    assert metric(guarded, rejected) == before + 2, "/metrics counts each 429"
     started = time.monotonic()
     for response in streams:
         events = [line for line in response.iter_lines() if line]

@@ -108,7 +108,10 @@ async fn prepare<'a, P>(
 where
     P: Future<Output = Result<Vec<Prompt>, ApiError>>,
 {
-    let permit = state.admission.enter()?;
+    let permit = state
+        .admission
+        .enter()
+        .inspect_err(|err| rejected(state, err))?;
     let body = request_body(body, state.options.max_request_body)?;
     Ok((build(state, body).await?, permit))
 }
@@ -168,6 +171,14 @@ impl AcceptedRequest {
             })
             .collect();
         let requests = batch::fan_out(&engine_id, &prompts, now_f64());
+        let sizes: Vec<usize> = requests.iter().map(|r| r.prompt_token_ids.len()).collect();
+        let mut tickets = match state.queue.enter(&sizes) {
+            Ok(tickets) => tickets.into_iter(),
+            Err(err) => {
+                rejected(state, &err);
+                return err.respond(shapes.dialect());
+            }
+        };
         let mut generations = Vec::with_capacity(requests.len());
         for (index, request) in requests.into_iter().enumerate() {
             let ids = &prompts[index / n].ids;
@@ -187,7 +198,8 @@ impl AcceptedRequest {
             ) {
                 Ok(g) => generations.push(
                     g.echo_only(settings.echo_only)
-                        .constraint(settings.constraint),
+                        .constraint(settings.constraint)
+                        .queued(tickets.next()),
                 ),
                 Err(err) => return text_error(err).respond(shapes.dialect()),
             }
@@ -222,6 +234,13 @@ impl AcceptedRequest {
         } else {
             response::complete(generations, shapes, n, deadline, permit).await
         }
+    }
+}
+
+/// Counts a refusal for overload (`vrs:requests_rejected_total`).
+fn rejected(state: &AppState, err: &ApiError) {
+    if let Some(reason) = err.rejection() {
+        state.metrics.rejected(reason);
     }
 }
 

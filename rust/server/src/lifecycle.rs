@@ -18,6 +18,7 @@ use crate::args::ServeArgs;
 use crate::edge::admission::Admission;
 use crate::edge::listener::{Endpoint, ServerTask};
 use crate::edge::metrics::Metrics;
+use crate::edge::queue::Queue;
 use crate::edge::trace::{self, Traces};
 use crate::logprobs::TokenTexts;
 use crate::state::{unix_now, AppState, HttpOptions};
@@ -93,6 +94,7 @@ pub async fn serve_connected(
         max_model_len: ready.max_model_len,
         vocab_size: ready.vocab_size,
         admission: Admission::new(options.max_concurrent_requests),
+        queue: Queue::new(options.queue),
         options,
         metrics: Arc::new(Metrics::default()),
     });

@@ -14,6 +14,7 @@ use crate::edge::cors::CorsSettings;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::{Histogram, Metrics};
 use crate::edge::middleware::Middleware;
+use crate::edge::queue::{Queue, QueueLimits};
 use crate::logprobs::TokenTexts;
 use crate::parsers::select::Choice;
 use crate::text::Template;
@@ -33,6 +34,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Generation requests in flight (`/load`), bounded by `--max-concurrent-requests`.
     pub admission: Arc<Admission>,
+    /// Engine requests waiting for their first output, under `options.queue`.
+    pub queue: Arc<Queue>,
     pub token_texts: Arc<TokenTexts>,
 }
 
@@ -44,6 +47,8 @@ pub struct HttpOptions {
     pub max_request_body: usize,
     pub max_concurrent_requests: Option<usize>,
     pub request_timeout: Option<std::time::Duration>,
+    /// `--max-num-queued-reqs`, `--max-num-queued-tokens`, `--max-queue-wait`.
+    pub queue: QueueLimits,
     pub tool_call_parser: Option<&'static str>,
     pub reasoning_parser: Option<&'static str>,
     /// The most prompts in one completions request (`--max-batch-prompts`).
@@ -61,6 +66,7 @@ impl Default for HttpOptions {
             max_request_body: 0,
             max_concurrent_requests: None,
             request_timeout: None,
+            queue: QueueLimits::default(),
             tool_call_parser: None,
             reasoning_parser: None,
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
@@ -79,6 +85,11 @@ impl HttpOptions {
             max_request_body: args.max_request_body(),
             max_concurrent_requests: args.specific.max_concurrent_requests,
             request_timeout: args.request_timeout(),
+            queue: QueueLimits {
+                max_reqs: args.max_num_queued_reqs(),
+                max_tokens: args.max_num_queued_tokens(),
+                max_wait: args.max_queue_wait(),
+            },
             tool_call_parser: tools.name,
             reasoning_parser: reasoning.name,
             max_batch_prompts: args

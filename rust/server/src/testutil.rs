@@ -16,6 +16,7 @@ use vrs_engine_client::EngineClient;
 use crate::edge::admission::Admission;
 use crate::edge::body::MAX_BODY_BYTES;
 use crate::edge::metrics::Metrics;
+use crate::edge::queue::Queue;
 use crate::logprobs::TokenTexts;
 use crate::state::{AppState, HttpOptions};
 
@@ -99,6 +100,7 @@ impl Harness {
             max_model_len: connection.ready.max_model_len,
             vocab_size: connection.ready.vocab_size,
             admission: Admission::new(options.max_concurrent_requests),
+            queue: Queue::new(options.queue),
             options,
             metrics: Arc::new(Metrics::default()),
         });

@@ -7,6 +7,8 @@ use serde::Serialize;
 use vrs_engine_client::EngineError;
 use vrs_text::TextError;
 
+use crate::edge::metrics::Rejection;
+
 mod dialect;
 pub use dialect::Dialect;
 
@@ -46,6 +48,16 @@ pub enum ApiError {
     /// Admission: this many generation requests are in flight already.
     #[error("the server is at its limit of {0} concurrent requests; retry later")]
     TooManyRequests(usize),
+    /// The queue in front of the engine is at a bound (`--max-num-queued-reqs` or
+    /// `--max-num-queued-tokens`: `reason` says which).
+    #[error("{message}")]
+    QueueFull { reason: Rejection, message: String },
+    /// The request waited in the queue past `--max-queue-wait` (seconds).
+    #[error(
+        "the request waited {0} s for the engine without starting (the server's \
+         --max-queue-wait); retry later"
+    )]
+    QueueTimeout(String),
     /// The request ran past `--request-timeout` (seconds).
     #[error("the request did not finish within the server's request timeout of {0} s")]
     Timeout(String),
@@ -132,7 +144,10 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            Self::EngineDead(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::EngineDead(_)
+            | Self::Unavailable(_)
+            | Self::QueueFull { .. }
+            | Self::QueueTimeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::EngineError(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -146,7 +161,10 @@ impl ApiError {
             Self::Unauthorized => "AuthenticationError",
             Self::TooManyRequests(_) => "TooManyRequestsError",
             Self::Timeout(_) => "TimeoutError",
-            Self::EngineDead(_) | Self::Unavailable(_) => "ServiceUnavailableError",
+            Self::EngineDead(_)
+            | Self::Unavailable(_)
+            | Self::QueueFull { .. }
+            | Self::QueueTimeout(_) => "ServiceUnavailableError",
             Self::EngineError(_) | Self::Internal(_) => "InternalServerError",
         }
     }
@@ -176,9 +194,19 @@ impl ApiError {
         // An ErrorBody holds only strings and integers: serialization cannot fail.
         serde_json::to_vec(&self.body()).unwrap_or_default()
     }
+
+    /// The `/metrics` reason this error refuses a request for, if it is an overload.
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            Self::TooManyRequests(_) => Some(Rejection::MaxConcurrentRequests),
+            Self::QueueFull { reason, .. } => Some(*reason),
+            Self::QueueTimeout(_) => Some(Rejection::QueueWaitTimeout),
+            _ => None,
+        }
+    }
 }
 
-/// Seconds a client told 429 should wait (`Retry-After`).
+/// Seconds a client told 429 or a full queue's 503 should wait (`Retry-After`).
 pub const RETRY_AFTER_S: &str = "1";
 
 impl IntoResponse for ApiError {
@@ -189,7 +217,8 @@ impl IntoResponse for ApiError {
 
 impl ApiError {
     /// This error as a response in `dialect`'s status and body, with the headers its
-    /// kind calls for (`Retry-After` on 429, `WWW-Authenticate` on 401).
+    /// kind calls for (`Retry-After` on 429 and the queue's 503s, `WWW-Authenticate` on
+    /// 401).
     pub fn respond(self, dialect: Dialect) -> Response {
         use axum::http::header;
         let status = dialect.status(&self);
@@ -206,7 +235,7 @@ impl ApiError {
             .into_response();
         let headers = response.headers_mut();
         match self {
-            Self::TooManyRequests(_) => {
+            Self::TooManyRequests(_) | Self::QueueFull { .. } | Self::QueueTimeout(_) => {
                 headers.insert(
                     header::RETRY_AFTER,
                     header::HeaderValue::from_static(RETRY_AFTER_S),

@@ -42,6 +42,38 @@ const KNOWN_ENDPOINTS: &[&str] = &[
     "/invocations",
 ];
 
+/// Why a generation request was refused or shed for overload (the `reason` label of
+/// `vrs:requests_rejected_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// 429: `--max-concurrent-requests` requests in flight.
+    MaxConcurrentRequests,
+    /// 503: `--max-num-queued-reqs` engine requests queued.
+    QueueFullRequests,
+    /// 503: `--max-num-queued-tokens` prompt tokens queued.
+    QueueFullTokens,
+    /// 503 or an SSE error event: queued past `--max-queue-wait`.
+    QueueWaitTimeout,
+}
+
+impl Rejection {
+    pub const ALL: [Self; 4] = [
+        Self::MaxConcurrentRequests,
+        Self::QueueFullRequests,
+        Self::QueueFullTokens,
+        Self::QueueWaitTimeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxConcurrentRequests => "max_concurrent_requests",
+            Self::QueueFullRequests => "queue_full_requests",
+            Self::QueueFullTokens => "queue_full_tokens",
+            Self::QueueWaitTimeout => "queue_wait_timeout",
+        }
+    }
+}
+
 /// A cumulative histogram with fixed bounds; observing is lock-free.
 pub struct Histogram {
     name: &'static str,
@@ -110,6 +142,8 @@ pub struct Metrics {
     http: Mutex<BTreeMap<(&'static str, u16), u64>>,
     prompt_tokens: AtomicU64,
     generation_tokens: AtomicU64,
+    /// Requests refused or shed, by [`Rejection`] (in `Rejection::ALL`'s order).
+    rejected: [AtomicU64; 4],
     pub ttft: Histogram,
     pub itl: Histogram,
     pub e2e: Histogram,
@@ -125,6 +159,7 @@ impl Default for Metrics {
             http: Mutex::new(BTreeMap::new()),
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
+            rejected: Default::default(),
             ttft: Histogram::new(
                 "vrs:time_to_first_token_seconds",
                 "Time from request arrival to its first generated token.",
@@ -177,6 +212,11 @@ impl Metrics {
             .fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// One request refused or shed for `reason`.
+    pub fn rejected(&self, reason: Rejection) {
+        self.rejected[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The text format; `engines` are (index, latest stats).
     pub fn render(&self, engines: &[(u32, SchedulerStats)], in_flight: usize) -> String {
         let mut out = String::with_capacity(8192);
@@ -216,6 +256,20 @@ impl Metrics {
             "gauge",
         );
         let _ = writeln!(out, "vrs:requests_in_flight {in_flight}");
+        header(
+            &mut out,
+            "vrs:requests_rejected_total",
+            "Generation requests refused or shed for overload, by reason.",
+            "counter",
+        );
+        for (reason, n) in Rejection::ALL.iter().zip(&self.rejected) {
+            let _ = writeln!(
+                out,
+                "vrs:requests_rejected_total{{reason=\"{}\"}} {}",
+                reason.as_str(),
+                n.load(Ordering::Relaxed)
+            );
+        }
         for histogram in [
             &self.ttft,
             &self.itl,
@@ -322,6 +376,9 @@ mod tests {
         m.request("/v1/completions", 200);
         m.request("/nope", 404);
         m.prompt_tokens(7);
+        m.rejected(Rejection::QueueFullTokens);
+        m.rejected(Rejection::QueueFullTokens);
+        m.rejected(Rejection::QueueWaitTimeout);
         let stats = SchedulerStats {
             num_running: 2,
             prefix_cache_queries: 4,
@@ -340,6 +397,10 @@ mod tests {
             "vrs:http_requests_total{endpoint=\"other\",status=\"404\"} 1",
             "vrs:prompt_tokens_total 7",
             "vrs:requests_in_flight 3",
+            "vrs:requests_rejected_total{reason=\"max_concurrent_requests\"} 0",
+            "vrs:requests_rejected_total{reason=\"queue_full_requests\"} 0",
+            "vrs:requests_rejected_total{reason=\"queue_full_tokens\"} 2",
+            "vrs:requests_rejected_total{reason=\"queue_wait_timeout\"} 1",
             "vrs:num_requests_running{engine=\"0\"} 2",
             "vrs:prefix_cache_hit_rate{engine=\"0\"} 0.25",
             "vrs:kv_cache_usage_perc{engine=\"0\"} 0.0",

@@ -5,7 +5,9 @@
 //! 0 with `echo`) drops its one generated token: no text, no completion tokens, and
 //! finish reason `length`. An engine failure is a 500, except when the engine refused
 //! the request's structured-output spec (`error_kind` `invalid_request`): a 400 naming
-//! the constraint's field, the engine's message verbatim.
+//! the constraint's field, the engine's message verbatim. A queued request (see
+//! [`crate::edge::queue`]) leaves the queue at its first output; still queued at its
+//! `--max-queue-wait` deadline, it is aborted in the engine and fails with a 503.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +17,8 @@ use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
 
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
-use crate::edge::metrics::Metrics;
+use crate::edge::metrics::{Metrics, Rejection};
+use crate::edge::queue::Ticket;
 use crate::edge::trace::RequestTrace;
 use crate::edge::vllm_metrics::{Finished, Siblings};
 use crate::openai::Usage;
@@ -96,6 +99,8 @@ pub struct Generation {
     /// The field of the request's structured-output constraint (the `param` of a 400
     /// when the engine refuses it).
     constraint: Option<&'static str>,
+    /// Its place in the queue until its first output.
+    ticket: Option<Ticket>,
 }
 
 impl Generation {
@@ -129,6 +134,7 @@ impl Generation {
             prefill: None,
             echo_only: false,
             constraint: None,
+            ticket: None,
         })
     }
 
@@ -142,6 +148,36 @@ impl Generation {
     pub fn constraint(mut self, constraint: Option<&'static str>) -> Self {
         self.constraint = constraint;
         self
+    }
+
+    /// Holds `ticket` (its place in the queue) until the first output.
+    pub fn queued(mut self, ticket: Option<Ticket>) -> Self {
+        self.ticket = ticket;
+        self
+    }
+
+    /// The next engine event; `None` once the queue is closed. While the request is
+    /// queued this waits until its deadline at most: past it, the engine request is
+    /// aborted and the error is the queue's 503.
+    async fn recv(&mut self) -> Result<Option<EngineEvent>, ApiError> {
+        let Some(ticket) = &self.ticket else {
+            return Ok(self.handle.recv().await);
+        };
+        let event = match ticket.deadline() {
+            None => self.handle.recv().await,
+            Some(at) => match tokio::time::timeout_at(at, self.handle.recv()).await {
+                Ok(event) => event,
+                Err(_) => {
+                    let err = ticket.timeout_error();
+                    self.ticket = None;
+                    self.handle.abort();
+                    self.observer.metrics.rejected(Rejection::QueueWaitTimeout);
+                    return Err(err);
+                }
+            },
+        };
+        self.ticket = None;
+        Ok(event)
     }
 
     /// The error of an output that ended with `error`.
@@ -172,9 +208,13 @@ impl Generation {
         }
         let mut piece = Piece::default();
         loop {
-            let Some(event) = self.handle.recv().await else {
-                let err = ApiError::from(self.handle.closed_error());
-                return Some(Err(self.fail(err)));
+            let event = match self.recv().await {
+                Ok(Some(event)) => event,
+                Ok(None) => {
+                    let err = ApiError::from(self.handle.closed_error());
+                    return Some(Err(self.fail(err)));
+                }
+                Err(err) => return Some(Err(self.fail(err))),
             };
             let mut event = Some(event);
             while let Some(ev) = event.take() {

@@ -101,7 +101,8 @@ fn pieces(generations: Vec<Generation>, mut first: Option<Item>) -> Pieces {
 }
 
 /// Choice 0's first item, awaited before a constrained stream's head: `Err` with the
-/// response when it is the engine's refusal of the spec (a 400). A deadline passed here
+/// response when it is the engine's refusal of the spec (a 400) or the queue's wait
+/// limit (a 503: no byte was sent yet). A deadline passed here
 /// is left to the stream (its next wait ends at once).
 async fn first_item(
     generations: &mut [Generation],
@@ -119,7 +120,9 @@ async fn first_item(
         },
     };
     match next {
-        Some(Err(err @ ApiError::BadRequest { .. })) => Err(err.respond(dialect)),
+        Some(Err(err @ (ApiError::BadRequest { .. } | ApiError::QueueTimeout(_)))) => {
+            Err(err.respond(dialect))
+        }
         Some(next) => Ok(Some((0, next, generation.usage()))),
         None => Ok(None),
     }

@@ -335,4 +335,5 @@ async fn invocations_route_by_the_body() {
 
 mod cached;
 mod loopback;
+mod queue;
 mod structured;
