@@ -1,5 +1,6 @@
 //! The output pipeline of a generation request: engine outputs → incremental
-//! detokenizer and stop strings ([`generation`]) → each choice's deltas and final form
+//! detokenizer and stop strings ([`generation`], its counts and times in [`tally`],
+//! reported to the request's [`observer`]) → each choice's deltas and final form
 //! ([`choice`], with [`crate::logprobs`]) → the response, streamed as SSE ([`sse`]) or whole
 //! ([`response`]). A batched completions request fans out into prompts × n choices
 //! ([`batch`]).
@@ -7,5 +8,7 @@
 pub mod batch;
 pub mod choice;
 pub mod generation;
+pub mod observer;
 pub mod response;
 pub mod sse;
+pub mod tally;

@@ -1,6 +1,7 @@
 //! One request's output pipeline: engine outputs → incremental detokenizer → stop
 //! strings → text pieces, with the token counts for `usage` (the prompt's cached tokens
-//! as the engine reports them with its first output); the prompt's logprobs
+//! as the engine reports them with its first output), kept with the request's times by
+//! its [`Tally`]; the prompt's logprobs
 //! (with the first output) ride on the first piece. An echo-only request (`max_tokens`
 //! 0 with `echo`) drops its one generated token: no text, no completion tokens, and
 //! finish reason `length`. An engine failure is a 500, except when the engine refused
@@ -9,7 +10,6 @@
 //! [`crate::edge::queue`]) leaves the queue at its first output; still queued at its
 //! `--max-queue-wait` deadline, it is aborted in the engine and fails with a 503.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use vrs_text::{IncrementalDetokenizer, StopMatcher, TextError, Tokenizer};
@@ -17,11 +17,11 @@ use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
 
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
-use crate::edge::metrics::{Metrics, Rejection};
+use crate::edge::metrics::Rejection;
 use crate::edge::queue::Ticket;
-use crate::edge::trace::RequestTrace;
-use crate::edge::vllm_metrics::{Finished, Siblings};
 use crate::openai::Usage;
+use crate::output::observer::Observer;
+use crate::output::tally::Tally;
 use vrs_engine_client::client::{EngineEvent, RequestHandle};
 
 /// What the client gets next: text (never empty unless this is the last piece or the
@@ -43,57 +43,16 @@ impl Piece {
     }
 }
 
-/// Where a request's latencies go: the metrics, when the HTTP request arrived, its `n`
-/// choices (for `vllm:request_max_num_generation_tokens`), and its trace with the index
-/// of the prompt (when traces are on).
-#[derive(Clone)]
-pub struct Observer {
-    pub metrics: Arc<Metrics>,
-    pub arrival: Instant,
-    siblings: Arc<Siblings>,
-    trace: Option<(Arc<RequestTrace>, usize)>,
-}
-
-impl Observer {
-    /// The observer of the `n` choices of one HTTP request.
-    pub fn new(metrics: Arc<Metrics>, arrival: Instant, n: u32) -> Self {
-        Self {
-            metrics,
-            arrival,
-            siblings: Arc::new(Siblings::new(n)),
-            trace: None,
-        }
-    }
-
-    /// Its choices report to `trace` (if any) as those of prompt `prompt`.
-    pub fn traced(mut self, trace: Option<Arc<RequestTrace>>, prompt: usize) -> Self {
-        self.trace = trace.map(|t| (t, prompt));
-        self
-    }
-}
-
 /// A running request as the HTTP layer sees it.
 pub struct Generation {
     handle: RequestHandle,
     detokenizer: IncrementalDetokenizer,
     stop: Option<StopMatcher>,
-    prompt_tokens: u32,
-    completion_tokens: u32,
-    /// The prompt tokens the engine found in its prefix cache (with the first output).
-    cached_tokens: u32,
     outcome: Option<&'static str>,
     /// A failure that follows text not yet handed out.
     pending: Option<ApiError>,
-    observer: Observer,
-    /// When the first and the latest output with tokens came.
-    first: Option<Instant>,
-    last: Option<Instant>,
-    /// When the request finished (its end-to-end latency).
-    ended: Option<Instant>,
-    /// The engine it was routed to (the `engine` label of the `vllm:*` series).
-    engine: u32,
-    /// The engine's prefill time (seconds), once reported.
-    prefill: Option<f64>,
+    /// Its token counts and times, reported to its observer.
+    tally: Tally,
     /// `max_tokens` 0 with `echo`: the generated token is dropped.
     echo_only: bool,
     /// The field of the request's structured-output constraint (the `param` of a 400
@@ -121,17 +80,9 @@ impl Generation {
             handle,
             detokenizer,
             stop,
-            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
-            completion_tokens: 0,
-            cached_tokens: 0,
             outcome: None,
             pending: None,
-            observer,
-            first: None,
-            last: None,
-            ended: None,
-            engine,
-            prefill: None,
+            tally: Tally::new(observer, engine, prompt_tokens),
             echo_only: false,
             constraint: None,
             ticket: None,
@@ -171,7 +122,10 @@ impl Generation {
                     let err = ticket.timeout_error();
                     self.ticket = None;
                     self.handle.abort();
-                    self.observer.metrics.rejected(Rejection::QueueWaitTimeout);
+                    self.tally
+                        .observer
+                        .metrics
+                        .rejected(Rejection::QueueWaitTimeout);
                     return Err(err);
                 }
             },
@@ -193,7 +147,7 @@ impl Generation {
     }
 
     pub fn usage(&self) -> Usage {
-        Usage::new(self.prompt_tokens, self.completion_tokens).with_cached(self.cached_tokens)
+        self.tally.usage()
     }
 
     /// The next piece; `None` after the last (or after a failure). Outputs already
@@ -260,7 +214,7 @@ impl Generation {
         let finish = output
             .finish()
             .map_err(|e| ApiError::Internal(format!("bad engine output: {e}")))?;
-        self.timings(&output);
+        self.tally.timings(&output);
         if let Some(prompt) = output.prompt_logprobs.take() {
             piece.prompt_logprobs = Some(prompt);
         }
@@ -313,10 +267,14 @@ impl Generation {
                     .push_str(&self.detokenizer.finish().map_err(text_error)?);
             }
         }
-        self.observer.metrics.detokenize.observe(started.elapsed());
-        self.count(output.new_token_ids.len());
+        self.tally
+            .observer
+            .metrics
+            .detokenize
+            .observe(started.elapsed());
+        self.tally.count(output.new_token_ids.len(), self.echo_only);
         if finish.is_some() {
-            self.end();
+            self.tally.end();
         }
         match finish {
             None => Ok(None),
@@ -329,29 +287,15 @@ impl Generation {
     /// of the output whose detokenizing began at `started`: the engine may still be
     /// generating.
     fn stopped_at(&mut self, started: Instant, tokens: usize) -> &'static str {
-        self.observer.metrics.detokenize.observe(started.elapsed());
-        self.count(tokens);
+        self.tally
+            .observer
+            .metrics
+            .detokenize
+            .observe(started.elapsed());
+        self.tally.count(tokens, self.echo_only);
         self.handle.abort();
-        self.end();
+        self.tally.end();
         FinishReason::Stop.as_str()
-    }
-
-    /// The engine's prefix-cache hit, queue and prefill times (with a request's first
-    /// output); the trace's cached tokens and engine times.
-    fn timings(&mut self, output: &EngineCoreOutput) {
-        if let Some((trace, prompt)) = &self.observer.trace {
-            trace.output(*prompt, output);
-        }
-        let cached = u32::try_from(output.num_cached_tokens).unwrap_or(u32::MAX);
-        self.cached_tokens = self.cached_tokens.max(cached.min(self.prompt_tokens));
-        let vllm = &self.observer.metrics.vllm;
-        if let Some(queue) = output.queue_time {
-            vllm.queue(self.engine, queue);
-        }
-        if let Some(prefill) = output.prefill_time {
-            self.prefill = Some(prefill);
-            vllm.prefill(self.engine, prefill);
-        }
     }
 
     /// An echo-only request's output: counted for the metrics, its token dropped; it
@@ -361,95 +305,15 @@ impl Generation {
         output: &EngineCoreOutput,
         finish: Option<FinishReason>,
     ) -> Result<Option<&'static str>, ApiError> {
-        self.count(output.new_token_ids.len());
+        self.tally.count(output.new_token_ids.len(), self.echo_only);
         if finish.is_some() {
             self.handle.finished();
-            self.end();
+            self.tally.end();
         }
         match finish {
             None => Ok(None),
             Some(FinishReason::Error) => Err(self.engine_error(output)),
             Some(_) => Ok(Some(FinishReason::Length.as_str())),
-        }
-    }
-
-    /// The request finished: its end-to-end latency.
-    fn end(&mut self) {
-        let now = Instant::now();
-        self.ended = Some(now);
-        self.observer
-            .metrics
-            .e2e
-            .observe(now - self.observer.arrival);
-    }
-
-    /// Counts generated tokens and their latencies.
-    fn count(&mut self, tokens: usize) {
-        if tokens == 0 {
-            return;
-        }
-        let now = Instant::now();
-        let metrics = &self.observer.metrics;
-        let since_last = match self.last {
-            None => {
-                let ttft = now - self.observer.arrival;
-                metrics.ttft.observe(ttft);
-                metrics
-                    .vllm
-                    .first_token(self.engine, self.prompt_tokens, ttft.as_secs_f64());
-                self.first = Some(now);
-                if let Some((trace, _)) = &self.observer.trace {
-                    trace.first_token();
-                }
-                None
-            }
-            Some(last) => {
-                metrics.itl.observe(now - last);
-                Some((now - last).as_secs_f64())
-            }
-        };
-        self.last = Some(now);
-        let tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
-        if !self.echo_only {
-            self.completion_tokens = self.completion_tokens.saturating_add(tokens);
-        }
-        metrics.generation_tokens(tokens as usize);
-        metrics.vllm.generated(self.engine, tokens, since_last);
-    }
-
-    /// The `vllm:*` per-request series once it is over: a finished request by its
-    /// reason (`abort` when the client went away or the deadline passed); a failed
-    /// one only as one of its siblings.
-    fn report(&self) {
-        let vllm = &self.observer.metrics.vllm;
-        let reason = match self.outcome {
-            Some("error") => None,
-            Some(reason) => Some(reason),
-            None => Some(FinishReason::Abort.as_str()),
-        };
-        if let Some(reason) = reason {
-            let ended = self.ended.unwrap_or_else(Instant::now);
-            vllm.finished(
-                self.engine,
-                &Finished {
-                    reason,
-                    e2e: (ended - self.observer.arrival).as_secs_f64(),
-                    decode: self
-                        .first
-                        .zip(self.last)
-                        .map(|(f, l)| (l - f).as_secs_f64()),
-                    prefill: self.prefill,
-                    prompt_tokens: self.prompt_tokens,
-                    generation_tokens: self.completion_tokens,
-                },
-            );
-        }
-        if let Some(max) = self.observer.siblings.done(self.completion_tokens) {
-            vllm.max_generation(self.engine, max);
-        }
-        if let Some((trace, _)) = &self.observer.trace {
-            let reason = self.outcome.unwrap_or(FinishReason::Abort.as_str());
-            trace.finished(reason, self.completion_tokens);
         }
     }
 }
@@ -464,20 +328,20 @@ fn visible_ids(output: &EngineCoreOutput) -> &[u32] {
 
 impl Drop for Generation {
     fn drop(&mut self) {
-        self.report();
+        self.tally.report(self.outcome);
         let id = self.handle.request_id();
-        let elapsed_ms = self.observer.arrival.elapsed().as_millis() as u64;
+        let elapsed_ms = self.tally.observer.arrival.elapsed().as_millis() as u64;
         match self.outcome {
             Some(reason) => tracing::info!(
                 request_id = %id,
-                prompt_tokens = self.prompt_tokens,
-                completion_tokens = self.completion_tokens,
+                prompt_tokens = self.tally.prompt_tokens,
+                completion_tokens = self.tally.completion_tokens,
                 elapsed_ms,
                 "finished: {reason}"
             ),
             None => tracing::info!(
                 request_id = %id,
-                completion_tokens = self.completion_tokens,
+                completion_tokens = self.tally.completion_tokens,
                 elapsed_ms,
                 "client went away; aborting"
             ),

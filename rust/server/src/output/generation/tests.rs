@@ -1,5 +1,6 @@
 use super::*;
 use crate::testutil::Harness;
+use std::sync::Arc;
 use std::time::Duration;
 use vrs_engine_client::fake::{FAILING_REGEX, INVALID_MESSAGE, INVALID_REGEX};
 use vrs_wire::{EngineCoreRequest, SamplingParams, StructuredOutputs};
