@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontend_overhead import machine  # noqa: E402
-from servers import REPO_ROOT, RESULTS, Server, vrs  # noqa: E402
+from servers import RESULTS, Server, bench_serve  # noqa: E402
 
 # API -> (vrs bench serve backend, route): the backend's default endpoint is the route.
 APIS = {"chat": ("openai-chat", "/v1/chat/completions"),
@@ -45,34 +43,9 @@ TARGET = 0.9  # each API's req/s at least this share of chat's (issue #16)
 
 
 def bench(server: Server, api: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """One `vrs bench serve` run of ``api``; raises unless every request made exactly
-    ``--output-len`` tokens by the API's own usage."""
+    """One `vrs bench serve` run of ``api`` (checked as ``servers.bench_serve`` checks)."""
     backend, route = APIS[api]
-    cmd = vrs("bench", "serve", "--base-url", server.url, "--backend", backend,
-              "--num-prompts", str(args.prompts), "--max-concurrency", str(args.concurrency),
-              "--random-input-len", str(args.input_len),
-              "--random-output-len", str(args.output_len),
-              "--warmup-requests", str(min(args.concurrency, 64)), "--seed", str(args.seed),
-              "--metric-percentiles", "50,99", "--result-file", str(out),
-              "--label", f"{args.frontend}-{api}")
-    cpu = server.frontend_cpu_s()
-    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    cpu = server.frontend_cpu_s() - cpu
-    if done.returncode != 0:
-        raise RuntimeError(f"bench failed ({args.frontend}, {api}): "
-                           f"{done.stderr.strip() or done.stdout[-2000:]}")
-    result = json.loads(out.read_text())
-    if result["endpoint"] != route:
-        raise RuntimeError(f"{api}: measured {result['endpoint']}, not {route}")
-    expected = result["completed"] * args.output_len
-    if result["total_output_tokens"] != expected:
-        raise RuntimeError(f"{api}: {result['total_output_tokens']} output tokens by the "
-                           f"usage, not {expected}: not the same load")
-    # warm-up and measured requests alike went through the frontend
-    requests = result["completed"] + min(args.concurrency, 64)
-    result["frontend_cpu_ms_per_request"] = cpu * 1e3 / requests
-    return result
+    return bench_serve(server, backend, route, f"{args.frontend}-{api}", args, out)
 
 
 def summarize(runs: list[dict[str, Any]], apis: list[str]) -> list[dict[str, Any]]:

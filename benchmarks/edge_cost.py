@@ -51,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frontend_overhead import machine  # noqa: E402
-from servers import REPO_ROOT, RESULTS, Server, vrs  # noqa: E402
+from servers import REPO_ROOT, RESULTS, Server, bench_serve, vrs  # noqa: E402
 
 CONFIGS = ("plain", "tls", "traces", "both")
 FRONTENDS = ("rust", "python")
@@ -237,35 +237,11 @@ class Target:
 
 
 def bench(target: Target, frontend: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """One `vrs bench serve` run; raises unless every request made exactly
-    ``--output-len`` tokens by the usage."""
-    warmup = min(args.concurrency, 64)
-    cmd = vrs("bench", "serve", "--base-url", target.server.url, "--backend", "openai-chat",
-              "--num-prompts", str(args.prompts), "--max-concurrency", str(args.concurrency),
-              "--random-input-len", str(args.input_len),
-              "--random-output-len", str(args.output_len),
-              "--warmup-requests", str(warmup), "--seed", str(args.seed),
-              "--metric-percentiles", "50,99", "--result-file", str(out),
-              "--label", f"{frontend}-{target.config}")
-    if target.ca is not None:
-        cmd += ["--ca-cert", str(target.ca)]
-    cpu = target.server.frontend_cpu_s()
-    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-    cpu = target.server.frontend_cpu_s() - cpu
-    if done.returncode != 0:
-        raise RuntimeError(f"bench failed ({frontend}, {target.config}): "
-                           f"{done.stderr.strip() or done.stdout[-2000:]}")
-    result = json.loads(out.read_text())
-    if result["endpoint"] != ROUTE:
-        raise RuntimeError(f"measured {result['endpoint']}, not {ROUTE}")
-    expected = result["completed"] * args.output_len
-    if result["total_output_tokens"] != expected:
-        raise RuntimeError(f"{frontend} {target.config}: {result['total_output_tokens']} "
-                           f"output tokens by the usage, not {expected}: not the same load")
-    requests = result["completed"] + result["failed"] + warmup  # all went through it
-    target.sent += requests
-    result["frontend_cpu_ms_per_request"] = cpu * 1e3 / requests
+    """One `vrs bench serve` run of ``target`` (checked as ``servers.bench_serve`` checks)."""
+    extra = ["--ca-cert", str(target.ca)] if target.ca is not None else []
+    result = bench_serve(target.server, "openai-chat", ROUTE, f"{frontend}-{target.config}",
+                         args, out, extra)
+    target.sent += result["frontend_requests"]
     return result
 
 

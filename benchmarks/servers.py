@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -99,3 +100,42 @@ class Server:
                 continue  # fields[3]: the session id (the server leads its own session)
             total += (int(fields[11]) + int(fields[12])) / tick
         return total
+
+
+def bench_serve(server: Server, backend: str, route: str, label: str, args: Any, out: Path,
+                extra: Sequence[str] = ()) -> dict[str, Any]:
+    """One `vrs bench serve` run against ``server`` (random prompts of ``args.input_len``
+    tokens, ``args.output_len`` out, ``args.concurrency`` at once, ``args.prompts`` measured
+    after as many warm-up requests as the concurrency, at most 64), its result file read
+    back. Raises unless it measured ``route`` and every request made exactly
+    ``args.output_len`` tokens by the API's own usage (the same load on every server).
+    Adds ``frontend_requests`` (warm-up included: all went through the frontend) and
+    ``frontend_cpu_ms_per_request`` (the server's CPU but the engine's, from /proc)."""
+    import json
+
+    warmup = min(args.concurrency, 64)
+    cmd = vrs("bench", "serve", "--base-url", server.url, "--backend", backend,
+              "--num-prompts", str(args.prompts), "--max-concurrency", str(args.concurrency),
+              "--random-input-len", str(args.input_len),
+              "--random-output-len", str(args.output_len),
+              "--warmup-requests", str(warmup), "--seed", str(args.seed),
+              "--metric-percentiles", "50,99", "--result-file", str(out),
+              "--label", label, *extra)
+    cpu = server.frontend_cpu_s()
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    cpu = server.frontend_cpu_s() - cpu
+    if done.returncode != 0:
+        raise RuntimeError(f"bench failed ({label}): "
+                           f"{done.stderr.strip() or done.stdout[-2000:]}")
+    result = json.loads(out.read_text())
+    if result["endpoint"] != route:
+        raise RuntimeError(f"{label}: measured {result['endpoint']}, not {route}")
+    expected = result["completed"] * args.output_len
+    if result["total_output_tokens"] != expected:
+        raise RuntimeError(f"{label}: {result['total_output_tokens']} output tokens by the "
+                           f"usage, not {expected}: not the same load")
+    requests = result["completed"] + result["failed"] + warmup
+    result["frontend_requests"] = requests
+    result["frontend_cpu_ms_per_request"] = cpu * 1e3 / requests
+    return result
