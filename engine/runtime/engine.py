@@ -23,7 +23,7 @@ from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.grammar.compiler import GrammarCompiler, load_xgrammar
 from engine.grammar.pending import PendingGrammars
-from engine.runtime.device import resolve_device, resolve_dtype
+from engine.runtime.device import choose_dtype, resolve_device
 from engine.runtime.kv_cache import KVCacheManager, cdiv
 from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
 from engine.runtime.model_runner import ModelRunner, RunOutput, kv_cache_bytes_per_block
@@ -87,7 +87,9 @@ class ModelEngine:
     def from_config(cls, config: EngineConfig) -> ModelEngine:
         config.validate()
         device = resolve_device(config.device)
-        dtype = resolve_dtype(config.dtype, device)
+        choice = choose_dtype(config.dtype, device)
+        dtype = choice.dtype
+        logger.info("dtype %s → %s (%s)", config.dtype, choice.name, choice.reason)
         torch.manual_seed(config.seed)
         model_dir = resolve_model_dir(config.model)
         hf_config = read_config(model_dir)

@@ -42,6 +42,7 @@ def _onednn_linear(
 
     oneDNN builds (and caches) a kernel per input shape, which costs milliseconds; with
     continuous batching the row count changes every step, so only a few sizes are used.
+    ``weight`` is a plain tensor or one packed by ``_pack_weight``.
     """
     rows = x.shape[0]
     padded = row_bucket(rows)
@@ -51,25 +52,68 @@ def _onednn_linear(
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def pick_linear(device: torch.device, dtype: torch.dtype) -> tuple[Linear, str]:
-    """The matmul for this device: oneDNN for fp32 on CPU when torch has it.
+# The row count oneDNN picks a packed weight layout for: a decode step's batch.
+PACK_ROWS = 64
 
-    torch's default fp32 CPU GEMM (MKL) is 2-3x slower than oneDNN on AMD CPUs for
-    the skinny matrices of a decode step, and no faster elsewhere.
-    ``VRS_CPU_MATMUL=torch`` keeps torch's default (e.g. to compare the two).
+
+def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` reordered once into oneDNN's blocked layout (an opaque mkldnn tensor)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+
+
+def _same(weight: torch.Tensor) -> torch.Tensor:
+    return weight
+
+
+CPU_MATMULS = ("auto", "torch", "onednn", "onednn-packed")
+# What ``auto`` means on CPU, per dtype (measured: see pick_linear).
+AUTO_CPU_MATMUL = {torch.float32: "onednn-packed", torch.bfloat16: "onednn-packed"}
+
+
+@dataclass(frozen=True)
+class LinearBackend:
+    """The matmul of every linear, and the form its weights are kept in."""
+
+    name: str
+    linear: Linear
+    pack: Callable[[torch.Tensor], torch.Tensor]
+
+
+def _works(backend: LinearBackend, dtype: torch.dtype) -> bool:
+    """The backend runs here and agrees with ``F.linear`` (a torch without it fails)."""
+    try:
+        x, w, b = (torch.randn(3, 16).to(dtype), torch.randn(8, 16).to(dtype),
+                   torch.randn(8).to(dtype))
+        got = backend.linear(x, backend.pack(w), b)
+    except (RuntimeError, AttributeError):
+        return False
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    return torch.allclose(got.float(), F.linear(x, w, b).float(), atol=tol, rtol=tol)
+
+
+def pick_linear(device: torch.device, dtype: torch.dtype) -> LinearBackend:
+    """The matmul for this device and dtype (``VRS_CPU_MATMUL`` overrides ``auto``).
+
+    On CPU ``auto`` is oneDNN with weights packed once at load (``onednn-packed``), for
+    fp32 and bf16 alike: torch's default fp32 CPU GEMM (MKL) is 2-3x slower than oneDNN
+    on AMD CPUs for the skinny matrices of a decode step, and the packed weight saves
+    oneDNN a reorder per call (benchmarks/cpu_linear.py measures the options).
+    ``torch`` keeps ``F.linear`` (e.g. to compare); ``onednn`` is oneDNN on plain weights.
+    On CUDA, and where torch lacks oneDNN, it is always ``F.linear``.
     """
     wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
-    if wanted not in ("auto", "torch"):
-        raise ValueError(f"VRS_CPU_MATMUL={wanted!r}; allowed: auto, torch")
-    use_onednn = wanted == "auto" and device.type == "cpu" and dtype == torch.float32
-    if use_onednn and torch.backends.mkldnn.is_available():
-        try:
-            x, w, b = torch.ones(2, 8), torch.ones(4, 8), torch.zeros(4)
-            if torch.equal(_onednn_linear(x, w, b), F.linear(x, w, b)):
-                return _onednn_linear, "onednn"
-        except (RuntimeError, AttributeError):
-            pass
-    return F.linear, "torch"
+    if wanted not in CPU_MATMULS:
+        raise ValueError(f"VRS_CPU_MATMUL={wanted!r}; allowed: {', '.join(CPU_MATMULS)}")
+    plain = LinearBackend("torch", F.linear, _same)
+    if device.type != "cpu" or wanted == "torch" or not torch.backends.mkldnn.is_available():
+        return plain
+    if dtype not in (torch.float32, torch.bfloat16):
+        return plain
+    if wanted == "auto":
+        wanted = AUTO_CPU_MATMUL[dtype]
+    pack = _pack_weight if wanted == "onednn-packed" else _same
+    backend = LinearBackend(wanted, _onednn_linear, pack)
+    return backend if _works(backend, dtype) else plain
 
 
 @dataclass
@@ -192,7 +236,9 @@ class DecoderModel:
         self.cos: torch.Tensor | None = None
         self.sin: torch.Tensor | None = None
         self.scale = config.head_dim**-0.5
-        self.linear, self.linear_backend = pick_linear(device, dtype)
+        backend = pick_linear(device, dtype)
+        self.linear, self.linear_backend = backend.linear, backend.name
+        self._pack = backend.pack
 
     # ------------------------------------------------------------------ loading
 
@@ -210,12 +256,13 @@ class DecoderModel:
         def take_opt(name: str, wanted: bool) -> torch.Tensor | None:
             return take(name) if wanted else weights.pop(name, None)
 
+        pack = self._pack
         self.embed = take("model.embed_tokens.weight")
         self.final_norm = take("model.norm.weight")
         if "lm_head.weight" in weights:
-            self.lm_head = weights.pop("lm_head.weight")
+            self.lm_head = pack(weights.pop("lm_head.weight"))
         elif cfg.tie_word_embeddings:
-            self.lm_head = self.embed
+            self.lm_head = pack(self.embed)
         else:
             raise ModelLoadError("checkpoint lacks 'lm_head.weight' and embeddings are not tied")
         for i in range(cfg.num_layers):
@@ -225,10 +272,10 @@ class DecoderModel:
             layer.post_norm = take(pre + "post_attention_layernorm.weight")
             att = pre + "self_attn."
             q, k, v = (take(f"{att}{n}_proj.weight") for n in "qkv")
-            layer.qkv_w = torch.cat([q, k, v], 0).contiguous()
+            layer.qkv_w = pack(torch.cat([q, k, v], 0).contiguous())
             biases = [take_opt(f"{att}{n}_proj.bias", opts.qkv_bias) for n in "qkv"]
             layer.qkv_b = None if biases[0] is None else torch.cat(biases, 0).contiguous()
-            layer.o_w = take(att + "o_proj.weight")
+            layer.o_w = pack(take(att + "o_proj.weight"))
             layer.o_b = take_opt(att + "o_proj.bias", opts.o_bias)
             layer.qk_norm = None
             if opts.qk_norm:  # one [heads + kv_heads, head_dim] weight: q and k in one go
@@ -239,11 +286,11 @@ class DecoderModel:
                 ]).contiguous()
             mlp = pre + "mlp."
             gate, up = take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")
-            layer.gate_up_w = torch.cat([gate, up], 0).contiguous()
+            layer.gate_up_w = pack(torch.cat([gate, up], 0).contiguous())
             gb = take_opt(mlp + "gate_proj.bias", opts.mlp_bias)
             ub = take_opt(mlp + "up_proj.bias", opts.mlp_bias)
             layer.gate_up_b = None if gb is None or ub is None else torch.cat([gb, ub], 0)
-            layer.down_w = take(mlp + "down_proj.weight")
+            layer.down_w = pack(take(mlp + "down_proj.weight"))
             layer.down_b = take_opt(mlp + "down_proj.bias", opts.mlp_bias)
             self.layers.append(layer)
         expected = (cfg.num_heads * cfg.head_dim, cfg.hidden_size)
