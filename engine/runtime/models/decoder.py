@@ -91,17 +91,22 @@ def _works(backend: LinearBackend, dtype: torch.dtype) -> bool:
     return torch.allclose(got.float(), F.linear(x, w, b).float(), atol=tol, rtol=tol)
 
 
-def pick_linear(device: torch.device, dtype: torch.dtype) -> LinearBackend:
-    """The matmul for this device and dtype (``VRS_CPU_MATMUL`` overrides ``auto``).
+def pick_linear(
+    device: torch.device, dtype: torch.dtype, wanted: str | None = None
+) -> LinearBackend:
+    """The matmul for this device and dtype: ``wanted``, else ``VRS_CPU_MATMUL``, else auto.
 
     On CPU ``auto`` is oneDNN with weights packed once at load (``onednn-packed``), for
     fp32 and bf16 alike: torch's default fp32 CPU GEMM (MKL) is 2-3x slower than oneDNN
     on AMD CPUs for the skinny matrices of a decode step, and the packed weight saves
     oneDNN a reorder per call (benchmarks/cpu_linear.py measures the options).
     ``torch`` keeps ``F.linear`` (e.g. to compare); ``onednn`` is oneDNN on plain weights.
-    On CUDA, and where torch lacks oneDNN, it is always ``F.linear``.
+    On CUDA, and where torch lacks oneDNN, it is always ``F.linear``. inductor
+    (torch.compile) cannot trace ``_linear_pointwise`` on a weight that is a graph input,
+    packed or not: a compiled forward needs ``torch``.
     """
-    wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
+    if wanted is None:
+        wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
     if wanted not in CPU_MATMULS:
         raise ValueError(f"VRS_CPU_MATMUL={wanted!r}; allowed: {', '.join(CPU_MATMULS)}")
     plain = LinearBackend("torch", F.linear, _same)
