@@ -79,7 +79,7 @@ def choose_dtype(name: str, device: torch.device) -> DTypeChoice:
             raise ConfigError(
                 f"invalid engine config: dtype={name!r}; allowed: auto, {', '.join(_DTYPES)}"
             )
-        return DTypeChoice(_DTYPES[name], "asked for")
+        return DTypeChoice(_DTYPES[name], "as configured")
     if device.type == "cuda":
         return DTypeChoice(torch.bfloat16, "CUDA device")
     if device.type != "cpu":

@@ -11,6 +11,7 @@ from conftest import make_engine
 
 from engine.config import ConfigError
 from engine.runtime.device import (
+    DTypeChoice,
     auto_cpu_dtype,
     choose_dtype,
     cpu_bf16_flag,
@@ -68,7 +69,7 @@ def test_auto_on_this_machine_matches_its_cpu() -> None:
 
 
 def test_named_dtypes_are_kept_and_cuda_auto_is_bf16() -> None:
-    assert choose_dtype("float32", CPU).dtype == torch.float32
+    assert choose_dtype("float32", CPU) == DTypeChoice(torch.float32, "as configured")
     assert choose_dtype("bfloat16", CPU).dtype == torch.bfloat16
     assert choose_dtype("auto", torch.device("cuda")).dtype == torch.bfloat16
     with pytest.raises(ConfigError, match="dtype='int8'; allowed: auto, float32"):
