@@ -62,6 +62,7 @@ def baseline_sampler(rev: str, work: Path) -> type:
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module.Sampler
 
