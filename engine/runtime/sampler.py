@@ -70,7 +70,10 @@ class Sampler:
     def _sample(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
         n = len(requests)
         want_logprobs = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
-        raw_logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
+        raw_logprobs = None
+        if want_logprobs:  # every row asking: no copy of the rows first
+            rows = logits if len(want_logprobs) == n else logits[want_logprobs]
+            raw_logprobs = torch.log_softmax(rows, dim=-1)
         processed = [i for i, r in enumerate(requests) if r.has_logits_processors]
         penalized = [i for i, r in enumerate(requests) if r.has_penalties]
         masked = [i for i, r in enumerate(requests) if r.needs_min_tokens_mask]
