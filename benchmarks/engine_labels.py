@@ -54,7 +54,7 @@ def install_labels(engine: Any) -> dict[str, bool]:
         ("vrs.matmul", model, "compute_logits"),
         ("vrs.sample", engine, "sampler"),
         ("vrs.update", engine, "_update"),
-        ("vrs.attention", sys.modules.get(type(model).__module__), "paged_attention"),
+        *_attention_targets(model),
     ]
     found = {}
     for label, owner, name in targets:
@@ -63,6 +63,24 @@ def install_labels(engine: Any) -> dict[str, bool]:
         if callable(fn):
             setattr(owner, name, _labelled(fn, label))
     return found
+
+
+def _attention_targets(model: Any) -> list[tuple[str, Any, str]]:
+    """Where the decoder calls attention: functions named like attention that its module
+    imports from engine.runtime.attention*, and the ``forward`` of attention objects
+    (classes from there) the model holds."""
+    module = sys.modules.get(type(model).__module__)
+    found: list[tuple[str, Any, str]] = []
+    for name, obj in vars(module).items() if module is not None else ():
+        origin = getattr(obj, "__module__", "") or ""
+        if callable(obj) and not isinstance(obj, type) and "attention" in name \
+                and origin.startswith("engine.runtime.attention"):
+            found.append(("vrs.attention", module, name))
+    for obj in vars(model).values():
+        if type(obj).__module__.startswith("engine.runtime.attention") \
+                and callable(getattr(obj, "forward", None)):
+            found.append(("vrs.attention", obj, "forward"))
+    return found or [("vrs.attention", module, "paged_attention")]
 
 
 def _label_of(event: Any) -> tuple[str | None, list[str]]:
