@@ -67,8 +67,8 @@ def install_labels(engine: Any) -> dict[str, bool]:
 
 def _attention_targets(model: Any) -> list[tuple[str, Any, str]]:
     """Where the decoder calls attention: functions named like attention that its module
-    imports from engine.runtime.attention*, and the ``forward`` of attention objects
-    (classes from there) the model holds."""
+    imports from engine.runtime.attention*, and the ``forward`` of every class defined
+    there (an attention backend's per-step object)."""
     module = sys.modules.get(type(model).__module__)
     found: list[tuple[str, Any, str]] = []
     for name, obj in vars(module).items() if module is not None else ():
@@ -76,10 +76,12 @@ def _attention_targets(model: Any) -> list[tuple[str, Any, str]]:
         if callable(obj) and not isinstance(obj, type) and "attention" in name \
                 and origin.startswith("engine.runtime.attention"):
             found.append(("vrs.attention", module, name))
-    for obj in vars(model).values():
-        if type(obj).__module__.startswith("engine.runtime.attention") \
-                and callable(getattr(obj, "forward", None)):
-            found.append(("vrs.attention", obj, "forward"))
+    for name, mod in list(sys.modules.items()):  # attention backends' classes
+        if not name.startswith("engine.runtime.attention") or mod is None:
+            continue
+        for cls in vars(mod).values():
+            if isinstance(cls, type) and cls.__module__ == name and "forward" in vars(cls):
+                found.append(("vrs.attention", cls, "forward"))
     return found or [("vrs.attention", module, "paged_attention")]
 
 
