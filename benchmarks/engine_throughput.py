@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -215,6 +216,9 @@ def main() -> int:
         for close in closers:
             close()
     report["parity"] = parity(model_dir, args) if args.parity else None
+    if not args.model:  # the weights go (gigabytes at real shapes); the logs stay
+        shutil.rmtree(model_dir, ignore_errors=True)
+    print(f"server log and bench results: {work}", file=sys.stderr)
     report["settings"] = {k: str(v) for k, v in vars(args).items()}
     report["rows"] = summarize(trials, rates, cfg)
     table = markdown(report["rows"], rates, report)
