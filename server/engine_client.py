@@ -52,20 +52,22 @@ def max_pending_outputs() -> int:
 class RequestStream:
     """Outputs of one engine request, delivered in batches to its single consumer."""
 
-    __slots__ = ("request_id", "identity", "_items", "_event", "_error")
+    __slots__ = ("request_id", "identity", "_items", "_waiter", "_error")
 
     def __init__(self, request_id: str, identity: bytes) -> None:
         self.request_id = request_id
         self.identity = identity
         self._items: list[p.EngineCoreOutput] = []
-        self._event = asyncio.Event()
+        # The consumer's wake-up while it waits in get(): one future per wait, set once.
+        self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
 
     def put(self, output: p.EngineCoreOutput, limit: int) -> bool:
         """Queues ``output``; False when more than ``limit`` wait (the stream is then
         failed and its queue dropped)."""
         self._items.append(output)
-        self._event.set()
+        if self._waiter is not None:
+            self._wake()
         if len(self._items) <= limit:
             return True
         self._items = []
@@ -77,15 +79,20 @@ class RequestStream:
     def fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error
-        self._event.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def get(self) -> list[p.EngineCoreOutput]:
         """Every output that arrived since the last call (waits for at least one)."""
         while not self._items:
             if self._error is not None:
                 raise self._error
-            await self._event.wait()
-            self._event.clear()
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
         items, self._items = self._items, []
         return items
 
