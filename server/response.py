@@ -178,11 +178,8 @@ class ChatShapes(_Shapes):
         delta = self.choices[index].step(piece)
         if delta.is_empty():
             return opening
-        logprobs = None if delta.logprobs is None else s.ChatLogprobs(delta.logprobs)
-        frame = self._frame
-        choice = frame.chat_choice(index, delta.content if delta.content_only() else
-                                   delta.delta(), logprobs, delta.finish)
-        chunk = frame.event(choice, self.running(index, completion_tokens, cached_tokens))
+        chunk = self._frame.chat_event(index, delta,
+                                       self.running(index, completion_tokens, cached_tokens))
         return opening + chunk if opening else chunk
 
     def usage(self, usage: s.Usage) -> bytes:

@@ -7,8 +7,10 @@ import msgspec
 import pytest
 
 from server import openai as s
+from server.choice import ChatDelta
 from server.chunk import ChunkFrame
 from server.logprobs import ChatLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
+from server.parsers.tools import CallDelta
 
 _encode = msgspec.json.Encoder().encode
 
@@ -46,6 +48,22 @@ def test_chat_content_chunk_matches_struct(text: str, finish: str | None,
             fast = text if text else delta  # the content-only path needs content
             got = frame.event(frame.chat_choice(index, fast, logprobs, finish), usage)
             assert got == _struct_event(expected)
+            tokens = None if logprobs is None else logprobs.content
+            delta_of = ChatDelta("", text, [], tokens, finish)
+            if text or tokens or finish:  # an empty delta sends no chunk
+                assert frame.chat_event(index, delta_of, usage) == _struct_event(expected)
+            if text and logprobs is None and finish is None and usage is None:
+                assert frame.content_event(index, text) == _struct_event(expected)
+
+
+def test_chat_event_with_reasoning_or_calls_matches_struct() -> None:
+    frame = ChunkFrame(s.ChatCompletionChunk(id="c", created=5, model="m", choices=[]))
+    call = CallDelta(1, "call_9", "get", '{"x":')
+    for delta in (ChatDelta("hmm", "", [], None, None), ChatDelta("a", "b", [], None, None),
+                  ChatDelta("", "", [call], None, None), ChatDelta("", "t", [call], None, "stop")):
+        expected = s.ChatCompletionChunk(id="c", created=5, model="m", choices=[
+            s.ChatChunkChoice(0, delta.delta(), None, delta.finish)])
+        assert frame.chat_event(0, delta, None) == _struct_event(expected)
 
 
 def test_chat_full_delta_matches_struct() -> None:
