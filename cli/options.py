@@ -104,7 +104,7 @@ EnablePrefixCaching = Annotated[bool, typer.Option(
 Seed = Annotated[int, typer.Option(help="Engine random seed.")]
 EnforceEager = Annotated[bool, typer.Option(
     help="Never compile (torch.compile): faster start-up. Default: the decoder is compiled "
-         "at start-up where that measured faster (bfloat16/float16 on CPU).")]
+         "at start-up where that measured faster (bfloat16 on CPU).")]
 StructuredOutputsCompileTimeout = Annotated[float, typer.Option(
     min=0.001,
     help="Seconds a structured-output grammar (JSON schema, regex, choice, grammar) may "

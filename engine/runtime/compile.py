@@ -17,7 +17,8 @@ tokens up (a 1-token step runs eager), so there are no per-size compiles and not
 to pad. The compile happens once, at start-up (``warm_up``), with a log line before and
 after. CUDA keeps the eager path (compile there is unmeasured); ``--enforce-eager``
 turns compilation off, ``VRS_COMPILE=auto|on|off`` overrides the default (auto: on
-for bfloat16 / float16 on CPU, where it measured faster; float32 did not gain).
+for bfloat16 on CPU, where it measured faster; float32 did not gain; see
+docs/internals.md "Compiled decoder" for the numbers).
 """
 
 from __future__ import annotations
@@ -87,9 +88,10 @@ def compile_choice(config: EngineConfig, device: torch.device, dtype: torch.dtyp
         return False, f"{device.type} keeps the eager path (compiling there is unmeasured)"
     if wanted == "on":
         return True, "VRS_COMPILE=on"
-    if dtype == torch.float32:
-        return False, "float32 on CPU: the compiled decoder measured no faster"
-    return True, f"{str(dtype).removeprefix('torch.')} on CPU: the compiled decoder is faster"
+    if dtype != torch.bfloat16:
+        return False, (f"{str(dtype).removeprefix('torch.')} on CPU: compiling measured no "
+                       "faster (float32) or is unmeasured (float16)")
+    return True, "bfloat16 on CPU: the compiled decoder measured faster"
 
 
 class DecoderGraph:

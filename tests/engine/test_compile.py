@@ -24,6 +24,7 @@ def test_choice_follows_flags_dtype_and_device(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("VRS_COMPILE", "auto")
     assert compile_choice(config, cpu, torch.bfloat16)[0]
     assert not compile_choice(config, cpu, torch.float32)[0]
+    assert not compile_choice(config, cpu, torch.float16)[0]
     assert not compile_choice(config, cuda, torch.bfloat16)[0]
     eager = EngineConfig(model="m", enforce_eager=True)
     assert compile_choice(eager, cpu, torch.bfloat16) == (False, "--enforce-eager")
