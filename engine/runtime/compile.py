@@ -157,14 +157,15 @@ class DecoderGraph:
         return elapsed
 
 
-def build_forward(config: EngineConfig, model: DecoderModel, max_tokens: int) -> Forward:
-    """The forward the runner calls: compiled and warmed where ``compile_choice`` says
-    so, else the model's eager forward. A failed compile under ``auto`` logs why and
-    falls back to eager; under ``VRS_COMPILE=on`` it is an error."""
+def build_forward(config: EngineConfig, model: DecoderModel, max_tokens: int
+                  ) -> Forward | None:
+    """The compiled forward, warmed, where ``compile_choice`` says so; None: the model's
+    eager forward. A failed compile under ``auto`` logs why and runs eager; under
+    ``VRS_COMPILE=on`` it is an error."""
     wanted, reason = compile_choice(config, model.device, model.dtype)
     if not wanted:
         logger.info("decoder runs eager (%s)", reason)
-        return model.forward
+        return None
     logger.info("decoder will be compiled (%s)", reason)
     graph = DecoderGraph(model)
     try:
@@ -174,5 +175,5 @@ def build_forward(config: EngineConfig, model: DecoderModel, max_tokens: int) ->
             raise
         logger.warning("compiling the decoder failed (%s: %s); running eager",
                        type(exc).__name__, exc)
-        return model.forward
+        return None
     return graph

@@ -64,7 +64,7 @@ class ModelRunner:
         self, model: DecoderModel, num_blocks: int, block_size: int, forward: Forward | None = None
     ) -> None:
         self.model = model
-        self.forward: Forward = forward or model.forward
+        self.forward = forward  # None: the model's own (eager) forward
         self.device = model.device
         self.block_size = block_size
         self.num_blocks = num_blocks
@@ -221,7 +221,8 @@ class ModelRunner:
         when there are none), and the prompt logprobs of the scheduled prompt positions."""
         inputs = self.prepare(requests, num_new_tokens)
         model = self.model
-        hidden = self.forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
+        forward = self.forward or model.forward
+        hidden = forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
         prompt: list[tuple[Request, list[p.TokenLogprobs]]] = []
         if inputs.prompt_index is not None:
             prompt = compute_prompt_logprobs(
