@@ -70,3 +70,22 @@ def test_compiled_greedy_equals_eager(
     assert compiled.kv_cache.prefix_cache_hits > 0
     # Every batch size seen while serving reused the start-up graph.
     assert counters["stats"]["unique_graphs"] == after_warm_up
+
+
+def test_enforce_eager_travels_in_the_engine_config(model_dirs: dict[str, Path]) -> None:
+    """`vrs serve --enforce-eager` reaches EngineConfig through args-json's engine_config."""
+    from rich.console import Console
+
+    from cli.serve_args import ServeOptions, build_args
+
+    params = {"model": str(model_dirs["llama"]), "model_option": None, "tokenizer": None,
+              "host": "127.0.0.1", "port": 0, "served_model_name": None, "mock": False,
+              "max_model_len": None, "log_level": "info", "shutdown_timeout": 1.0,
+              "chat_template": None, "device": "cpu", "dtype": "float32", "block_size": 16,
+              "max_num_seqs": 8, "max_num_batched_tokens": 256, "kv_cache_memory": None,
+              "gpu_memory_utilization": 0.9, "enable_prefix_caching": True, "seed": 0,
+              "mock_step_delay_ms": 0.0}
+    for flag in (True, False):
+        args = build_args(ServeOptions.from_params({**params, "enforce_eager": flag}),
+                          Console(stderr=True))
+        assert args["engine_config"]["enforce_eager"] is flag
