@@ -103,6 +103,7 @@ EnablePrefixCaching = Annotated[bool, typer.Option(
     help="Reuse KV blocks of shared prompt prefixes.")]
 Seed = Annotated[int, typer.Option(help="Engine random seed.")]
 EnforceEager = Annotated[bool, typer.Option(
+    "--enforce-eager",
     help="Never compile (torch.compile): faster start-up. Default: the decoder is compiled "
          "at start-up where that measured faster (bfloat16 on CPU).")]
 StructuredOutputsCompileTimeout = Annotated[float, typer.Option(

@@ -135,14 +135,11 @@ class DecoderGraph:
         finally:
             _step.attend = None
 
-    def warm_up(self, max_tokens: int) -> float:
-        """Compile now (attention answers zeros: the graph does not see it); seconds taken."""
+    def warm_up(self, max_tokens: int) -> None:
+        """Compile now (attention answers zeros: the graph does not see it)."""
         model = self.model
         cfg = model.config
         tokens = max(2, min(WARM_UP_TOKENS, max_tokens))
-        start = time.perf_counter()
-        logger.info("compiling the decoder (torch.compile, inductor; --enforce-eager skips "
-                    "this)")
 
         def zeros(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
             return q.new_zeros((q.shape[0], cfg.num_heads * cfg.head_dim))
@@ -151,10 +148,6 @@ class DecoderGraph:
             ids = torch.zeros(tokens, dtype=torch.long, device=model.device)
             positions = torch.arange(tokens, dtype=torch.long, device=model.device)
             self._run(ids, positions, zeros)
-        elapsed = time.perf_counter() - start
-        logger.info("decoder compiled in %.1fs (one graph for every batch of 2+ tokens)",
-                    elapsed)
-        return elapsed
 
 
 def build_forward(config: EngineConfig, model: DecoderModel, max_tokens: int
@@ -166,9 +159,11 @@ def build_forward(config: EngineConfig, model: DecoderModel, max_tokens: int
     if not wanted:
         logger.info("decoder runs eager (%s)", reason)
         return None
-    logger.info("decoder will be compiled (%s)", reason)
-    graph = DecoderGraph(model)
+    logger.info("compiling the decoder (%s; torch.compile, inductor; --enforce-eager skips "
+                "this)", reason)
+    start = time.perf_counter()
     try:
+        graph = DecoderGraph(model)
         graph.warm_up(max_tokens)
     except Exception as exc:
         if os.environ.get("VRS_COMPILE") == "on":
@@ -176,4 +171,6 @@ def build_forward(config: EngineConfig, model: DecoderModel, max_tokens: int
         logger.warning("compiling the decoder failed (%s: %s); running eager",
                        type(exc).__name__, exc)
         return None
+    logger.info("decoder compiled in %.1fs (one graph for every batch of 2+ tokens)",
+                time.perf_counter() - start)
     return graph
