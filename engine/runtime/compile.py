@@ -43,6 +43,8 @@ _step = threading.local()  # .attend: the attention of the step being run on thi
 _linears: dict[str, Linear] = {}  # the non-torch matmuls by backend name
 
 
+# It writes the layer's KV cache, which is no input of the graph and never read by it, so
+# it declares no mutation; each call's output feeds the next layer, which keeps the order.
 @torch.library.custom_op("vrs::attention", mutates_args=())
 def _attention(q: torch.Tensor, kv: torch.Tensor, layer: int) -> torch.Tensor:
     attend: Attend | None = getattr(_step, "attend", None)
