@@ -103,6 +103,10 @@ EnablePrefixCaching = Annotated[bool, typer.Option(
     "--enable-prefix-caching/--no-enable-prefix-caching",
     help="Reuse KV blocks of shared prompt prefixes.")]
 Seed = Annotated[int, typer.Option(help="Engine random seed.")]
+EnforceEager = Annotated[bool, typer.Option(
+    "--enforce-eager",
+    help="Never compile (torch.compile): faster start-up. Default: the decoder is compiled "
+         "at start-up where that measured faster (bfloat16 on CPU).")]
 StructuredOutputsCompileTimeout = Annotated[float, typer.Option(
     min=0.001,
     help="Seconds a structured-output grammar (JSON schema, regex, choice, grammar) may "

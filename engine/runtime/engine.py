@@ -23,10 +23,16 @@ from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.grammar.compiler import GrammarCompiler, load_xgrammar
 from engine.grammar.pending import PendingGrammars
+from engine.runtime.compile import build_forward
 from engine.runtime.device import choose_dtype, resolve_device
 from engine.runtime.kv_cache import KVCacheManager, cdiv
 from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
-from engine.runtime.model_runner import ModelRunner, RunOutput, kv_cache_bytes_per_block
+from engine.runtime.model_runner import (
+    Forward,
+    ModelRunner,
+    RunOutput,
+    kv_cache_bytes_per_block,
+)
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
@@ -55,6 +61,7 @@ class ModelEngine:
         max_model_len: int,
         num_blocks: int,
         tokenizer_dir: Path | None = None,
+        forward: Forward | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -69,7 +76,7 @@ class ModelEngine:
         self.scheduler = Scheduler(
             self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
         )
-        self.runner = ModelRunner(model, num_blocks, config.block_size)
+        self.runner = ModelRunner(model, num_blocks, config.block_size, forward)
         self.sampler = Sampler(self.vocab_size, config.seed, model.device)
         # Structured outputs: grammars compile off the step loop; a constrained request
         # waits in ``pending`` (counted as waiting) until its grammar is ready.
@@ -151,7 +158,8 @@ class ModelEngine:
         name = config.served_model_name or model_dir.name
         tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
         load_xgrammar()  # here, on one thread: the grammar threads only use it
-        return cls(config, model, name, eos, max_model_len, num_blocks, tokenizer_dir)
+        forward = build_forward(config, model, config.max_num_batched_tokens)
+        return cls(config, model, name, eos, max_model_len, num_blocks, tokenizer_dir, forward)
 
     @staticmethod
     def _kv_budget(

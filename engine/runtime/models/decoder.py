@@ -24,6 +24,10 @@ from engine.runtime.loader import ModelLoadError
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 Linear = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+# Attention of one layer: (layer index, q [T, heads, head_dim], kv [T, 2, kv_heads, head_dim])
+# -> [T, heads * head_dim]. The layers call it and know nothing of the cache or the step's
+# metadata, so a compiled forward can keep it outside its graph (engine/runtime/compile.py).
+Attend = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def row_bucket(rows: int) -> int:
@@ -341,7 +345,22 @@ class DecoderModel:
         meta: AttentionMetadata,
         kv_caches: list[torch.Tensor],
     ) -> torch.Tensor:
-        """Hidden states ``[T, hidden]`` after the final norm."""
+        """Hidden states ``[T, hidden]`` after the final norm (eager)."""
+        return self.run_layers(input_ids, positions, self.attention(meta, kv_caches), self.linear)
+
+    def attention(self, meta: AttentionMetadata, kv_caches: list[torch.Tensor]) -> Attend:
+        """The paged attention of one step: writes this step's K/V, attends over the cache."""
+        scale = self.scale
+
+        def attend(index: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+            return paged_attention(q, kv, kv_caches[index], meta, scale)
+
+        return attend
+
+    def run_layers(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, attend: Attend, linear: Linear
+    ) -> torch.Tensor:
+        """Embedding, the layers and the final norm over a flat batch of tokens ``[T]``."""
         cfg = self.config
         num_tokens = input_ids.shape[0]
         heads, kv_heads, head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -349,8 +368,7 @@ class DecoderModel:
         sin = self.sin.index_select(0, positions).unsqueeze(1)
         h = F.embedding(input_ids, self.embed)
         qk_heads = heads + kv_heads
-        linear = self.linear
-        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+        for index, layer in enumerate(self.layers):
             x = self._norm(h, layer.input_norm)
             qkv = linear(x, layer.qkv_w, layer.qkv_b).view(num_tokens, -1, head_dim)
             qk = qkv[:, :qk_heads]
@@ -358,10 +376,7 @@ class DecoderModel:
                 qk = self._norm(qk, layer.qk_norm)
             qk = self._rope(qk, cos, sin)
             kv = torch.cat((qk[:, heads:], qkv[:, qk_heads:]), dim=1)
-            o = paged_attention(
-                qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim), kv_cache, meta,
-                self.scale,
-            )
+            o = attend(index, qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim))
             h = h + linear(o, layer.o_w, layer.o_b)
             x = self._norm(h, layer.post_norm)
             gate, up = linear(x, layer.gate_up_w, layer.gate_up_b).chunk(2, dim=-1)
