@@ -105,8 +105,8 @@ EnablePrefixCaching = Annotated[bool, typer.Option(
 Seed = Annotated[int, typer.Option(help="Engine random seed.")]
 EnforceEager = Annotated[bool, typer.Option(
     "--enforce-eager",
-    help="Never compile (torch.compile): faster start-up. Default: the decoder is compiled "
-         "at start-up where that measured faster (bfloat16 on CPU).")]
+    help="Never compile (torch.compile), even with VRS_COMPILE=on. By default the decoder "
+         "runs eager on CPU and CUDA (see docs/internals.md, 'Compiled decoder').")]
 StructuredOutputsCompileTimeout = Annotated[float, typer.Option(
     min=0.001,
     help="Seconds a structured-output grammar (JSON schema, regex, choice, grammar) may "

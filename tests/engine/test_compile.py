@@ -22,7 +22,7 @@ def test_choice_follows_flags_dtype_and_device(monkeypatch: pytest.MonkeyPatch) 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     config = EngineConfig(model="m")
     monkeypatch.setenv("VRS_COMPILE", "auto")
-    assert compile_choice(config, cpu, torch.bfloat16)[0]
+    assert not compile_choice(config, cpu, torch.bfloat16)[0]
     assert not compile_choice(config, cpu, torch.float32)[0]
     assert not compile_choice(config, cpu, torch.float16)[0]
     assert not compile_choice(config, cuda, torch.bfloat16)[0]
