@@ -43,6 +43,8 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
     seed: int = 0
+    # No torch.compile anywhere (vLLM's --enforce-eager): e.g. the FlexAttention kernel.
+    enforce_eager: bool = False
     # Mock engine knobs (ignored by the real engine).
     mock_step_delay_ms: float = 0.0
     # Scripted answers: a request whose prompt text contains ``when`` gets the tokens of

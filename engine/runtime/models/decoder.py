@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from engine.runtime.attention import AttentionMetadata, paged_attention
+from engine.runtime.attention.base import AttentionMetadata
 from engine.runtime.loader import ModelLoadError
 
 # RoPE types whose frequencies do not depend on the sequence length.
@@ -306,9 +306,8 @@ class DecoderModel:
                 qk = self._norm(qk, layer.qk_norm)
             qk = self._rope(qk, cos, sin)
             kv = torch.cat((qk[:, heads:], qkv[:, qk_heads:]), dim=1)
-            o = paged_attention(
-                qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim), kv_cache, meta,
-                self.scale,
+            o = meta.forward(
+                qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim), kv_cache, self.scale
             )
             h = h + linear(o, layer.o_w, layer.o_b)
             x = self._norm(h, layer.post_norm)
