@@ -157,3 +157,15 @@ def test_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VRS_ATTENTION", "flash")
     with pytest.raises(ValueError, match="allowed: auto, sdpa, flex"):
         select_backend(CPU, torch.float32, enforce_eager=False)
+
+
+def test_one_backend_over_steps_of_changing_size_and_dtype() -> None:
+    """The SDPA backend reuses one gather buffer: it must grow, and follow a new dtype."""
+    backend = SdpaBackend(CPU)
+    steps = [MIXED[:2], MIXED, MIXED[:5], [(30, 1)] * 6 + [(20, 4)], MIXED[:3]]
+    for i, shape in enumerate(steps):
+        out, ref = _run(backend, shape, torch.float32, 10 + i)
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    out, ref = _run(backend, MIXED, torch.bfloat16, 20)
+    torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)
+    assert backend.gather.buffer is not None and backend.gather.buffer.dtype == torch.bfloat16
