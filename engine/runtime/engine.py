@@ -71,7 +71,7 @@ class ModelEngine:
         self.scheduler = Scheduler(
             self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
         )
-        self.attention = select_backend(model.device, model.dtype, config.enforce_eager)
+        self.attention = select_backend(model.device, config.enforce_eager)
         self.runner = ModelRunner(model, num_blocks, config.block_size, self.attention)
         self.sampler = Sampler(self.vocab_size, config.seed, model.device)
         # Structured outputs: grammars compile off the step loop; a constrained request

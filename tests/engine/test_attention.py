@@ -148,15 +148,15 @@ def _reference_after_write(
 
 def test_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VRS_ATTENTION", raising=False)
-    assert select_backend(CPU, torch.float32, enforce_eager=False).name == "sdpa"
+    assert select_backend(CPU, enforce_eager=False).name == "sdpa"
     monkeypatch.setenv("VRS_ATTENTION", "flex")
-    assert select_backend(CPU, torch.float32, enforce_eager=False).name == "flex"
-    assert select_backend(CPU, torch.float32, enforce_eager=True).name == "sdpa"
+    assert select_backend(CPU, enforce_eager=False).name == "flex"
+    assert select_backend(CPU, enforce_eager=True).name == "sdpa"
     with pytest.raises(ValueError, match="CPU"):
-        select_backend(torch.device("cuda"), torch.float32, enforce_eager=False)
+        select_backend(torch.device("cuda"), enforce_eager=False)
     monkeypatch.setenv("VRS_ATTENTION", "flash")
     with pytest.raises(ValueError, match="allowed: auto, sdpa, flex"):
-        select_backend(CPU, torch.float32, enforce_eager=False)
+        select_backend(CPU, enforce_eager=False)
 
 
 def test_one_backend_over_steps_of_changing_size_and_dtype() -> None:

@@ -19,20 +19,18 @@ logger = logging.getLogger("vrs.engine")
 CHOICES = ("auto", "sdpa", "flex")
 
 
-def select_backend(
-    device: torch.device, dtype: torch.dtype, enforce_eager: bool
-) -> AttentionBackend:
+def select_backend(device: torch.device, enforce_eager: bool) -> AttentionBackend:
     """The backend for this engine; the choice and the reason are logged."""
     wanted = os.environ.get("VRS_ATTENTION", "auto")
     if wanted not in CHOICES:
         raise ValueError(f"VRS_ATTENTION={wanted!r}; allowed: {', '.join(CHOICES)}")
-    backend, reason = _choose(wanted, device, dtype, enforce_eager)
+    backend, reason = _choose(wanted, device, enforce_eager)
     logger.info("attention backend: %s (%s)", backend.name, reason)
     return backend
 
 
 def _choose(
-    wanted: str, device: torch.device, dtype: torch.dtype, enforce_eager: bool
+    wanted: str, device: torch.device, enforce_eager: bool
 ) -> tuple[AttentionBackend, str]:
     if wanted == "sdpa":
         return SdpaBackend(device), "VRS_ATTENTION=sdpa"
@@ -46,6 +44,6 @@ def _choose(
         from engine.runtime.attention.flex import FlexBackend
 
         return FlexBackend(device, compiled=True), "VRS_ATTENTION=flex"
-    # auto: gather + SDPA beats compiled FlexAttention on the CPU (docs/internals.md);
-    # on CUDA it is today's path until a FlashInfer backend has run on a GPU.
-    return SdpaBackend(device), f"the fastest measured on {device.type}"
+    if device.type == "cpu":
+        return SdpaBackend(device), "gather + SDPA beat compiled FlexAttention on the CPU"
+    return SdpaBackend(device), f"today's {device.type} path (no FlashInfer backend yet)"
