@@ -4,10 +4,15 @@ The layer's cache is viewed, without a copy, as one long KV sequence ``[1, kv_he
 (num_blocks + 1) * block_size, head_dim]``; the single-token queries are a batch of
 ``n`` one-token sequences that share it. A ``BlockMask`` built once per step (KV block
 size = the cache's block size) lists each query's blocks straight from its block table:
-the blocks before its last are full (no mask), the last is partial and its ``mask_mod``
-hides the slots past the context. The kernel reads the blocks where they lie.
+the blocks before its last are full (no mask), the last is partial. The ``mask_mod``
+maps a physical slot to its position in the request (a per-step ``[n, num_blocks + 1]``
+table) and hides what lies past the context; it is exact on every slot, since the
+unfused path (``compiled=False``, used by the tests) evaluates it everywhere. The
+kernel reads the blocks where they lie.
 
 Multi-token chunks go through the SDPA backend (a fresh prompt needs no gather there).
+Opt-in (``VRS_ATTENTION=flex``): on the CPU it measured 2-9x slower than gather + SDPA
+(docs/benchmarks.md "Paged attention backends").
 """
 
 from __future__ import annotations
