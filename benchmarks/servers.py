@@ -103,17 +103,18 @@ class Server:
 
 
 def bench_serve(server: Server, backend: str, route: str, label: str, args: Any, out: Path,
-                extra: Sequence[str] = ()) -> dict[str, Any]:
+                extra: Sequence[str] = (), warmup: int | None = None) -> dict[str, Any]:
     """One `vrs bench serve` run against ``server`` (random prompts of ``args.input_len``
     tokens, ``args.output_len`` out, ``args.concurrency`` at once, ``args.prompts`` measured
-    after as many warm-up requests as the concurrency, at most 64), its result file read
-    back. Raises unless it measured ``route`` and every request made exactly
+    after ``warmup`` warm-up requests: by default as many as the concurrency, at most 64;
+    they repeat the measured prompts, which a prefix cache then holds), its result file
+    read back. Raises unless it measured ``route`` and every request made exactly
     ``args.output_len`` tokens by the API's own usage (the same load on every server).
     Adds ``frontend_requests`` (warm-up included: all went through the frontend) and
     ``frontend_cpu_ms_per_request`` (the server's CPU but the engine's, from /proc)."""
     import json
 
-    warmup = min(args.concurrency, 64)
+    warmup = min(args.concurrency, 64) if warmup is None else warmup
     cmd = vrs("bench", "serve", "--base-url", server.url, "--backend", backend,
               "--num-prompts", str(args.prompts), "--max-concurrency", str(args.concurrency),
               "--random-input-len", str(args.input_len),

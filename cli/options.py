@@ -89,7 +89,8 @@ ChatTemplateContentFormat = Annotated[ContentFormat, typer.Option(
          "string).")]
 DeviceOpt = Annotated[Device, typer.Option(help="Where the engine runs.")]
 DTypeOpt = Annotated[DType, typer.Option(
-    help="Weight and activation dtype (auto: float32 on CPU, bfloat16 on CUDA).")]
+    help="Weight and activation dtype (auto: bfloat16 on CUDA and on CPUs with AMX or "
+         "AVX-512 BF16, else float32).")]
 BlockSize = Annotated[int, typer.Option(help="Tokens per KV-cache block.")]
 MaxNumSeqs = Annotated[int, typer.Option(min=1, help="Most requests in one engine step.")]
 MaxNumBatchedTokens = Annotated[int, typer.Option(
@@ -102,6 +103,10 @@ EnablePrefixCaching = Annotated[bool, typer.Option(
     "--enable-prefix-caching/--no-enable-prefix-caching",
     help="Reuse KV blocks of shared prompt prefixes.")]
 Seed = Annotated[int, typer.Option(help="Engine random seed.")]
+EnforceEager = Annotated[bool, typer.Option(
+    "--enforce-eager",
+    help="Never compile (torch.compile): faster start-up. Default: the decoder is compiled "
+         "at start-up where that measured faster (bfloat16 on CPU).")]
 StructuredOutputsCompileTimeout = Annotated[float, typer.Option(
     min=0.001,
     help="Seconds a structured-output grammar (JSON schema, regex, choice, grammar) may "

@@ -45,6 +45,7 @@ class ServeOptions:
     seed: int
     mock_step_delay_ms: float
     structured_outputs_compile_timeout: float = 5.0
+    enforce_eager: bool = False
     chat_template_content_format: str = "auto"
     mock_replies: Path | None = None
     api_key: str | None = None
@@ -188,6 +189,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "gpu_memory_utilization": options.gpu_memory_utilization,
         "enable_prefix_caching": options.enable_prefix_caching,
         "seed": options.seed,
+        "enforce_eager": options.enforce_eager,
         "mock_step_delay_ms": options.mock_step_delay_ms,
         "mock_replies": _mock_replies(options.mock_replies),
         "structured_outputs_compile_timeout": options.structured_outputs_compile_timeout,

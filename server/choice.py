@@ -46,6 +46,10 @@ class ChatDelta:
         return not (self.reasoning or self.content or self.calls or self.logprobs
                     or self.finish)
 
+    def content_only(self) -> bool:
+        """Whether the delta is just (non-empty) content: the common token's chunk."""
+        return bool(self.content) and not (self.reasoning or self.calls)
+
     def delta(self) -> s.Delta:
         delta = s.Delta()
         if self.content:

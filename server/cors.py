@@ -20,6 +20,7 @@ the same forms, as tower-http's CORS layer in vrs-rs (``rust/server/src/edge/cor
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 from typing import Any
 
 import msgspec
@@ -125,10 +126,11 @@ class Cors:
             headers.append((b"access-control-expose-headers", b"x-request-id"))
         names = {name for name, _ in headers if name != b"vary"}
 
-        async def send_with_cors(message: dict[str, Any]) -> None:
+        def send_with_cors(message: dict[str, Any]) -> Awaitable[None]:
+            # No coroutine of its own: a body message goes straight to ``send``.
             if message["type"] == "http.response.start":
                 kept = [h for h in message.get("headers", ()) if h[0].lower() not in names]
                 message = {**message, "headers": [*kept, *headers]}
-            await send(message)
+            return send(message)
 
         await self.app(scope, receive, send_with_cors)

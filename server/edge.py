@@ -121,10 +121,12 @@ async def dispatch(routes: Routes, scope: Scope,
     if metrics is not None:
         inner = send
 
-        async def send(message: dict[str, Any]) -> None:
+        def send(message: dict[str, Any]) -> Awaitable[None]:
+            # Not a coroutine of its own: a streamed token's body goes straight to the
+            # server's send, with no extra frame per message.
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
-            await inner(message)
+            return inner(message)
 
     route = find_route(routes, path)
     dialect = Dialect.for_path(path)

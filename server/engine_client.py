@@ -3,10 +3,10 @@
 The frontend binds both sockets (design §3): the input ROUTER, to which every engine's
 DEALER connects (identity = engine index, 2 bytes LE), and the output PULL, to which
 every engine's PUSH connects. Requests go out as ``[identity, type_byte, msgpack]``;
-a reader task decodes ``EngineOutputs`` and hands each request's outputs to its
-:class:`RequestStream`. The client keeps the latest ``SchedulerStats`` per engine and
-notices an engine's death two ways: the dead sentinel on the output socket, and the
-process exiting (a SIGKILLed engine sends nothing).
+a reader, called back when the output socket turns readable, decodes ``EngineOutputs``
+and hands each request's outputs to its :class:`RequestStream`. The client keeps the
+latest ``SchedulerStats`` per engine and notices an engine's death two ways: the dead
+sentinel on the output socket, and the process exiting (a SIGKILLed engine sends nothing).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 
 import zmq
-import zmq.asyncio
 
 from engine import protocol as p
 from engine.process.launcher import EngineGroup
@@ -52,20 +51,22 @@ def max_pending_outputs() -> int:
 class RequestStream:
     """Outputs of one engine request, delivered in batches to its single consumer."""
 
-    __slots__ = ("request_id", "identity", "_items", "_event", "_error")
+    __slots__ = ("request_id", "identity", "_items", "_waiter", "_error")
 
     def __init__(self, request_id: str, identity: bytes) -> None:
         self.request_id = request_id
         self.identity = identity
         self._items: list[p.EngineCoreOutput] = []
-        self._event = asyncio.Event()
+        # The consumer's wake-up while it waits in get(): one future per wait, set once.
+        self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
 
     def put(self, output: p.EngineCoreOutput, limit: int) -> bool:
         """Queues ``output``; False when more than ``limit`` wait (the stream is then
         failed and its queue dropped)."""
         self._items.append(output)
-        self._event.set()
+        if self._waiter is not None:
+            self._wake()
         if len(self._items) <= limit:
             return True
         self._items = []
@@ -77,15 +78,20 @@ class RequestStream:
     def fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error
-        self._event.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def get(self) -> list[p.EngineCoreOutput]:
         """Every output that arrived since the last call (waits for at least one)."""
         while not self._items:
             if self._error is not None:
                 raise self._error
-            await self._event.wait()
-            self._event.clear()
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
         items, self._items = self._items, []
         return items
 
@@ -94,22 +100,20 @@ class EngineClient:
     """Binds the input and output sockets and talks to the engines behind them."""
 
     def __init__(self, input_address: str, output_address: str) -> None:
-        self._ctx = zmq.asyncio.Context()
+        self._ctx = zmq.Context()
         # Sends go through a plain (synchronous) ROUTER: with no high-water mark they never
         # block, and ROUTER_MANDATORY turns a vanished engine into an error, not a drop.
-        self._sync_ctx = zmq.Context.shadow(self._ctx.underlying)
-        self._input = self._sync_ctx.socket(zmq.ROUTER)
+        self._input = self._ctx.socket(zmq.ROUTER)
         self._input.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self._input.setsockopt(zmq.SNDHWM, 0)
         self._input.setsockopt(zmq.LINGER, 0)
         self._input.bind(input_address)
+        # A synchronous PULL too: the reader drains it from a callback on its file
+        # descriptor, one wakeup per burst, no future or task switch per message.
         self._output = self._ctx.socket(zmq.PULL)
         self._output.setsockopt(zmq.RCVHWM, 0)
         self._output.setsockopt(zmq.LINGER, 0)
         self._output.bind(output_address)
-        # The reader awaits one message through asyncio, then drains whatever else is
-        # queued through this synchronous view: one wakeup per burst, not per message.
-        self._output_now = zmq.Socket.shadow(self._output.underlying)
         self.input_address = input_address
         self.output_address = output_address
         self._streams: dict[str, RequestStream] = {}
@@ -224,16 +228,35 @@ class EngineClient:
     # ------------------------------------------------------------------ background
 
     async def _read_outputs(self) -> None:
-        while True:
-            frames = [await self._output.recv()]
-            while True:
-                try:
-                    frames.append(self._output_now.recv(zmq.NOBLOCK))
-                except zmq.Again:
-                    break
-            for frame in frames:
-                if not self._dispatch(frame):
-                    return
+        """Delivers every message as the socket's descriptor turns readable, until the
+        engine is dead. ZMQ's descriptor is edge-triggered: each wakeup drains the socket
+        until it would block, which also re-arms it."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+        sock = self._output
+        fd = sock.getsockopt(zmq.FD)
+
+        def drain() -> None:
+            if ended.done():
+                return
+            try:
+                while True:
+                    try:
+                        frame = sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        return
+                    if not self._dispatch(frame):
+                        ended.set_result(None)
+                        return
+            except Exception as exc:  # noqa: BLE001 - the reader's failure ends it, as a task's
+                ended.set_exception(exc)
+
+        loop.add_reader(fd, drain)
+        try:
+            drain()  # what arrived before the descriptor was watched
+            await ended
+        finally:
+            loop.remove_reader(fd)
 
     def _dispatch(self, frame: bytes) -> bool:
         """Hand one output message to its requests; False once the engine is dead."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import threading
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 
 from engine import protocol as p
@@ -57,11 +58,11 @@ class Histogram:
         self._lock = threading.Lock()
 
     def observe(self, value: float) -> None:
+        bounds = self.bounds
+        i = bisect_left(bounds, value)  # the first bound >= value (none for NaN)
         with self._lock:
-            for i, bound in enumerate(self.bounds):
-                if value <= bound:
-                    self.counts[i] += 1
-                    break
+            if i < len(bounds) and value <= bounds[i]:
+                self.counts[i] += 1
             self.total += value
             self.count += 1
 

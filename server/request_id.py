@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Any
 
@@ -98,10 +99,11 @@ class RequestIds:
         rid = of(scope["headers"])
         header = (HEADER, rid.value.encode("ascii"))
 
-        async def send_with_id(message: dict[str, Any]) -> None:
+        def send_with_id(message: dict[str, Any]) -> Awaitable[None]:
+            # No coroutine of its own: a body message goes straight to ``send``.
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", ()), header]}
-            await send(message)
+            return send(message)
 
         token = _current.set(rid)
         try:

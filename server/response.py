@@ -34,6 +34,7 @@ import msgspec
 from server import openai as s
 from server.batch import usage as batch_usage
 from server.choice import ChatChoice, CompletionChoice
+from server.chunk import ChunkFrame
 from server.error import APIError, Dialect, ErrorKind, QueueTimeoutError
 from server.generation import Generation, Piece
 from server.logprobs import PromptLogprobs, TokenTexts
@@ -128,6 +129,8 @@ class ChatShapes(_Shapes):
         self._texts = texts
         self.prompt_logprobs: PromptLogprobs | None = None
         self._prompt_sent = False
+        self._frame = ChunkFrame(s.ChatCompletionChunk(id=rid, created=created, model=model,
+                                                       choices=[]))
 
     def _chunk(self, choices: list[s.ChatChunkChoice], usage: s.Usage | None = None) -> bytes:
         chunk = s.ChatCompletionChunk(id=self.rid, created=self.created, model=self.model,
@@ -175,14 +178,9 @@ class ChatShapes(_Shapes):
         delta = self.choices[index].step(piece)
         if delta.is_empty():
             return opening
-        logprobs = None if delta.logprobs is None else s.ChatLogprobs(delta.logprobs)
-        chunk = s.ChatCompletionChunk(
-            id=self.rid, created=self.created, model=self.model,
-            choices=[s.ChatChunkChoice(index, delta.delta(), logprobs, delta.finish)])
-        usage = self.running(index, completion_tokens, cached_tokens)
-        if usage is not None:
-            chunk.usage = usage
-        return opening + event(chunk)
+        chunk = self._frame.chat_event(index, delta,
+                                       self.running(index, completion_tokens, cached_tokens))
+        return opening + chunk if opening else chunk
 
     def usage(self, usage: s.Usage) -> bytes:
         return self._chunk([], usage)
@@ -207,18 +205,15 @@ class CompletionShapes(_Shapes):
                  prompt_tokens: list[int], n: int, continuous: bool = False) -> None:
         super().__init__(rid, created, model, prompt_tokens, n, continuous)
         self.choices = choices
+        self._frame = ChunkFrame(s.Completion(id=rid, created=created, model=model, choices=[]))
 
     def start(self) -> bytes:
         return b""
 
     def step(self, index: int, piece: Piece, completion_tokens: int = 0,
              cached_tokens: int = 0) -> bytes:
-        chunk = s.Completion(id=self.rid, created=self.created, model=self.model,
-                             choices=[self.choices[index].step(piece)])
-        usage = self.running(index, completion_tokens, cached_tokens)
-        if usage is not None:
-            chunk.usage = usage
-        return event(chunk)
+        return self._frame.event(_encode(self.choices[index].step(piece)),
+                                 self.running(index, completion_tokens, cached_tokens))
 
     def whole_step(self, index: int, piece: Piece) -> None:
         self.choices[index].step(piece)
@@ -354,17 +349,10 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
         if early is not None:
             raise early
         async with _deadline(deadline):
-            async for batch in keep_alive(pieces(generations, first), keep_alive_s):
-                if batch is None:
-                    message["body"] = KEEP_ALIVE
-                    await send(message)
-                    continue
-                body = b"".join(shapes.step(index, piece, generations[index].completion_tokens,
-                                            generations[index].cached_tokens)
-                                for index, piece in batch)
-                if body:
-                    message["body"] = body
-                    await send(message)
+            if keep_alive_s is None and len(generations) == 1:
+                await _send_one(send, message, generations[0], shapes, first)
+            else:
+                await _send_batches(send, message, generations, shapes, first, keep_alive_s)
     except TimeoutError:
         await send({"type": "http.response.body", "body": shapes.failure(timeout_error(timeout_s))})
         return
@@ -373,3 +361,33 @@ async def stream(send: Send, generations: list[Generation], shapes: Shapes,
         return
     await send({"type": "http.response.body",
                 "body": shapes.finish(shapes.usage_of(generations), include_usage)})
+
+
+async def _send_one(send: Send, message: dict[str, Any], generation: Generation,
+                    shapes: Shapes, piece: Piece | None) -> None:
+    """One choice, no keep-alive: each piece straight to its event, no batch in between
+    (``piece``: its first, already taken)."""
+    if piece is None:
+        piece = await generation.next()
+    while piece is not None:
+        body = shapes.step(0, piece, generation.completion_tokens, generation.cached_tokens)
+        if body:
+            message["body"] = body
+            await send(message)
+        piece = await generation.next()
+
+
+async def _send_batches(send: Send, message: dict[str, Any], generations: list[Generation],
+                        shapes: Shapes, first: Piece | None, keep_alive_s: float | None) -> None:
+    """The choices' batches of pieces as they come, with keep-alive comments."""
+    async for batch in keep_alive(pieces(generations, first), keep_alive_s):
+        if batch is None:
+            message["body"] = KEEP_ALIVE
+            await send(message)
+            continue
+        body = b"".join(shapes.step(index, piece, generations[index].completion_tokens,
+                                    generations[index].cached_tokens)
+                        for index, piece in batch)
+        if body:
+            message["body"] = body
+            await send(message)

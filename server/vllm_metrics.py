@@ -17,6 +17,7 @@ when a request finishes, with the end-to-end latency.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -99,10 +100,10 @@ class _PerEngine:
 
     def observe(self, which: int, value: float) -> None:
         counts = self.histograms[which]
-        for i, bound in enumerate(HISTOGRAMS[which][2]):
-            if value <= bound:
-                counts.buckets[i] += 1
-                break
+        bounds = HISTOGRAMS[which][2]
+        i = bisect_left(bounds, value)  # the first bound >= value (none for NaN)
+        if i < len(bounds) and value <= bounds[i]:
+            counts.buckets[i] += 1
         counts.total += value
         counts.count += 1
 
@@ -137,7 +138,10 @@ class VllmMetrics:
         self._engines: dict[int, _PerEngine] = {}
 
     def _engine(self, engine: int) -> _PerEngine:
-        return self._engines.setdefault(engine, _PerEngine())
+        e = self._engines.get(engine)
+        if e is None:  # built once per engine, not on every token
+            e = self._engines[engine] = _PerEngine()
+        return e
 
     def first_token(self, engine: int, prompt_tokens: int, ttft: float) -> None:
         """The engine's first output for a request: its prompt was processed."""

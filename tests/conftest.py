@@ -13,6 +13,11 @@ import pytest
 # vrs-rs (tempfile::Builder::new().prefix("vrs-")).
 VRS_TEMP_PREFIX = "vrs-"
 
+# Engines started by tests (in-process or `vrs serve` children, which inherit this) run
+# eager: compiling the decoder costs seconds per start. tests/engine/test_compile.py
+# turns it on where it tests it.
+os.environ.setdefault("VRS_COMPILE", "off")
+
 
 def vrs_temp_entries() -> set[str]:
     """Names of the entries of the temp dir that vrs made."""

@@ -33,6 +33,7 @@ def serve(
     gpu_memory_utilization: o.GpuMemoryUtilization = 0.9,
     enable_prefix_caching: o.EnablePrefixCaching = True,
     seed: o.Seed = 0,
+    enforce_eager: o.EnforceEager = False,
     structured_outputs_compile_timeout: o.StructuredOutputsCompileTimeout = 5.0,
     mock_step_delay_ms: o.MockStepDelayMs = 0.0,
     mock_replies: o.MockReplies = None,

@@ -25,10 +25,16 @@ from engine.grammar.compiler import GrammarCompiler, load_xgrammar
 from engine.grammar.pending import PendingGrammars
 from engine.runtime.attention.sdpa import SdpaBackend
 from engine.runtime.attention.selection import select_backend
-from engine.runtime.device import resolve_device, resolve_dtype
+from engine.runtime.compile import build_forward
+from engine.runtime.device import choose_dtype, resolve_device
 from engine.runtime.kv_cache import KVCacheManager, cdiv
 from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
-from engine.runtime.model_runner import ModelRunner, RunOutput, kv_cache_bytes_per_block
+from engine.runtime.model_runner import (
+    Forward,
+    ModelRunner,
+    RunOutput,
+    kv_cache_bytes_per_block,
+)
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
@@ -57,6 +63,7 @@ class ModelEngine:
         max_model_len: int,
         num_blocks: int,
         tokenizer_dir: Path | None = None,
+        forward: Forward | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -72,7 +79,9 @@ class ModelEngine:
             self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
         )
         self.attention = select_backend(model.device, config.enforce_eager)
-        self.runner = ModelRunner(model, num_blocks, config.block_size, self.attention)
+        self.runner = ModelRunner(
+            model, num_blocks, config.block_size, self.attention, forward
+        )
         self.sampler = Sampler(self.vocab_size, config.seed, model.device)
         # Structured outputs: grammars compile off the step loop; a constrained request
         # waits in ``pending`` (counted as waiting) until its grammar is ready.
@@ -90,7 +99,9 @@ class ModelEngine:
     def from_config(cls, config: EngineConfig) -> ModelEngine:
         config.validate()
         device = resolve_device(config.device)
-        dtype = resolve_dtype(config.dtype, device)
+        choice = choose_dtype(config.dtype, device)
+        dtype = choice.dtype
+        logger.info("dtype %s → %s (%s)", config.dtype, choice.name, choice.reason)
         torch.manual_seed(config.seed)
         model_dir = resolve_model_dir(config.model)
         hf_config = read_config(model_dir)
@@ -152,7 +163,8 @@ class ModelEngine:
         name = config.served_model_name or model_dir.name
         tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
         load_xgrammar()  # here, on one thread: the grammar threads only use it
-        return cls(config, model, name, eos, max_model_len, num_blocks, tokenizer_dir)
+        forward = build_forward(config, model, config.max_num_batched_tokens)
+        return cls(config, model, name, eos, max_model_len, num_blocks, tokenizer_dir, forward)
 
     @staticmethod
     def _kv_budget(

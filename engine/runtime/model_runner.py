@@ -13,6 +13,7 @@ engine/runtime/prompt_logprobs.py); the other requests pay nothing for that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,12 @@ class RunOutput:
     prompt_logprobs: list[tuple[Request, list[p.TokenLogprobs]]]
 
 
+# (input_ids, positions, metadata, kv caches) -> hidden states: the model's eager forward
+# or its compiled graph (engine/runtime/compile.py).
+Forward = Callable[[torch.Tensor, torch.Tensor, AttentionMetadata, list[torch.Tensor]],
+                   torch.Tensor]
+
+
 def kv_cache_bytes_per_block(model: DecoderModel, block_size: int) -> int:
     cfg = model.config
     elem = torch.empty((), dtype=model.dtype).element_size()
@@ -59,9 +66,11 @@ class ModelRunner:
         num_blocks: int,
         block_size: int,
         attention: AttentionBackend,
+        forward: Forward | None = None,
     ) -> None:
         self.model = model
         self.attention = attention
+        self.forward = forward  # None: the model's own (eager) forward
         self.device = model.device
         self.block_size = block_size
         self.num_blocks = num_blocks
@@ -170,7 +179,8 @@ class ModelRunner:
         when there are none), and the prompt logprobs of the scheduled prompt positions."""
         inputs = self.prepare(requests, num_new_tokens)
         model = self.model
-        hidden = model.forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
+        forward = self.forward or model.forward
+        hidden = forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)
         prompt: list[tuple[Request, list[p.TokenLogprobs]]] = []
         if inputs.prompt_index is not None:
             prompt = compute_prompt_logprobs(

@@ -10,6 +10,12 @@ and for the rest temperature, top-k, top-p, min-p and a draw. When the earlier m
 leave a constrained row nothing the grammar allows (``min_tokens`` against a finished
 grammar, say), the grammar wins: that row is its raw logits under the grammar's mask.
 
+Nothing sorts the vocabulary unless top-p needs it: greedy rows take an argmax; top-k /
+top-p rows draw among their candidates (engine/runtime/top_k_top_p.py: ``torch.topk`` of
+the best k, then the prefix reaching top_p, renormalised within the top k as transformers
+and vLLM do); rows without either draw over the whole softmax. Logprobs are one
+``log_softmax`` and one top-k over every row that asked.
+
 The draw is an exponential race (``argmax(p / q)``, ``q ~ Exp(1)``), which samples
 exactly from ``p``. A request with a ``seed`` draws its ``q`` from its own
 ``torch.Generator``, advanced once per sampled token, so its tokens do not depend on
@@ -27,6 +33,7 @@ from engine.grammar.bitmask import apply_grammars
 from engine.runtime.logits_processors import apply_logits_processors
 from engine.runtime.logprobs import token_logprobs
 from engine.runtime.request import Request
+from engine.runtime.top_k_top_p import top_k_top_p
 
 MAX_LOGPROBS = 20
 
@@ -63,7 +70,10 @@ class Sampler:
     def _sample(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
         n = len(requests)
         want_logprobs = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
-        raw_logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
+        raw_logprobs = None
+        if want_logprobs:  # every row asking: no copy of the rows first
+            rows = logits if len(want_logprobs) == n else logits[want_logprobs]
+            raw_logprobs = torch.log_softmax(rows, dim=-1)
         processed = [i for i, r in enumerate(requests) if r.has_logits_processors]
         penalized = [i for i, r in enumerate(requests) if r.has_penalties]
         masked = [i for i, r in enumerate(requests) if r.needs_min_tokens_mask]
@@ -86,18 +96,25 @@ class Sampler:
             self._apply_grammars(logits, raw, requests, constrained,
                                  [i for i in constrained if i in touched])
 
-        tokens = logits.argmax(dim=-1)
         random_rows = [i for i, r in enumerate(requests) if not r.is_greedy]
-        if random_rows:
-            sampled = self._draw(logits[random_rows], [requests[i] for i in random_rows])
-            tokens[random_rows] = sampled
+        if not random_rows:
+            tokens = logits.argmax(dim=-1)
+        elif len(random_rows) == n:
+            tokens = self._draw(logits, requests)
+        else:  # greedy rows take their argmax, the others draw
+            greedy_rows = [i for i, r in enumerate(requests) if r.is_greedy]
+            tokens = torch.empty(n, dtype=torch.long, device=logits.device)
+            tokens[greedy_rows] = logits[greedy_rows].argmax(dim=-1)
+            tokens[random_rows] = self._draw(logits[random_rows],
+                                             [requests[i] for i in random_rows])
         token_list = tokens.tolist()
 
         logprobs: list[p.TokenLogprobs | None] = [None] * n
-        if raw_logprobs is not None:
-            for row, i in enumerate(want_logprobs):
-                k = min(requests[i].params.logprobs or 0, MAX_LOGPROBS)
-                (logprobs[i],) = token_logprobs(raw_logprobs[row : row + 1], [token_list[i]], k)
+        if raw_logprobs is not None:  # one top-k over every row that asked
+            ks = [min(requests[i].params.logprobs or 0, MAX_LOGPROBS) for i in want_logprobs]
+            entries = token_logprobs(raw_logprobs, [token_list[i] for i in want_logprobs], ks)
+            for i, entry in zip(want_logprobs, entries, strict=True):
+                logprobs[i] = entry
         return SamplerOutput(token_list, logprobs)
 
     @staticmethod
@@ -158,21 +175,30 @@ class Sampler:
         dev = logits.device
         temps = torch.tensor([r.params.temperature for r in requests], device=dev)[:, None]
         logits = logits / temps
-        top_k = [r.params.top_k for r in requests]
-        top_p = [r.params.top_p for r in requests]
         vocab = logits.shape[1]
-        if any(0 < k < vocab for k in top_k) or any(tp < 1.0 for tp in top_p):
-            sorted_logits, order = logits.sort(dim=-1, descending=True)
-            rank = torch.arange(vocab, device=dev)[None, :]
-            k = torch.tensor([k if 0 < k < vocab else vocab for k in top_k], device=dev)
-            drop = rank >= k[:, None]
-            probs = torch.softmax(sorted_logits, dim=-1)
-            tp = torch.tensor([v if v < 1.0 else 2.0 for v in top_p], device=dev)[:, None]
-            # Drop a token when the tokens ranked above it already reach top_p.
-            drop |= (probs.cumsum(dim=-1) - probs) >= tp
-            drop[:, 0] = False
-            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-            logits = torch.empty_like(logits).scatter_(1, order, sorted_logits)
+        limited = [i for i, r in enumerate(requests)
+                   if 0 < r.params.top_k < vocab or r.params.top_p < 1.0]
+        if not limited:
+            return self._race(logits, requests)
+        tokens = torch.empty(len(requests), dtype=torch.long, device=dev)
+        free = [i for i in range(len(requests)) if i not in set(limited)]
+        if free:
+            tokens[free] = self._race(logits[free], [requests[i] for i in free])
+        # Top-k / top-p rows: only their candidates, never a sort of the whole vocabulary
+        # unless top_p needs it (engine/runtime/top_k_top_p.py).
+        rows = [requests[i] for i in limited]
+        found = top_k_top_p(logits[limited], [r.params.top_k for r in rows],
+                            [r.params.top_p for r in rows])
+        choice = self._race(found.logits, rows, found.kept)
+        tokens[limited] = found.token_ids.gather(1, choice[:, None])[:, 0]
+        return tokens
+
+    def _race(self, logits: torch.Tensor, requests: list[Request],
+              kept: list[int] | None = None) -> torch.Tensor:
+        """The exponential race over ``logits`` (after min_p): a column per row. A seeded
+        row draws its own ``q``: over the whole row, or over its first ``kept`` columns
+        (the candidates it keeps, whatever the batch's width)."""
+        dev = logits.device
         probs = torch.softmax(logits, dim=-1)
         min_p = [r.params.min_p for r in requests]
         if any(mp > 0.0 for mp in min_p):
@@ -184,5 +210,7 @@ class Sampler:
             q.exponential_(generator=self.generator)
         else:
             for i, r in enumerate(requests):
-                q[i].exponential_(generator=r.generator or self.generator)
+                width = probs.shape[1] if kept is None else kept[i]
+                q[i, :width].exponential_(generator=r.generator or self.generator)
+                q[i, width:] = 1.0  # probability 0 there: never the winner
         return (probs / q.to(dev)).argmax(dim=-1)

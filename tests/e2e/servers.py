@@ -46,10 +46,12 @@ MODES = ("rust-serve", "rust-frontend", "python")
 # bodies from all three modes, plain and feature servers; test_vllm_metrics;
 # test_real_engine: one real-engine check), not in every request suite a third time.
 ROUTE_MODES = ("rust-serve", "python")
-# The real engine in the e2e suite: KV blocks of 4 tokens, prefill chunks of 32 tokens.
+# The real engine in the e2e suite: KV blocks of 4 tokens, prefill chunks of 32 tokens,
+# float32 (what the parity checks against transformers' fp32 need; dtype auto is bf16 on
+# a CPU with native bf16, fp32 on one without, and the suite must pass on both).
 PREFILL_BUDGET = 32
 REAL_ENGINE_ARGS = ("--block-size", "4", "--max-num-batched-tokens", str(PREFILL_BUDGET),
-                    "--device", "cpu")
+                    "--device", "cpu", "--dtype", "float32")
 CLI = "from cli.main import main; main()"
 DIRECT_FRONTEND = """
 import json, sys

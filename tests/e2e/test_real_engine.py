@@ -145,7 +145,7 @@ def test_two_real_engines_give_the_single_engine_tokens(
         mode: str, demo_model: Path, tmp_path: Path, tokenizer: Any, reference: Any) -> None:
     server = Server(mode, demo_model, tmp_path / "dp.log", mock=False, engine_count=2,
                     cli_args=("--data-parallel-size", "2", "--device", "cpu",
-                              "--kv-cache-memory", "64MiB"))
+                              "--dtype", "float32", "--kv-cache-memory", "64MiB"))
     try:
         client = server.client()
         prompts = [tokenizer(p, add_special_tokens=False).input_ids for p in PROMPTS]

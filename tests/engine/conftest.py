@@ -110,7 +110,9 @@ def family(request: pytest.FixtureRequest) -> str:
 
 
 def make_engine(model_dir: Path, **overrides: Any) -> ModelEngine:
-    settings: dict[str, Any] = dict(model=str(model_dir), device="cpu", dtype="float32")
+    # Eager unless a test asks otherwise: only tests/engine/test_compile.py pays for compiles.
+    settings: dict[str, Any] = dict(model=str(model_dir), device="cpu", dtype="float32",
+                                    enforce_eager=True)
     settings.update(overrides)
     return ModelEngine.from_config(EngineConfig(**settings))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from conftest import EOS_ID, make_engine, run_to_completion, tokens_of
 from engine import protocol as p
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
+from engine.runtime.top_k_top_p import FIRST_WIDTH, top_k_top_p
 
 VOCAB = 16
 
@@ -97,6 +99,113 @@ def test_logprobs_are_raw_log_softmax_with_rank() -> None:
         t for t in range(VOCAB) if t != low])
     (lp,) = sampler(row[None], [forced]).logprobs
     assert lp is not None and lp.token_id == low and lp.rank == VOCAB and lp.top_token_ids == []
+
+
+# ---------------------------------------------------------------------- at vocabulary scale
+
+BIG = 4096
+
+
+def big_row(seed: int, scale: float = 2.0) -> torch.Tensor:
+    return torch.randn(BIG, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def counts(sampler: Sampler, row: torch.Tensor, request: Request, n: int) -> Counter[int]:
+    return Counter(sampler(row.repeat(n, 1), [request] * n).token_ids)
+
+
+def test_top_k_draws_the_k_best_at_their_renormalised_probabilities() -> None:
+    sampler = Sampler(BIG, 0, torch.device("cpu"))
+    row = big_row(1)
+    best = row.topk(5)
+    n = 3000
+    seen = counts(sampler, row, req(temperature=1.0, top_k=5), n)
+    assert set(seen) == set(best.indices.tolist())
+    for token, prob in zip(best.indices.tolist(), torch.softmax(best.values, -1).tolist(),
+                           strict=True):
+        assert abs(seen[token] / n - prob) < 0.04, (token, seen[token] / n, prob)
+    # With a temperature: the same support, flatter.
+    hot = counts(sampler, row, req(temperature=3.0, top_k=5), n)
+    assert set(hot) == set(best.indices.tolist())
+
+
+def expected_top_p(row: torch.Tensor, top_p: float) -> set[int]:
+    """The reference: a full sort, tokens whose better-ranked mass is below top_p."""
+    probs, order = torch.softmax(row.double(), -1).sort(descending=True)
+    keep = (probs.cumsum(-1) - probs) < top_p
+    keep[0] = True
+    return set(order[keep].tolist())
+
+
+def test_top_p_alone_takes_as_many_candidates_as_its_mass_needs() -> None:
+    peaked, flat = big_row(2, scale=4.0), big_row(3, scale=0.05)
+    for row, top_p in ((peaked, 0.9), (flat, 0.5), (flat, 0.99)):
+        found = top_k_top_p(row[None], [0], [top_p])
+        kept = set(found.token_ids[0, : found.kept[0]].tolist())
+        assert kept == expected_top_p(row, top_p)
+        assert torch.isinf(found.logits[0, found.kept[0]:]).all()
+    # The flat row at 0.5 needs far more than the first candidates taken.
+    assert len(expected_top_p(flat, 0.5)) > FIRST_WIDTH
+    sampler = Sampler(BIG, 0, torch.device("cpu"))
+    seen = counts(sampler, flat, req(temperature=1.0, top_p=0.5), 400)
+    assert set(seen) <= expected_top_p(flat, 0.5)
+    assert any(int((flat > flat[t]).sum()) >= FIRST_WIDTH for t in seen)
+
+
+def test_top_k_then_top_p_within_the_k() -> None:
+    sampler = Sampler(VOCAB, 0, torch.device("cpu"))
+    row = torch.zeros(VOCAB)
+    row[:4] = torch.tensor([3.0, 2.9, 2.8, 2.7])
+    # Within the top 2, token 0 holds 0.525 >= 0.5: top_p keeps it alone (over the whole
+    # vocabulary it holds 0.19, and top_p would keep both).
+    assert draw(sampler, row, req(temperature=1.0, top_k=2, top_p=0.5), 300) == {0}
+    assert draw(sampler, row, req(temperature=1.0, top_k=2, top_p=0.6), 300) == {0, 1}
+
+
+def test_mixed_batch_greedy_rows_take_the_argmax() -> None:
+    sampler = Sampler(BIG, 0, torch.device("cpu"))
+    rows = torch.stack([big_row(s) for s in range(6)])
+    requests = [req(temperature=0.0), req(temperature=1.0, top_k=3),
+                req(temperature=0.0), req(temperature=1.0, top_p=0.8),
+                req(temperature=1.0), req(temperature=0.0, logprobs=2)]
+    out = sampler(rows, requests)
+    for i in (0, 2, 5):
+        assert out.token_ids[i] == int(rows[i].argmax())
+    assert out.token_ids[1] in rows[1].topk(3).indices.tolist()
+    assert out.token_ids[3] in expected_top_p(rows[3], 0.8)
+
+
+def test_seeded_top_k_row_ignores_the_batch_around_it() -> None:
+    sampler = Sampler(BIG, 0, torch.device("cpu"))
+    row, other = big_row(4, scale=0.5), big_row(5)
+
+    def run(crowd: bool) -> list[int]:
+        seeded = req(temperature=1.0, top_k=40, seed=7)
+        tokens = []
+        for _ in range(20):
+            if crowd:  # a wider top-k and a top-p row widen the candidates of the batch
+                out = sampler(torch.stack([other, row, other]),
+                              [req(temperature=1.0, top_k=500), seeded,
+                               req(temperature=1.0, top_p=0.9)])
+                tokens.append(out.token_ids[1])
+            else:
+                tokens.append(sampler(row[None], [seeded]).token_ids[0])
+        return tokens
+
+    alone = run(crowd=False)
+    assert run(crowd=True) == alone and len(set(alone)) > 1
+
+
+def test_logprobs_of_rows_asking_different_counts() -> None:
+    sampler = Sampler(BIG, 0, torch.device("cpu"))
+    rows = torch.stack([big_row(s) for s in range(3)])
+    out = sampler(rows, [req(temperature=0.0, logprobs=n) for n in (1, 4, 0)])
+    for i, n in enumerate((1, 4, 0)):
+        lp = out.logprobs[i]
+        expected = torch.log_softmax(rows[i], -1).topk(max(n, 1))
+        assert lp is not None and lp.rank == 1 and lp.token_id == out.token_ids[i]
+        assert lp.top_token_ids == expected.indices.tolist()[:n]
+        assert len(lp.top_logprobs) == n
 
 
 # ---------------------------------------------------------------------- through the engine

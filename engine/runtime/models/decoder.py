@@ -24,6 +24,10 @@ from engine.runtime.loader import ModelLoadError
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 Linear = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+# Attention of one layer: (layer index, q [T, heads, head_dim], kv [T, 2, kv_heads, head_dim])
+# -> [T, heads * head_dim]. The layers call it and know nothing of the cache or the step's
+# metadata, so a compiled forward can keep it outside its graph (engine/runtime/compile.py).
+Attend = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def row_bucket(rows: int) -> int:
@@ -42,6 +46,7 @@ def _onednn_linear(
 
     oneDNN builds (and caches) a kernel per input shape, which costs milliseconds; with
     continuous batching the row count changes every step, so only a few sizes are used.
+    ``weight`` is a plain tensor or one packed by ``_pack_weight``.
     """
     rows = x.shape[0]
     padded = row_bucket(rows)
@@ -51,25 +56,73 @@ def _onednn_linear(
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def pick_linear(device: torch.device, dtype: torch.dtype) -> tuple[Linear, str]:
-    """The matmul for this device: oneDNN for fp32 on CPU when torch has it.
+# The row count oneDNN picks a packed weight layout for: a decode step's batch.
+PACK_ROWS = 64
 
-    torch's default fp32 CPU GEMM (MKL) is 2-3x slower than oneDNN on AMD CPUs for
-    the skinny matrices of a decode step, and no faster elsewhere.
-    ``VRS_CPU_MATMUL=torch`` keeps torch's default (e.g. to compare the two).
+
+def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` reordered once into oneDNN's blocked layout (an opaque mkldnn tensor)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+
+
+def _same(weight: torch.Tensor) -> torch.Tensor:
+    return weight
+
+
+CPU_MATMULS = ("auto", "torch", "onednn", "onednn-packed")
+# What ``auto`` means on CPU, per dtype (measured: see pick_linear).
+AUTO_CPU_MATMUL = {torch.float32: "onednn-packed", torch.bfloat16: "onednn-packed"}
+
+
+@dataclass(frozen=True)
+class LinearBackend:
+    """The matmul of every linear, and the form its weights are kept in."""
+
+    name: str
+    linear: Linear
+    pack: Callable[[torch.Tensor], torch.Tensor]
+
+
+def _works(backend: LinearBackend, dtype: torch.dtype) -> bool:
+    """The backend runs here and agrees with ``F.linear`` (a torch without it fails)."""
+    try:
+        x, w, b = (torch.randn(3, 16).to(dtype), torch.randn(8, 16).to(dtype),
+                   torch.randn(8).to(dtype))
+        got = backend.linear(x, backend.pack(w), b)
+    except (RuntimeError, AttributeError):
+        return False
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    return torch.allclose(got.float(), F.linear(x, w, b).float(), atol=tol, rtol=tol)
+
+
+def pick_linear(
+    device: torch.device, dtype: torch.dtype, wanted: str | None = None
+) -> LinearBackend:
+    """The matmul for this device and dtype: ``wanted``, else ``VRS_CPU_MATMUL``, else auto.
+
+    On CPU ``auto`` is oneDNN with weights packed once at load (``onednn-packed``), for
+    fp32 and bf16 alike: torch's default fp32 CPU GEMM (MKL) is 2-3x slower than oneDNN
+    on AMD CPUs for the skinny matrices of a decode step, and the packed weight saves
+    oneDNN a reorder per call (benchmarks/cpu_linear.py measures the options).
+    ``torch`` keeps ``F.linear`` (e.g. to compare); ``onednn`` is oneDNN on plain weights.
+    On CUDA, and where torch lacks oneDNN, it is always ``F.linear``. inductor
+    (torch.compile) cannot trace ``_linear_pointwise`` on a weight that is a graph input,
+    packed or not: a compiled forward needs ``torch``.
     """
-    wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
-    if wanted not in ("auto", "torch"):
-        raise ValueError(f"VRS_CPU_MATMUL={wanted!r}; allowed: auto, torch")
-    use_onednn = wanted == "auto" and device.type == "cpu" and dtype == torch.float32
-    if use_onednn and torch.backends.mkldnn.is_available():
-        try:
-            x, w, b = torch.ones(2, 8), torch.ones(4, 8), torch.zeros(4)
-            if torch.equal(_onednn_linear(x, w, b), F.linear(x, w, b)):
-                return _onednn_linear, "onednn"
-        except (RuntimeError, AttributeError):
-            pass
-    return F.linear, "torch"
+    if wanted is None:
+        wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
+    if wanted not in CPU_MATMULS:
+        raise ValueError(f"VRS_CPU_MATMUL={wanted!r}; allowed: {', '.join(CPU_MATMULS)}")
+    plain = LinearBackend("torch", F.linear, _same)
+    if device.type != "cpu" or wanted == "torch" or not torch.backends.mkldnn.is_available():
+        return plain
+    if dtype not in (torch.float32, torch.bfloat16):
+        return plain
+    if wanted == "auto":
+        wanted = AUTO_CPU_MATMUL[dtype]
+    pack = _pack_weight if wanted == "onednn-packed" else _same
+    backend = LinearBackend(wanted, _onednn_linear, pack)
+    return backend if _works(backend, dtype) else plain
 
 
 @dataclass
@@ -192,7 +245,9 @@ class DecoderModel:
         self.cos: torch.Tensor | None = None
         self.sin: torch.Tensor | None = None
         self.scale = config.head_dim**-0.5
-        self.linear, self.linear_backend = pick_linear(device, dtype)
+        backend = pick_linear(device, dtype)
+        self.linear, self.linear_backend = backend.linear, backend.name
+        self._pack = backend.pack
 
     # ------------------------------------------------------------------ loading
 
@@ -210,12 +265,13 @@ class DecoderModel:
         def take_opt(name: str, wanted: bool) -> torch.Tensor | None:
             return take(name) if wanted else weights.pop(name, None)
 
+        pack = self._pack
         self.embed = take("model.embed_tokens.weight")
         self.final_norm = take("model.norm.weight")
         if "lm_head.weight" in weights:
-            self.lm_head = weights.pop("lm_head.weight")
+            self.lm_head = pack(weights.pop("lm_head.weight"))
         elif cfg.tie_word_embeddings:
-            self.lm_head = self.embed
+            self.lm_head = pack(self.embed)
         else:
             raise ModelLoadError("checkpoint lacks 'lm_head.weight' and embeddings are not tied")
         for i in range(cfg.num_layers):
@@ -225,10 +281,10 @@ class DecoderModel:
             layer.post_norm = take(pre + "post_attention_layernorm.weight")
             att = pre + "self_attn."
             q, k, v = (take(f"{att}{n}_proj.weight") for n in "qkv")
-            layer.qkv_w = torch.cat([q, k, v], 0).contiguous()
+            layer.qkv_w = pack(torch.cat([q, k, v], 0).contiguous())
             biases = [take_opt(f"{att}{n}_proj.bias", opts.qkv_bias) for n in "qkv"]
             layer.qkv_b = None if biases[0] is None else torch.cat(biases, 0).contiguous()
-            layer.o_w = take(att + "o_proj.weight")
+            layer.o_w = pack(take(att + "o_proj.weight"))
             layer.o_b = take_opt(att + "o_proj.bias", opts.o_bias)
             layer.qk_norm = None
             if opts.qk_norm:  # one [heads + kv_heads, head_dim] weight: q and k in one go
@@ -239,11 +295,11 @@ class DecoderModel:
                 ]).contiguous()
             mlp = pre + "mlp."
             gate, up = take(mlp + "gate_proj.weight"), take(mlp + "up_proj.weight")
-            layer.gate_up_w = torch.cat([gate, up], 0).contiguous()
+            layer.gate_up_w = pack(torch.cat([gate, up], 0).contiguous())
             gb = take_opt(mlp + "gate_proj.bias", opts.mlp_bias)
             ub = take_opt(mlp + "up_proj.bias", opts.mlp_bias)
             layer.gate_up_b = None if gb is None or ub is None else torch.cat([gb, ub], 0)
-            layer.down_w = take(mlp + "down_proj.weight")
+            layer.down_w = pack(take(mlp + "down_proj.weight"))
             layer.down_b = take_opt(mlp + "down_proj.bias", opts.mlp_bias)
             self.layers.append(layer)
         expected = (cfg.num_heads * cfg.head_dim, cfg.hidden_size)
@@ -289,7 +345,22 @@ class DecoderModel:
         meta: AttentionMetadata,
         kv_caches: list[torch.Tensor],
     ) -> torch.Tensor:
-        """Hidden states ``[T, hidden]`` after the final norm."""
+        """Hidden states ``[T, hidden]`` after the final norm (eager)."""
+        return self.run_layers(input_ids, positions, self.attention(meta, kv_caches), self.linear)
+
+    def attention(self, meta: AttentionMetadata, kv_caches: list[torch.Tensor]) -> Attend:
+        """The paged attention of one step: writes this step's K/V, attends over the cache."""
+        scale = self.scale
+
+        def attend(index: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+            return meta.forward(q, kv, kv_caches[index], scale)
+
+        return attend
+
+    def run_layers(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, attend: Attend, linear: Linear
+    ) -> torch.Tensor:
+        """Embedding, the layers and the final norm over a flat batch of tokens ``[T]``."""
         cfg = self.config
         num_tokens = input_ids.shape[0]
         heads, kv_heads, head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -297,8 +368,7 @@ class DecoderModel:
         sin = self.sin.index_select(0, positions).unsqueeze(1)
         h = F.embedding(input_ids, self.embed)
         qk_heads = heads + kv_heads
-        linear = self.linear
-        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+        for index, layer in enumerate(self.layers):
             x = self._norm(h, layer.input_norm)
             qkv = linear(x, layer.qkv_w, layer.qkv_b).view(num_tokens, -1, head_dim)
             qk = qkv[:, :qk_heads]
@@ -306,9 +376,7 @@ class DecoderModel:
                 qk = self._norm(qk, layer.qk_norm)
             qk = self._rope(qk, cos, sin)
             kv = torch.cat((qk[:, heads:], qkv[:, qk_heads:]), dim=1)
-            o = meta.forward(
-                qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim), kv_cache, self.scale
-            )
+            o = attend(index, qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim))
             h = h + linear(o, layer.o_w, layer.o_b)
             x = self._norm(h, layer.post_norm)
             gate, up = linear(x, layer.gate_up_w, layer.gate_up_b).chunk(2, dim=-1)
