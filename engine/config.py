@@ -43,7 +43,8 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
     seed: int = 0
-    # True: nothing is compiled (vLLM's --enforce-eager); see engine/runtime/compile.py.
+    # True: nothing is compiled (vLLM's --enforce-eager): neither the decoder
+    # (engine/runtime/compile.py) nor the FlexAttention kernel (VRS_ATTENTION=flex).
     enforce_eager: bool = False
     # Mock engine knobs (ignored by the real engine).
     mock_step_delay_ms: float = 0.0

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.config import ConfigError, EngineConfig
-from engine.runtime.attention import AttentionMetadata
+from engine.runtime.attention.base import AttentionMetadata
 from engine.runtime.model_runner import Forward
 from engine.runtime.models.decoder import Attend, DecoderModel, Linear
 

@@ -23,6 +23,8 @@ from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.grammar.compiler import GrammarCompiler, load_xgrammar
 from engine.grammar.pending import PendingGrammars
+from engine.runtime.attention.sdpa import SdpaBackend
+from engine.runtime.attention.selection import select_backend
 from engine.runtime.compile import build_forward
 from engine.runtime.device import choose_dtype, resolve_device
 from engine.runtime.kv_cache import KVCacheManager, cdiv
@@ -76,7 +78,10 @@ class ModelEngine:
         self.scheduler = Scheduler(
             self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
         )
-        self.runner = ModelRunner(model, num_blocks, config.block_size, forward)
+        self.attention = select_backend(model.device, config.enforce_eager)
+        self.runner = ModelRunner(
+            model, num_blocks, config.block_size, self.attention, forward
+        )
         self.sampler = Sampler(self.vocab_size, config.seed, model.device)
         # Structured outputs: grammars compile off the step loop; a constrained request
         # waits in ``pending`` (counted as waiting) until its grammar is ready.
@@ -181,7 +186,9 @@ class ModelEngine:
         free, total = torch.cuda.mem_get_info(device)
         used_before = total - free
         profile_blocks = cdiv(config.max_num_batched_tokens, config.block_size) + 1
-        runner = ModelRunner(model, profile_blocks, config.block_size)
+        runner = ModelRunner(
+            model, profile_blocks, config.block_size, SdpaBackend(device)
+        )
         tokens = min(config.max_num_batched_tokens, max_model_len)
         dummy = Request("profile", [0] * tokens, p.SamplingParams(max_tokens=1), 0.0, frozenset())
         dummy.block_ids = list(range(cdiv(tokens, config.block_size)))

@@ -3,7 +3,8 @@
 Owns the KV cache: one tensor per layer, ``num_blocks + 1`` blocks of K and V (the
 last is the scratch block that padding points at). Per step it builds, without a
 per-token Python loop: the flat token ids and positions, the slot of every token
-(``block_id * block_size + offset``), padded block tables and the attention masks.
+(``block_id * block_size + offset``) and the ``StepBatch`` (block tables and lengths)
+from which the engine's attention backend builds its per-step metadata.
 
 Logits are made for the last position of each request due to sample and, for a request
 that asked for prompt logprobs, for every prompt position of its chunk as well (see
@@ -19,8 +20,7 @@ import numpy as np
 import torch
 
 from engine import protocol as p
-from engine.runtime.attention import AttentionMetadata
-from engine.runtime.kv_cache import cdiv
+from engine.runtime.attention.base import AttentionBackend, AttentionMetadata, StepBatch
 from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.prompt_logprobs import PromptSpan, compute_prompt_logprobs
 from engine.runtime.request import Request
@@ -61,9 +61,15 @@ def kv_cache_bytes_per_block(model: DecoderModel, block_size: int) -> int:
 
 class ModelRunner:
     def __init__(
-        self, model: DecoderModel, num_blocks: int, block_size: int, forward: Forward | None = None
+        self,
+        model: DecoderModel,
+        num_blocks: int,
+        block_size: int,
+        attention: AttentionBackend,
+        forward: Forward | None = None,
     ) -> None:
         self.model = model
+        self.attention = attention
         self.forward = forward  # None: the model's own (eager) forward
         self.device = model.device
         self.block_size = block_size
@@ -79,7 +85,6 @@ class ModelRunner:
 
     def prepare(self, requests: list[Request], num_new_tokens: list[int]) -> ModelInput:
         bs = self.block_size
-        scratch = self.scratch_block
         singles: list[Request] = []
         chunks: list[tuple[Request, int]] = []
         for request, n in zip(requests, num_new_tokens, strict=True):
@@ -97,46 +102,28 @@ class ModelRunner:
         prompt_spans: list[PromptSpan] = []
 
         # Single-token queries (decodes): tiny per-request work, plain lists.
-        n_single = len(singles)
-        single_blocks = single_mask = None
-        single_nb = 0
-        if n_single:
-            ctx_lens: list[int] = []
-            for row, request in enumerate(singles):
-                pos = request.num_computed_tokens
-                ids.append(request.token_ids[pos])
-                positions.append(pos)
-                slots.append(request.block_ids[pos // bs] * bs + pos % bs)
-                ctx_lens.append(pos + 1)
-                if request.needs_prompt_logprobs and _prompt_span(request, pos, 1, prompt_spans):
-                    prompt_rows.append(row)
-                if pos + 1 == request.num_tokens:
-                    logits_rows.append(row)
-                    sample_requests.append(request)
-            single_nb = cdiv(max(ctx_lens), bs)
-            table: list[int] = []
-            for request, ctx in zip(singles, ctx_lens, strict=True):
-                need = cdiv(ctx, bs)
-                table.extend(request.block_ids[:need])
-                table.extend([scratch] * (single_nb - need))
-            single_blocks = torch.tensor(table, dtype=torch.long)
-            key_pos = torch.arange(single_nb * bs)
-            ctx = torch.tensor(ctx_lens, dtype=torch.long)
-            single_mask = (key_pos[None, :] < ctx[:, None])[:, None, None, :]
+        ctx_lens: list[int] = []
+        for row, request in enumerate(singles):
+            pos = request.num_computed_tokens
+            ids.append(request.token_ids[pos])
+            positions.append(pos)
+            slots.append(request.block_ids[pos // bs] * bs + pos % bs)
+            ctx_lens.append(pos + 1)
+            if request.needs_prompt_logprobs and _prompt_span(request, pos, 1, prompt_spans):
+                prompt_rows.append(row)
+            if pos + 1 == request.num_tokens:
+                logits_rows.append(row)
+                sample_requests.append(request)
 
-        # Multi-token chunks: numpy per request, padded to the longest chunk.
+        # Multi-token chunks: numpy per request.
         n_chunks = len(chunks)
-        chunk_len = 0
-        chunk_index = chunk_out_index = chunk_blocks = chunk_mask = None
-        chunk_nb = 0
+        lens = np.array([n for _, n in chunks], dtype=np.int64)
+        starts = np.array([r.num_computed_tokens for r, _ in chunks], dtype=np.int64)
         if n_chunks:
-            lens = np.array([n for _, n in chunks], dtype=np.int64)
-            starts = np.array([r.num_computed_tokens for r, _ in chunks], dtype=np.int64)
-            chunk_len = int(lens.max())
             chunk_ids: list[np.ndarray] = [np.asarray(ids, dtype=np.int64)]
             chunk_pos: list[np.ndarray] = [np.asarray(positions, dtype=np.int64)]
             chunk_slots: list[np.ndarray] = [np.asarray(slots, dtype=np.int64)]
-            offset = n_single
+            offset = len(singles)
             for request, n in chunks:
                 start = request.num_computed_tokens
                 pos = np.arange(start, start + n, dtype=np.int64)
@@ -152,64 +139,35 @@ class ModelRunner:
                     logits_rows.append(offset + n - 1)
                     sample_requests.append(request)
                 offset += n
-            ids_np = np.concatenate(chunk_ids)
-            pos_np = np.concatenate(chunk_pos)
-            slots_np = np.concatenate(chunk_slots)
-            if n_chunks > 1 or int(lens[0]) != chunk_len:
-                firsts = np.concatenate(([0], np.cumsum(lens)[:-1]))
-                q = np.arange(chunk_len, dtype=np.int64)
-                index = firsts[:, None] + np.minimum(q[None, :], lens[:, None] - 1)
-                chunk_index = torch.from_numpy(index.reshape(-1))
-                out_index = np.concatenate(
-                    [b * chunk_len + np.arange(n, dtype=np.int64) for b, n in enumerate(lens)]
-                )
-                chunk_out_index = torch.from_numpy(out_index)
-            if starts.any():
-                needs = [cdiv(int(s + n), bs) for s, n in zip(starts, lens, strict=True)]
-                chunk_nb = max(needs)
-                table = []
-                for (request, _), need in zip(chunks, needs, strict=True):
-                    table.extend(request.block_ids[:need])
-                    table.extend([scratch] * (chunk_nb - need))
-                chunk_blocks = torch.tensor(table, dtype=torch.long)
-                key_pos = torch.arange(chunk_nb * bs)
-                last_visible = torch.from_numpy(starts[:, None] + np.arange(chunk_len)[None, :])
-                chunk_mask = (key_pos[None, None, :] <= last_visible[:, :, None])[:, None]
-            input_ids = torch.from_numpy(ids_np)
-            position_t = torch.from_numpy(pos_np)
-            slot_t = torch.from_numpy(slots_np)
+            input_ids = torch.from_numpy(np.concatenate(chunk_ids))
+            position_t = torch.from_numpy(np.concatenate(chunk_pos))
+            slot_t = torch.from_numpy(np.concatenate(chunk_slots))
         else:
             input_ids = torch.tensor(ids, dtype=torch.long)
             position_t = torch.tensor(positions, dtype=torch.long)
             slot_t = torch.tensor(slots, dtype=torch.long)
 
         dev = self.device
-
-        def to_dev(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t.to(dev, non_blocking=True)
-
-        meta = AttentionMetadata(
-            slot_mapping=to_dev(slot_t),
-            num_single=n_single,
-            single_blocks=to_dev(single_blocks),
-            single_num_blocks=single_nb,
-            single_mask=to_dev(single_mask),
-            num_chunks=n_chunks,
-            chunk_len=chunk_len,
-            chunk_index=to_dev(chunk_index),
-            chunk_out_index=to_dev(chunk_out_index),
-            chunk_blocks=to_dev(chunk_blocks),
-            chunk_num_blocks=chunk_nb,
-            chunk_mask=to_dev(chunk_mask),
+        batch = StepBatch(
+            block_size=bs,
+            scratch_block=self.scratch_block,
+            slot_mapping=slot_t.to(dev, non_blocking=True),
+            single_ctx=ctx_lens,
+            single_tables=[r.block_ids for r in singles],
+            chunk_starts=starts,
+            chunk_lens=lens,
+            chunk_tables=[r.block_ids for r, _ in chunks],
         )
         return ModelInput(
-            input_ids=to_dev(input_ids),
-            positions=to_dev(position_t),
-            meta=meta,
-            logits_index=to_dev(torch.tensor(logits_rows, dtype=torch.long)),
+            input_ids=input_ids.to(dev, non_blocking=True),
+            positions=position_t.to(dev, non_blocking=True),
+            meta=self.attention.build(batch),
+            logits_index=torch.tensor(logits_rows, dtype=torch.long).to(dev, non_blocking=True),
             sample_requests=sample_requests,
             prompt_index=(
-                to_dev(torch.tensor(prompt_rows, dtype=torch.long)) if prompt_rows else None
+                torch.tensor(prompt_rows, dtype=torch.long).to(dev, non_blocking=True)
+                if prompt_rows
+                else None
             ),
             prompt_spans=prompt_spans,
         )

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from engine.runtime.attention import AttentionMetadata, paged_attention
+from engine.runtime.attention.base import AttentionMetadata
 from engine.runtime.loader import ModelLoadError
 
 # RoPE types whose frequencies do not depend on the sequence length.
@@ -353,7 +353,7 @@ class DecoderModel:
         scale = self.scale
 
         def attend(index: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-            return paged_attention(q, kv, kv_caches[index], meta, scale)
+            return meta.forward(q, kv, kv_caches[index], scale)
 
         return attend
 

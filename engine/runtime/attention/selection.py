@@ -1,0 +1,49 @@
+"""Which attention backend an engine uses: chosen once, from the device and the config.
+
+``VRS_ATTENTION`` overrides the choice (``sdpa`` or ``flex``; ``auto`` is the default),
+as ``VRS_CPU_MATMUL`` does for the matmuls, so that the two can be compared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from engine.runtime.attention.base import AttentionBackend
+from engine.runtime.attention.sdpa import SdpaBackend
+
+logger = logging.getLogger("vrs.engine")
+
+CHOICES = ("auto", "sdpa", "flex")
+
+
+def select_backend(device: torch.device, enforce_eager: bool) -> AttentionBackend:
+    """The backend for this engine; the choice and the reason are logged."""
+    wanted = os.environ.get("VRS_ATTENTION", "auto")
+    if wanted not in CHOICES:
+        raise ValueError(f"VRS_ATTENTION={wanted!r}; allowed: {', '.join(CHOICES)}")
+    backend, reason = _choose(wanted, device, enforce_eager)
+    logger.info("attention backend: %s (%s)", backend.name, reason)
+    return backend
+
+
+def _choose(
+    wanted: str, device: torch.device, enforce_eager: bool
+) -> tuple[AttentionBackend, str]:
+    if wanted == "sdpa":
+        return SdpaBackend(device), "VRS_ATTENTION=sdpa"
+    if wanted == "flex":
+        if device.type != "cpu":
+            raise ValueError(
+                f"VRS_ATTENTION=flex is only built and measured for the CPU, not {device.type}"
+            )
+        if enforce_eager:
+            return SdpaBackend(device), "VRS_ATTENTION=flex, but enforce_eager: flex needs compile"
+        from engine.runtime.attention.flex import FlexBackend
+
+        return FlexBackend(device, compiled=True), "VRS_ATTENTION=flex"
+    if device.type == "cpu":
+        return SdpaBackend(device), "gather + SDPA beat compiled FlexAttention on the CPU"
+    return SdpaBackend(device), f"today's {device.type} path (no FlashInfer backend yet)"
