@@ -12,7 +12,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,14 @@ class Server:
 
     ``name`` is how errors call it; its output goes to ``log``. ``stop_session`` sends the
     SIGTERM to the whole session (the server and its engine at once) instead of the server
-    alone. ``ca_cert``: the server speaks HTTPS (its certificate signed by that CA)."""
+    alone. ``ca_cert``: the server speaks HTTPS (its certificate signed by that CA).
+    ``env``: variables set for the server on top of this process's (e.g.
+    ``VRS_RUST_FRONTEND_PATH``, to run another build of vrs-rs)."""
 
     def __init__(self, args: Sequence[str], log: Path, name: str, *,
                  timeout_s: float = 300.0, poll_s: float = 0.3,
-                 stop_session: bool = False, ca_cert: Path | None = None) -> None:
+                 stop_session: bool = False, ca_cert: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.name = name
         self.log_path = log
         self.port = free_port()
@@ -55,7 +58,7 @@ class Server:
                 vrs(*args, "--port", str(self.port)), cwd=REPO_ROOT, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
-                     "TOKENIZERS_PARALLELISM": "false"})
+                     "TOKENIZERS_PARALLELISM": "false", **(env or {})})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -334,26 +334,27 @@ impl Shared {
     fn dispatch(&self, outputs: EngineOutputs) -> Vec<(usize, String)> {
         let mut overflowed = Vec::new();
         for output in outputs.outputs {
-            let id = output.request_id.clone();
             if output.finish_reason.is_some() {
                 // Removed before the finish is handed over: a consumer that has seen its
                 // finish never finds its request still in flight.
-                let Some(route) = self.remove(&id) else {
+                let Some(route) = self.remove(&output.request_id) else {
                     continue;
                 };
-                if let Err(mpsc::error::TrySendError::Full(_)) =
+                if let Err(mpsc::error::TrySendError::Full(EngineEvent::Output(output))) =
                     route.tx.try_send(EngineEvent::Output(output))
                 {
                     route.overflow.store(true, Ordering::SeqCst);
-                    tracing::warn!(request_id = %id, "the client stopped reading; dropped its finish");
+                    tracing::warn!(request_id = %output.request_id, "the client stopped reading; dropped its finish");
                 }
                 continue;
             }
-            let sent = match self.requests.get(&id) {
+            // The id is only copied on the rare way out (a consumer that fell behind).
+            let sent = match self.requests.get(&output.request_id) {
                 Some(route) => route.tx.try_send(EngineEvent::Output(output)),
                 None => continue,
             };
-            if let Err(mpsc::error::TrySendError::Full(_)) = sent {
+            if let Err(mpsc::error::TrySendError::Full(EngineEvent::Output(output))) = sent {
+                let id = output.request_id;
                 let engine = self.remove(&id).map(|route| {
                     route.overflow.store(true, Ordering::SeqCst);
                     route.engine

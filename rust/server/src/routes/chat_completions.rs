@@ -13,6 +13,7 @@ use crate::edge::error::ApiError;
 use crate::logprobs::{ChatLogprobs, PromptLogprobs, TokenTexts};
 use crate::openai::{ChatChunk, ChatChunkChoice, ChatCompletion, Delta, Header, Usage};
 use crate::output::choice::ChatChoiceState;
+use crate::output::content_chunk::ContentChunks;
 use crate::output::generation::Piece;
 use crate::output::response::Shapes;
 use crate::output::sse;
@@ -46,6 +47,8 @@ pub struct ChatShapes {
     deferred: bool,
     /// `stream_options.continuous_usage_stats`: usage on every chunk.
     continuous: bool,
+    /// The chunks of tokens that bring only text.
+    content_chunks: ContentChunks,
 }
 
 impl ChatShapes {
@@ -66,10 +69,17 @@ impl ChatShapes {
             None => Vec::new(),
         };
         let prompt_top = settings.prompt_logprobs.map(|k| k as usize);
+        let model = state.model_name();
+        let content_chunks = ContentChunks::new(&Header {
+            id: &job.id,
+            object: "chat.completion.chunk",
+            created: job.created,
+            model: &model,
+        });
         Ok(Self {
             id: job.id.clone(),
             created: job.created,
-            model: state.model_name(),
+            model,
             choices,
             echo: prompt.chat.as_ref().and_then(|c| c.echo.clone()),
             prompt_len: prompt.ids.len(),
@@ -78,6 +88,7 @@ impl ChatShapes {
             texts: Arc::clone(&state.token_texts),
             deferred: prompt_top.is_some(),
             continuous: settings.continuous_usage,
+            content_chunks,
         })
     }
 
@@ -183,8 +194,18 @@ impl Shapes for ChatShapes {
         if delta.is_empty() {
             return;
         }
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        if delta.reasoning.is_empty()
+            && delta.calls.is_empty()
+            && delta.logprobs.is_none()
+            && !continuous
+        {
+            let chunks = &self.content_chunks;
+            chunks.push(buf, index, &delta.content, delta.finish);
+            return;
+        }
         let chunk = ChatChunkChoice {
-            index: u32::try_from(index).unwrap_or(u32::MAX),
+            index,
             delta: delta.delta(),
             logprobs: delta
                 .logprobs
