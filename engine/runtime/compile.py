@@ -16,9 +16,10 @@ The token count ``T`` is a dynamic dimension: one compile covers every batch fro
 tokens up (a 1-token step runs eager), so there are no per-size compiles and nothing
 to pad. The compile happens once, at start-up (``warm_up``), with a log line before and
 after. CUDA keeps the eager path (compile there is unmeasured); ``--enforce-eager``
-turns compilation off, ``VRS_COMPILE=auto|on|off`` overrides the default (auto: on
-for bfloat16 on CPU, where it measured faster; float32 did not gain; see
-docs/internals.md "Compiled decoder" for the numbers).
+turns compilation off, ``VRS_COMPILE=auto|on|off`` overrides the default (auto: eager
+everywhere: float32 did not gain, and bfloat16's 7-10 % came with more departures from
+transformers' greedy tokens than the bf16 parity tolerance allows; see docs/internals.md
+"Compiled decoder" for the numbers).
 """
 
 from __future__ import annotations

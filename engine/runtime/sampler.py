@@ -181,7 +181,8 @@ class Sampler:
         if not limited:
             return self._race(logits, requests)
         tokens = torch.empty(len(requests), dtype=torch.long, device=dev)
-        free = [i for i in range(len(requests)) if i not in set(limited)]
+        limited_rows = set(limited)
+        free = [i for i in range(len(requests)) if i not in limited_rows]
         if free:
             tokens[free] = self._race(logits[free], [requests[i] for i in free])
         # Top-k / top-p rows: only their candidates, never a sort of the whole vocabulary

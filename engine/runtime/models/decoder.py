@@ -70,8 +70,8 @@ def _same(weight: torch.Tensor) -> torch.Tensor:
 
 
 CPU_MATMULS = ("auto", "torch", "onednn", "onednn-packed")
-# What ``auto`` means on CPU, per dtype (measured: see pick_linear).
-AUTO_CPU_MATMUL = {torch.float32: "onednn-packed", torch.bfloat16: "onednn-packed"}
+# What ``auto`` means on CPU, for fp32 and bf16 alike (measured: see pick_linear).
+AUTO_CPU_MATMUL = "onednn-packed"
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def pick_linear(
     ``torch`` keeps ``F.linear`` (e.g. to compare); ``onednn`` is oneDNN on plain weights.
     On CUDA, and where torch lacks oneDNN, it is always ``F.linear``. inductor
     (torch.compile) cannot trace ``_linear_pointwise`` on a weight that is a graph input,
-    packed or not: a compiled forward needs ``torch``.
+    packed or not, so the compiled forward calls it as an opaque op (engine/runtime/compile.py).
     """
     if wanted is None:
         wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
@@ -119,7 +119,7 @@ def pick_linear(
     if dtype not in (torch.float32, torch.bfloat16):
         return plain
     if wanted == "auto":
-        wanted = AUTO_CPU_MATMUL[dtype]
+        wanted = AUTO_CPU_MATMUL
     pack = _pack_weight if wanted == "onednn-packed" else _same
     backend = LinearBackend(wanted, _onednn_linear, pack)
     return backend if _works(backend, dtype) else plain
