@@ -26,15 +26,18 @@ class ServedEngine:
     """A `vrs serve` of ``model_dir`` on a free port, warmed up, with its dtype read from
     the engine's start-up log."""
 
-    def __init__(self, model_dir: Path, work: Path, args: argparse.Namespace) -> None:
+    def __init__(self, model_dir: Path, work: Path, args: argparse.Namespace,
+                 attention: str = "auto") -> None:
         self.args = args
-        self.work = work
+        self.work = work / f"serve-{attention}"
+        self.work.mkdir(parents=True, exist_ok=True)
         serve = ["serve", str(model_dir), "--device", args.device,
                  "--max-model-len", str(args.input_len + args.output_len + 64)]
         if args.serve_dtype != "auto":
             serve += ["--dtype", args.serve_dtype]
-        self.log = work / "vrs-serve.log"
-        self.server = Server(serve, self.log, "vrs serve", stop_session=True)
+        self.log = self.work / "vrs-serve.log"
+        self.server = Server(serve, self.log, "vrs serve", stop_session=True,
+                             env={"VRS_ATTENTION": attention})
         self.runs = 0
         self.bench(seed=args.seed + 10_000, label="warm-up")
         self.dtype = self._dtype()

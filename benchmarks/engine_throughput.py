@@ -62,9 +62,10 @@ def contenders(args: argparse.Namespace, model_dir: Path, work: Path,
                closers: list[Callable[[], None]]) -> dict[str, Callable[[int], dict[str, Any]]]:
     """name -> run(round index): each returns one run's summary."""
     runs: dict[str, Callable[[int], dict[str, Any]]] = {}
-    served = ServedEngine(model_dir, work, args)
-    closers.append(served.stop)
-    runs["vrs serve"] = served.run
+    for attention in args.serve_attention.split(","):
+        served = ServedEngine(model_dir, work, args, attention)
+        closers.append(served.stop)
+        runs["vrs serve" if attention == "auto" else f"vrs serve ({attention})"] = served.run
     for dtype in args.hf_dtypes.split(","):
         model = load_hf(model_dir, dtype, args.device)
         prompts = random_prompts(args.num_requests, args.input_len, args.vocab, args.seed)
@@ -171,6 +172,9 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--serve-dtype", default="auto",
                         choices=["auto", "float32", "bfloat16"], help="vrs's dtype")
+    parser.add_argument("--serve-attention", default="auto",
+                        help="VRS_ATTENTION of the served engine; several (e.g. sdpa,resident) "
+                             "are contenders taking turns")
     parser.add_argument("--hf-dtypes", default="float32,bfloat16",
                         help="comma-separated dtypes transformers runs in")
     parser.add_argument("--in-process", action="store_true",

@@ -5,7 +5,10 @@ whose block tables are scattered over the whole cache, as a running engine's are
 
 * ``sdpa (fresh gather)``: gather + SDPA with a new ``index_select`` result per call
   (the code before the gather buffer);
-* ``sdpa``: gather + SDPA into the backend's reused buffer (the default);
+* ``sdpa``: gather + SDPA into the backend's reused buffer (the default off the CPU);
+* ``resident``: resident K/V rows (attention/resident.py; the CPU's default), timed in
+  steady state: the same batch every round, so each call appends one token per row and
+  attends (its rows are filled by the untimed warm-up);
 * ``flex``: compiled FlexAttention over the cache in place (``--flex``; each new padded
   batch size compiles first, outside the timed rounds; decode shapes only, as it runs
   chunks with the sdpa code).
@@ -14,7 +17,8 @@ Shapes: decode (64 single-token queries, contexts drawn from ``--ctx`` ranges) a
 chunked-prefill step (4 chunks of 256 tokens after 256 cached ones). The engine rounds
 (``--engine``) run ModelEngine on a random Qwen3 with the bench13m shapes (hidden 512,
 intermediate 1536, 4 layers, 8 / 4 heads, head_dim 64, vocab 8192): 64 requests of
-128 in / 128 out, greedy, taking turns between the fresh and the reused gather.
+128 in / 128 out, greedy, taking turns between the fresh gather, the reused gather and
+resident rows.
 Contenders take turns within each round; the table shows medians.
 
     python benchmarks/paged_attention.py --dtype float32 bfloat16 --flex --engine
@@ -42,6 +46,7 @@ from engine import protocol as p  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
 from engine.runtime.attention.base import AttentionBackend, StepBatch  # noqa: E402
 from engine.runtime.attention.flex import FlexBackend  # noqa: E402
+from engine.runtime.attention.resident import ResidentBackend  # noqa: E402
 from engine.runtime.attention.sdpa import GatherBuffer, SdpaBackend  # noqa: E402
 from engine.runtime.engine import ModelEngine  # noqa: E402
 
@@ -80,6 +85,7 @@ def step_batch(shape: list[tuple[int, int]], seed: int) -> StepBatch:
         BLOCK, CACHE_BLOCKS, torch.tensor(slots), [shape[i][0] + 1 for i in singles],
         [tables[i] for i in singles], np.array([shape[i][0] for i in chunks], dtype=np.int64),
         np.array([shape[i][1] for i in chunks], dtype=np.int64), [tables[i] for i in chunks],
+        [object() for _ in singles],  # new sequences: a backend's rows never carry over
     )
 
 
@@ -97,7 +103,7 @@ def kernel_rounds(
     reference = None
     for name, backend in backends.items():  # warm-up (and flex's compile) untimed
         start = time.perf_counter()
-        out = backend.build(batch).forward(q, kv, cache, DIM**-0.5).float()
+        out = backend.build(batch).forward(0, q, kv, cache, DIM**-0.5).float()
         print(f"  warm-up {name}: {time.perf_counter() - start:.1f}s", flush=True)
         if reference is None:
             reference = out
@@ -106,7 +112,7 @@ def kernel_rounds(
     for _ in range(rounds):
         for name, backend in backends.items():
             start = time.perf_counter()
-            backend.build(batch).forward(q, kv, cache, DIM**-0.5)
+            backend.build(batch).forward(0, q, kv, cache, DIM**-0.5)
             times[name].append(1000 * (time.perf_counter() - start))
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -127,13 +133,14 @@ def engine_rounds(dtype: str, rounds: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         Qwen3ForCausalLM(config).save_pretrained(tmp)
         engine = ModelEngine.from_config(EngineConfig(model=tmp, dtype=dtype))
-    variants: dict[str, Callable[[], GatherBuffer]] = {
-        "sdpa (fresh gather)": FreshGather, "sdpa": GatherBuffer,
+    variants: dict[str, Callable[[], AttentionBackend]] = {
+        "sdpa (fresh gather)": fresh_sdpa, "sdpa": lambda: SdpaBackend(CPU),
+        "resident": lambda: ResidentBackend(CPU),
     }
     speeds: dict[str, list[float]] = {name: [] for name in variants}
     for r in range(rounds + 1):
         for name, make in variants.items():
-            engine.runner.attention.gather = make()
+            engine.runner.attention = engine.attention = make()
             for i, prompt in enumerate(prompts):
                 engine.add_request(p.EngineCoreRequest(f"{r}-{i}", prompt, params, 0.0))
             start, tokens = time.perf_counter(), 0
@@ -170,6 +177,7 @@ def main() -> None:
         dtype = getattr(torch, dtype_name)
         backends: dict[str, AttentionBackend] = {
             "sdpa (fresh gather)": fresh_sdpa(), "sdpa": SdpaBackend(CPU),
+            "resident": ResidentBackend(CPU),
         }
         if args.flex:
             backends["flex"] = FlexBackend(CPU, compiled=True)
@@ -182,7 +190,7 @@ def main() -> None:
                 print(f"| {dtype_name} | {label} | {name} | {value:.2f} | {base / value:.2f}x |",
                       flush=True)
     if args.engine:
-        print("\n| dtype | engine gather | output tok/s | vs fresh |\n|---|---|---:|---:|")
+        print("\n| dtype | engine attention | output tok/s | vs fresh |\n|---|---|---:|---:|")
         for dtype_name in args.dtype:
             speeds = engine_rounds(dtype_name, max(1, args.rounds // 3))
             base = speeds["sdpa (fresh gather)"]

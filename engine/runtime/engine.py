@@ -23,22 +23,21 @@ from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.grammar.compiler import GrammarCompiler, load_xgrammar
 from engine.grammar.pending import PendingGrammars
-from engine.runtime.attention.sdpa import SdpaBackend
+from engine.runtime.attention.base import AttentionBackend
 from engine.runtime.attention.selection import select_backend
 from engine.runtime.compile import build_forward
 from engine.runtime.device import choose_dtype, resolve_device
-from engine.runtime.kv_cache import KVCacheManager, cdiv
+from engine.runtime.kv_budget import size_kv_cache
+from engine.runtime.kv_cache import KVCacheManager
 from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
 from engine.runtime.model_runner import (
     Forward,
     ModelRunner,
     RunOutput,
-    kv_cache_bytes_per_block,
 )
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
-from engine.runtime.prompt_logprobs import ROWS_PER_SLICE
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
 from engine.runtime.scheduler import Scheduler
@@ -46,7 +45,6 @@ from engine.runtime.validation import request_error
 
 logger = logging.getLogger("vrs.engine")
 
-CPU_DEFAULT_KV_BYTES = 1 << 30
 GRAMMAR_POLL_S = 0.005  # the idle wait while every request waits for its grammar
 _SampleResult = tuple[Request, int, p.TokenLogprobs | None]
 _Failure = tuple[Request, str]  # a request and why it failed
@@ -62,6 +60,7 @@ class ModelEngine:
         eos_token_ids: list[int],
         max_model_len: int,
         num_blocks: int,
+        attention: AttentionBackend,
         tokenizer_dir: Path | None = None,
         forward: Forward | None = None,
     ) -> None:
@@ -78,7 +77,7 @@ class ModelEngine:
         self.scheduler = Scheduler(
             self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
         )
-        self.attention = select_backend(model.device, config.enforce_eager)
+        self.attention = attention
         self.runner = ModelRunner(
             model, num_blocks, config.block_size, self.attention, forward
         )
@@ -129,81 +128,18 @@ class ModelEngine:
             torch.get_num_threads(),
         )
 
-        bytes_per_block = kv_cache_bytes_per_block(model, config.block_size)
-        budget = cls._kv_budget(config, model, device, bytes_per_block, max_model_len)
-        num_blocks = budget // bytes_per_block - 1  # one more block is the scratch block
-        if num_blocks < 1:
-            raise ConfigError(
-                f"invalid engine config: kv_cache_memory_bytes={budget}; allowed: >= "
-                f"{2 * bytes_per_block} (two blocks of {bytes_per_block} bytes)"
-            )
-        capacity = num_blocks * config.block_size
-        if capacity < max_model_len:
-            if config.max_model_len is not None:
-                raise ConfigError(
-                    f"invalid engine config: max_model_len={max_model_len}; allowed: "
-                    f"1..{capacity} (the KV cache holds {num_blocks} blocks = {capacity} "
-                    f"tokens; raise --kv-cache-memory or lower --max-model-len)"
-                )
-            logger.warning(
-                "max_model_len lowered from %d to %d: the KV cache holds %d tokens",
-                max_model_len,
-                capacity,
-                capacity,
-            )
-            max_model_len = capacity
-        logger.info(
-            "KV cache: %d blocks of %d tokens (%d tokens), %.1f MiB",
-            num_blocks,
-            config.block_size,
-            capacity,
-            (num_blocks + 1) * bytes_per_block / 2**20,
+        attention = select_backend(device, config.enforce_eager)
+        num_blocks, max_model_len = size_kv_cache(
+            config, model, device, max_model_len, attention.kv_copies
         )
         eos = read_eos_token_ids(model_dir, hf_config)
         name = config.served_model_name or model_dir.name
         tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
         load_xgrammar()  # here, on one thread: the grammar threads only use it
         forward = build_forward(config, model, config.max_num_batched_tokens)
-        return cls(config, model, name, eos, max_model_len, num_blocks, tokenizer_dir, forward)
-
-    @staticmethod
-    def _kv_budget(
-        config: EngineConfig,
-        model: DecoderModel,
-        device: torch.device,
-        bytes_per_block: int,
-        max_model_len: int,
-    ) -> int:
-        if config.kv_cache_memory_bytes is not None:
-            return config.kv_cache_memory_bytes
-        blocks_wanted = config.max_num_seqs * cdiv(max_model_len, config.block_size) + 1
-        wanted = blocks_wanted * bytes_per_block
-        if device.type != "cuda":
-            return min(CPU_DEFAULT_KV_BYTES, wanted)
-        # CUDA: what gpu_memory_utilization leaves after weights and a peak-sized step.
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-        free, total = torch.cuda.mem_get_info(device)
-        used_before = total - free
-        profile_blocks = cdiv(config.max_num_batched_tokens, config.block_size) + 1
-        runner = ModelRunner(
-            model, profile_blocks, config.block_size, SdpaBackend(device)
+        return cls(
+            config, model, name, eos, max_model_len, num_blocks, attention, tokenizer_dir, forward
         )
-        tokens = min(config.max_num_batched_tokens, max_model_len)
-        dummy = Request("profile", [0] * tokens, p.SamplingParams(max_tokens=1), 0.0, frozenset())
-        dummy.block_ids = list(range(cdiv(tokens, config.block_size)))
-        with torch.inference_mode():
-            runner.execute([dummy], [tokens])
-        torch.cuda.synchronize(device)
-        activations = torch.cuda.max_memory_allocated(device) - torch.cuda.memory_allocated(device)
-        # The sampler's float32 logits and probabilities for a full batch of sequences.
-        activations += 2 * 4 * config.max_num_seqs * model.config.vocab_size
-        # Prompt logprobs: float32 logits, log-softmax and comparisons of one slice of rows.
-        activations += 3 * 4 * ROWS_PER_SLICE * model.config.vocab_size
-        del runner
-        torch.cuda.empty_cache()
-        budget = int(total * config.gpu_memory_utilization) - used_before - activations
-        return max(min(budget, wanted), 0)
 
     def ready(self, engine_index: int) -> p.Ready:
         return p.Ready(

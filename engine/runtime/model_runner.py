@@ -157,6 +157,7 @@ class ModelRunner:
             chunk_starts=starts,
             chunk_lens=lens,
             chunk_tables=[r.block_ids for r, _ in chunks],
+            single_keys=list(singles),
         )
         return ModelInput(
             input_ids=input_ids.to(dev, non_blocking=True),

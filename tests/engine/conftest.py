@@ -158,11 +158,16 @@ def hf_greedy(hf_model: Any, prompt: list[int], max_new_tokens: int) -> list[int
 
 
 def kv_bytes_per_block(model_dir: Path, block_size: int) -> int:
-    """Bytes of one KV block of ``model_dir`` in fp32 (to size tiny caches in tests)."""
+    """Budget bytes of one KV block of ``model_dir`` in fp32 (to size tiny caches in
+    tests): times the copies the CPU's attention backend keeps of each token's K/V."""
     import json
+
+    from engine.runtime.attention.selection import select_backend
+
+    copies = select_backend(torch.device("cpu"), enforce_eager=True).kv_copies
 
     cfg = json.loads((model_dir / "config.json").read_text())
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     kv_heads = cfg.get("num_key_value_heads") or heads
-    return 2 * cfg["num_hidden_layers"] * block_size * kv_heads * head_dim * 4
+    return 2 * cfg["num_hidden_layers"] * block_size * kv_heads * head_dim * 4 * copies

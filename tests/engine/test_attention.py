@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from engine.runtime.attention.base import AttentionBackend, StepBatch
 from engine.runtime.attention.flex import FlexBackend
+from engine.runtime.attention.resident import ResidentBackend
 from engine.runtime.attention.sdpa import SdpaBackend
 from engine.runtime.attention.selection import select_backend
 
@@ -64,6 +65,7 @@ def _case(
         chunk_starts=np.array([shape[i][0] for i in chunks], dtype=np.int64),
         chunk_lens=np.array([shape[i][1] for i in chunks], dtype=np.int64),
         chunk_tables=[tables[i] for i in chunks],
+        single_keys=[f"request-{i}" for i in singles],
     )
     tokens = len(slots)
     q = torch.randn(tokens, HEADS, DIM, generator=gen).to(dtype)
@@ -71,7 +73,7 @@ def _case(
     return batch, cache, q, kv
 
 
-def _reference(batch: StepBatch, cache: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def reference_attention(batch: StepBatch, cache: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """One SDPA per request over its context read slot by slot (cache already written)."""
     shape = [(ctx - 1, 1) for ctx in batch.single_ctx] + [
         (int(s), int(n)) for s, n in zip(batch.chunk_starts, batch.chunk_lens, strict=True)
@@ -94,8 +96,8 @@ def _reference(batch: StepBatch, cache: torch.Tensor, q: torch.Tensor) -> torch.
 
 def _run(backend: AttentionBackend, shape: list[tuple[int, int]], dtype: torch.dtype, seed: int):
     batch, cache, q, kv = _case(shape, dtype, seed)
-    out = backend.build(batch).forward(q, kv, cache, SCALE)
-    return out, _reference(batch, cache, q)
+    out = backend.build(batch).forward(0, q, kv, cache, SCALE)
+    return out, reference_attention(batch, cache, q)
 
 
 @pytest.mark.parametrize(
@@ -103,8 +105,10 @@ def _run(backend: AttentionBackend, shape: list[tuple[int, int]], dtype: torch.d
     [MIXED, MIXED[:5], MIXED[5:], [(0, 6)], [(0, 6), (0, 3)], [(5, 1)]],
     ids=["mixed", "decodes", "chunks", "one-prompt", "prompts", "one-decode"],
 )
-@pytest.mark.parametrize("make", [SdpaBackend, lambda dev: FlexBackend(dev, compiled=False)],
-                         ids=["sdpa", "flex-eager"])
+@pytest.mark.parametrize(
+    "make", [SdpaBackend, ResidentBackend, lambda dev: FlexBackend(dev, compiled=False)],
+    ids=["sdpa", "resident", "flex-eager"],
+)
 def test_backend_matches_per_request_reference(make, shape: list[tuple[int, int]]) -> None:
     for seed in range(3):
         out, ref = _run(make(CPU), shape, torch.float32, seed)
@@ -112,8 +116,9 @@ def test_backend_matches_per_request_reference(make, shape: list[tuple[int, int]
         torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
 
 
-def test_sdpa_bfloat16_is_close_to_the_float32_reference() -> None:
-    out, ref = _run(SdpaBackend(CPU), MIXED, torch.bfloat16, 0)
+@pytest.mark.parametrize("make", [SdpaBackend, ResidentBackend], ids=["sdpa", "resident"])
+def test_bfloat16_is_close_to_the_float32_reference(make) -> None:
+    out, ref = _run(make(CPU), MIXED, torch.bfloat16, 0)
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)
 
@@ -128,13 +133,13 @@ def test_a_stale_cache_entry_does_not_leak() -> None:
     """Slots past a request's context hold someone else's K/V; no backend may read them."""
     batch, cache, q, kv = _case(MIXED[:5], torch.float32, 7)
     reference = _reference_after_write(batch, cache, q, kv)
-    for backend in (SdpaBackend(CPU), FlexBackend(CPU, compiled=False)):
+    for backend in (SdpaBackend(CPU), ResidentBackend(CPU), FlexBackend(CPU, compiled=False)):
         poisoned = cache.clone()
         for table, ctx in zip(batch.single_tables, batch.single_ctx, strict=True):
             block, offset = table[(ctx - 1) // BS], (ctx - 1) % BS
             poisoned[block, offset + 1 :] = 1e4  # past the context in its last block
             poisoned[table[-1]] = 1e4  # the spare block after it
-        out = backend.build(batch).forward(q, kv, poisoned, SCALE)
+        out = backend.build(batch).forward(0, q, kv, poisoned, SCALE)
         torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
 
 
@@ -143,19 +148,25 @@ def _reference_after_write(
 ) -> torch.Tensor:
     written = cache.clone()
     written.view(-1, 2, KV_HEADS, DIM)[batch.slot_mapping] = kv
-    return _reference(batch, written, q)
+    return reference_attention(batch, written, q)
 
 
 def test_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VRS_ATTENTION", raising=False)
+    assert select_backend(CPU, enforce_eager=False).name == "resident"
+    assert select_backend(torch.device("cuda"), enforce_eager=False).name == "sdpa"
+    monkeypatch.setenv("VRS_ATTENTION", "sdpa")
     assert select_backend(CPU, enforce_eager=False).name == "sdpa"
+    monkeypatch.setenv("VRS_ATTENTION", "resident")
+    with pytest.raises(ValueError, match="only measured for the CPU"):
+        select_backend(torch.device("cuda"), enforce_eager=False)
     monkeypatch.setenv("VRS_ATTENTION", "flex")
     assert select_backend(CPU, enforce_eager=False).name == "flex"
     assert select_backend(CPU, enforce_eager=True).name == "sdpa"
     with pytest.raises(ValueError, match="CPU"):
         select_backend(torch.device("cuda"), enforce_eager=False)
     monkeypatch.setenv("VRS_ATTENTION", "flash")
-    with pytest.raises(ValueError, match="allowed: auto, sdpa, flex"):
+    with pytest.raises(ValueError, match="allowed: auto, resident, sdpa, flex"):
         select_backend(CPU, enforce_eager=False)
 
 

@@ -16,7 +16,8 @@ its own ``AttentionMetadata`` once per step, and every layer calls ``forward``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -34,6 +35,9 @@ class StepBatch:
     chunk_starts: np.ndarray  # [C] int64: tokens already in the cache before each chunk
     chunk_lens: np.ndarray  # [C] int64: tokens of each chunk (>= 2)
     chunk_tables: list[list[int]]  # block ids of each chunk's request
+    # One identity per single query (its Request), the same object from step to step:
+    # what a backend that keeps per-sequence state across steps keys it by.
+    single_keys: list[Hashable] = field(default_factory=list)
 
     @property
     def num_single(self) -> int:
@@ -49,9 +53,10 @@ class AttentionMetadata(ABC):
 
     @abstractmethod
     def forward(
-        self, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
+        self, layer: int, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
     ) -> torch.Tensor:
-        """Attention of ``q [T, heads, head_dim]``; returns ``[T, heads * head_dim]``.
+        """Attention of ``q [T, heads, head_dim]`` in ``layer`` (whose cache is
+        ``kv_cache``); returns ``[T, heads * head_dim]``.
 
         ``kv [T, 2, kv_heads, head_dim]`` is this step's K and V; it is written to the
         cache first (at ``StepBatch.slot_mapping``).
@@ -62,6 +67,9 @@ class AttentionBackend(ABC):
     """Chosen once per engine; builds each step's metadata."""
 
     name: str
+    # Copies of a cached token's K/V the backend may keep (the paged cache is one): the
+    # KV budget is split among them (engine/runtime/kv_budget.py).
+    kv_copies: int = 1
 
     @abstractmethod
     def build(self, batch: StepBatch) -> AttentionMetadata:

@@ -40,7 +40,7 @@ class FlexMetadata(AttentionMetadata):
     chunks: SdpaMetadata | None  # the multi-token chunks, after the single tokens
 
     def forward(
-        self, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
+        self, layer: int, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
     ) -> torch.Tensor:
         num_heads, head_dim = q.shape[1], q.shape[2]
         kv_heads = kv.shape[2]

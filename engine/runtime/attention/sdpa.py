@@ -87,7 +87,7 @@ class SdpaMetadata(AttentionMetadata):
     chunk_mask: torch.Tensor | None  # [num_chunks, 1, chunk_len, nb * block_size] bool
 
     def forward(
-        self, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
+        self, layer: int, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
     ) -> torch.Tensor:
         write_kv(kv_cache, kv, self.slot_mapping)
         outputs: list[torch.Tensor] = []

@@ -1,6 +1,7 @@
 """Which attention backend an engine uses: chosen once, from the device and the config.
 
-``VRS_ATTENTION`` overrides the choice (``sdpa`` or ``flex``; ``auto`` is the default),
+``VRS_ATTENTION`` overrides the choice (``resident``, ``sdpa`` or ``flex``; ``auto`` is the
+default: resident K/V on the CPU, gather + SDPA elsewhere),
 as ``VRS_CPU_MATMUL`` does for the matmuls, so that the two can be compared.
 """
 
@@ -12,11 +13,12 @@ import os
 import torch
 
 from engine.runtime.attention.base import AttentionBackend
+from engine.runtime.attention.resident import ResidentBackend
 from engine.runtime.attention.sdpa import SdpaBackend
 
 logger = logging.getLogger("vrs.engine")
 
-CHOICES = ("auto", "sdpa", "flex")
+CHOICES = ("auto", "resident", "sdpa", "flex")
 
 
 def select_backend(device: torch.device, enforce_eager: bool) -> AttentionBackend:
@@ -34,6 +36,12 @@ def _choose(
 ) -> tuple[AttentionBackend, str]:
     if wanted == "sdpa":
         return SdpaBackend(device), "VRS_ATTENTION=sdpa"
+    if wanted == "resident":
+        if device.type != "cpu":
+            raise ValueError(
+                f"VRS_ATTENTION=resident is only measured for the CPU, not {device.type}"
+            )
+        return ResidentBackend(device), "VRS_ATTENTION=resident"
     if wanted == "flex":
         if device.type != "cpu":
             raise ValueError(
@@ -45,5 +53,5 @@ def _choose(
 
         return FlexBackend(device, compiled=True), "VRS_ATTENTION=flex"
     if device.type == "cpu":
-        return SdpaBackend(device), "gather + SDPA beat compiled FlexAttention on the CPU"
+        return ResidentBackend(device), "decodes read resident K/V rows: no per-step gather"
     return SdpaBackend(device), f"today's {device.type} path (no FlashInfer backend yet)"

@@ -353,7 +353,7 @@ class DecoderModel:
         scale = self.scale
 
         def attend(index: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-            return meta.forward(q, kv, kv_caches[index], scale)
+            return meta.forward(index, q, kv, kv_caches[index], scale)
 
         return attend
 
