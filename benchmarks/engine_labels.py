@@ -27,7 +27,8 @@ LABEL_PART = {"vrs.schedule": "schedule", "vrs.prepare": "prepare",
               "vrs.forward": "forward other", "vrs.sample": "sample", "vrs.update": "update"}
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::linear", "aten::matmul",
               "mkldnn::_linear_pointwise", "aten::_weight_int8pack_mm")
-ATTENTION_SPLIT = ("K/V gather", "SDPA", "K/V write", "other ops", "Python")
+KERNEL_OPS = ("aten::bmm", "aten::_softmax", "aten::softmax")
+ATTENTION_SPLIT = ("K/V gather", "kernel", "K/V write", "other ops", "Python")
 
 
 def _labelled(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -111,8 +112,9 @@ def _attention_bucket(event: Any) -> str:
     name = event.name
     if "index_select" in name:
         return "K/V gather"
-    if "scaled_dot_product" in name or "flex" in name.lower():
-        return "SDPA"
+    # SDPA, FlexAttention, or the resident backend's two matmuls and softmax.
+    if "scaled_dot_product" in name or "flex" in name.lower() or name in KERNEL_OPS:
+        return "kernel"
     if "index_copy" in name or "index_put" in name:
         return "K/V write"
     return "other ops"

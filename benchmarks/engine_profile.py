@@ -12,7 +12,8 @@ EOS ignored), prefills them all, then, for each ``--dtypes`` entry:
 Reports each part's share of the profiled step and, across the whole step, the share spent
 inside torch ops against the time between them (Python, the dispatcher, the profiler's own
 cost: the profiled step is slower than the plain one, both are printed). Attention is split
-into its ops (the K/V gather, SDPA, the K/V write, other) and its own Python. Ops the labels
+into its ops (the K/V gather, the kernel: SDPA or the resident rows' matmuls and
+softmax, the K/V write, other) and its own Python. Ops the labels
 miss (a compiled forward runs its inner functions only while tracing) are put in a part by
 name: matmul-like names count as matmuls, attention-like names as attention.
 
