@@ -129,8 +129,11 @@ def test_metrics_count_the_traffic(server: Server) -> None:
     for name in ("time_to_first_token", "e2e_request_latency", "tokenize_latency"):
         key = f"vrs:{name}_seconds_count"
         assert after[key] == before[key] + 1, key
-    assert after["vrs:inter_token_latency_seconds_count"] >= before[
-        "vrs:inter_token_latency_seconds_count"] + 6
+    # One observation per engine output after the first: 6 for 7 tokens, fewer when the
+    # engine's output thread coalesced tokens into one message (a loaded machine).
+    itl = (after["vrs:inter_token_latency_seconds_count"]
+           - before["vrs:inter_token_latency_seconds_count"])
+    assert 1 <= itl <= 6, itl
     assert after["vrs:detokenize_latency_seconds_count"] >= before[
         "vrs:detokenize_latency_seconds_count"] + 7
     buckets = [v for k, v in after.items()

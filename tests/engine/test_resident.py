@@ -149,12 +149,14 @@ def test_many_random_steps_in_bfloat16() -> None:
 
 
 def test_a_cache_too_small_for_the_rows_gathers_instead() -> None:
-    # 10 blocks x 4 tokens: as many slots (40) hold one row of 32 tokens, not two.
+    # 10 blocks x 4 tokens: the paged cache holds a short and a long sequence (2 + 8
+    # blocks), but their rows, padded to the longest context (28, then 32 tokens), need
+    # 56 and 64 of the rows' 40 slots.
     sim = Sim(num_blocks=10, seed=1)
-    sim.add("a", 5)
+    sim.add("a", 3)
     sim.step(["a"])
     assert sim.fallbacks == 0
-    sim.add("b", 6)
+    sim.add("b", 26)
     sim.step(["a", "b"])
     sim.step(["a", "b"])
     assert sim.fallbacks == 2 and not sim.backend.rows.row_of
