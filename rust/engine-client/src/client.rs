@@ -1,12 +1,13 @@
 //! The frontend's side of the engine wire after the handshake, for one engine or a
 //! data parallel group of them behind the same input ROUTER and output PULL.
 //!
-//! ZMQ sockets are not thread-safe, so each has one owner thread: the input thread owns
-//! the input ROUTER and sends ADD/ABORT frames taken from a channel (aborts batched);
-//! the output thread owns the output PULL, decodes `EngineOutputs` and hands each
-//! `EngineCoreOutput` to its request's tokio channel, bounded: a request whose consumer
-//! falls `VRS_MAX_PENDING_OUTPUTS` outputs behind (a client that stopped reading) is
-//! aborted in the engine and fails. Engine death (the dead sentinel,
+//! ZMQ sockets are not thread-safe, so each has one owner: the input thread owns the
+//! input ROUTER and sends ADD/ABORT frames taken from a channel (aborts batched); the
+//! output task owns the output PULL, polled from the tokio runtime through its `ZMQ_FD`
+//! (no thread of its own), decodes `EngineOutputs` and hands each `EngineCoreOutput`
+//! to its request's tokio channel, bounded: a request whose consumer falls
+//! `VRS_MAX_PENDING_OUTPUTS` outputs behind (a client that stopped reading) is aborted
+//! in the engine and fails. Engine death (the dead sentinel,
 //! an undecodable message, a failed send, or the process exiting, reported by the
 //! caller) ends every open request with [`EngineEvent::Dead`] and refuses new ones:
 //! with several engines, any one dying takes the whole group down.
@@ -93,7 +94,8 @@ pub struct EngineClient {
 }
 
 impl EngineClient {
-    /// Takes over the sockets the handshake connected and starts the two owner threads.
+    /// Takes over the sockets the handshake connected: starts the input thread, and the
+    /// output task on the current tokio runtime (an error outside one).
     /// `identities` are the engines' ROUTER identities (engine index, 2 bytes LE).
     pub fn start(
         input: zmq::Socket,
@@ -128,11 +130,10 @@ impl EngineClient {
         std::thread::Builder::new()
             .name("vrs-engine-input".into())
             .spawn(move || input_loop(&input, &rx, &s))?;
-        let s = Arc::clone(&shared);
-        let aborts = commands.clone();
-        std::thread::Builder::new()
-            .name("vrs-engine-output".into())
-            .spawn(move || output_loop(&output, &s, &aborts))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            std::io::Error::other("the engine client must be started on a tokio runtime")
+        })?;
+        runtime.spawn(output_task(output, Arc::clone(&shared), commands.clone()));
         Ok(Arc::new(Self { shared, commands }))
     }
 
@@ -388,7 +389,7 @@ mod handle;
 pub use handle::RequestHandle;
 
 mod io;
-use io::{input_loop, output_loop};
+use io::{input_loop, output_task};
 
 #[cfg(test)]
 mod tests;

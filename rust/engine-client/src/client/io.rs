@@ -1,9 +1,13 @@
 //! The owner threads of the engine sockets (a child of `engine_client`): the input
 //! thread sends ADD frames and per-engine batches of ABORTs to the right identity; the
-//! output thread decodes engine outputs and hands them to their requests.
+//! output task, on the tokio runtime, decodes engine outputs and hands them to their
+//! requests.
 
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use vrs_wire::{AbortRequests, EngineOutputs, RequestType, ENGINE_DEAD_SENTINEL};
 
 use super::{Command, Shared, MAX_BATCH};
@@ -72,38 +76,102 @@ pub(super) fn input_loop(socket: &zmq::Socket, rx: &std_mpsc::Receiver<Command>,
     }
 }
 
-pub(super) fn output_loop(
-    socket: &zmq::Socket,
-    shared: &Shared,
-    aborts: &std_mpsc::Sender<Command>,
+/// Reads the output PULL from the tokio runtime: its `ZMQ_FD` is registered with the
+/// runtime's reactor, and on each signal every message waiting is decoded and handed to
+/// its requests from a runtime worker, so that their tasks are scheduled on that worker
+/// (no thread hand-off, no cross-thread wake-up per message). `ZMQ_FD` is edge-triggered:
+/// the readiness is cleared before the socket is drained to `EAGAIN`, so a message that
+/// arrives meanwhile signals again and is never missed.
+pub(super) async fn output_task(
+    socket: zmq::Socket,
+    shared: Arc<Shared>,
+    aborts: std_mpsc::Sender<Command>,
 ) {
-    let mut message = zmq::Message::new();
-    loop {
-        if let Err(e) = socket.recv(&mut message, 0) {
+    let fd = match socket.get_fd() {
+        Ok(fd) => fd,
+        Err(e) => {
             shared.mark_dead(format!("engine output socket failed: {e}").into());
             return;
         }
-        // Aux frames (none in protocol v1) would follow the first; drain them.
-        let mut more = message.get_more();
-        while more {
-            let mut aux = zmq::Message::new();
-            more = socket.recv(&mut aux, 0).is_ok() && aux.get_more();
-        }
-        if &message[..] == ENGINE_DEAD_SENTINEL {
-            shared.mark_dead("the engine reported a fatal error and stopped".into());
+    };
+    // SAFETY: `fd` is the socket's ZMQ_FD, open as long as `socket` is; `ready` is a local
+    // of this function, so it is dropped (deregistered) before `socket`, a parameter.
+    let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+    let ready = match registered {
+        Ok(ready) => ready,
+        Err(e) => {
+            shared.mark_dead(format!("cannot poll the engine output socket: {e}").into());
             return;
         }
-        match vrs_wire::decode::<EngineOutputs>(&message) {
-            Ok(outputs) => {
-                for (engine, id) in shared.dispatch(outputs) {
-                    // Closed: the input thread is gone with the engine.
-                    let _ = aborts.send(Command::Abort(engine, id));
+    };
+    let mut message = zmq::Message::new();
+    loop {
+        loop {
+            match socket.recv(&mut message, zmq::DONTWAIT) {
+                Ok(()) => {
+                    if !take(&socket, &message, &shared, &aborts) {
+                        return;
+                    }
+                    // A flood of messages must not starve the tasks they woke on this
+                    // worker: yield once the task's cooperative budget is spent.
+                    tokio::task::consume_budget().await;
+                }
+                Err(zmq::Error::EAGAIN) => break,
+                Err(e) => {
+                    shared.mark_dead(format!("engine output socket failed: {e}").into());
+                    return;
                 }
             }
+        }
+        // Commands processed by the last `recv` may have queued a message without a new
+        // signal on the fd: look once more before waiting.
+        match socket.get_events() {
+            Ok(events) if events.contains(zmq::POLLIN) => continue,
+            Ok(_) => {}
             Err(e) => {
-                shared.mark_dead(format!("undecodable message from the engine: {e}").into());
+                shared.mark_dead(format!("engine output socket failed: {e}").into());
                 return;
             }
+        }
+        match ready.readable().await {
+            Ok(mut guard) => guard.clear_ready(),
+            Err(e) => {
+                shared.mark_dead(format!("cannot poll the engine output socket: {e}").into());
+                return;
+            }
+        }
+    }
+}
+
+/// Hands out one received message; `false` once the engine is dead (reported).
+fn take(
+    socket: &zmq::Socket,
+    message: &zmq::Message,
+    shared: &Shared,
+    aborts: &std_mpsc::Sender<Command>,
+) -> bool {
+    // Aux frames (none in protocol v1) would follow the first; drain them (the parts of
+    // a message arrive together, so this does not wait).
+    let mut more = message.get_more();
+    while more {
+        let mut aux = zmq::Message::new();
+        more = socket.recv(&mut aux, 0).is_ok() && aux.get_more();
+    }
+    if &message[..] == ENGINE_DEAD_SENTINEL {
+        shared.mark_dead("the engine reported a fatal error and stopped".into());
+        return false;
+    }
+    match vrs_wire::decode::<EngineOutputs>(message) {
+        Ok(outputs) => {
+            for (engine, id) in shared.dispatch(outputs) {
+                // Closed: the input thread is gone with the engine.
+                let _ = aborts.send(Command::Abort(engine, id));
+            }
+            true
+        }
+        Err(e) => {
+            shared.mark_dead(format!("undecodable message from the engine: {e}").into());
+            false
         }
     }
 }
