@@ -16,7 +16,13 @@ chunk to its last, so chunks per request = 1 + (E2EL - TTFT) / mean ITL), agains
 tokens. 1.00 means one token per chunk; more means steps were merged on the way (the
 engine's coalescing when its output thread fell behind, or the frontend's when it did).
 At concurrency 1, ``TTFT - step`` is what the request's first token took beyond the
-mock's own step: the frontend's work plus the engine's bookkeeping.
+mock's own step, seen by the client: the frontend's work, the engine's bookkeeping and
+the client's own. ``beyond engine`` narrows it from the server's /metrics (the vLLM
+histograms both frontends keep, read before and after each run): the mean TTFT the
+frontend measured (from the request's arrival to its first output) minus the mean time
+the engine reported for the request (``request_queue_time`` + ``request_prefill_time``,
+from its arrival at the engine to its first token): the frontend's work before the
+engine saw the request, plus the wire both ways.
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 from frontend_servers import FrontendServer, bench
 
 BACKEND = "openai-chat"
 PACED_METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms",
                  "median_itl_ms", "p99_itl_ms", "cpu_ms_per_request", "cpu_us_per_token",
-                 "tokens_per_chunk")
+                 "tokens_per_chunk", "beyond_engine_ms")
+SERVER_TIMES = ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
+                "vllm:request_prefill_time_seconds")
 
 
 def tokens_per_chunk(result: dict[str, Any], output_len: int) -> float | None:
@@ -44,10 +53,36 @@ def tokens_per_chunk(result: dict[str, Any], output_len: int) -> float | None:
     return output_len / (1.0 + span / itl)
 
 
+def server_times(url: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) of each of ``SERVER_TIMES`` in the server's /metrics (all engines)."""
+    totals = {name: [0.0, 0.0] for name in SERVER_TIMES}
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        for name in SERVER_TIMES:
+            for part, index in (("_sum", 0), ("_count", 1)):
+                if line.startswith(name + part) and line[len(name + part)] in " {":
+                    totals[name][index] += float(line.rsplit(" ", 1)[1])
+    return {name: (total[0], total[1]) for name, total in totals.items()}
+
+
+def beyond_engine_ms(before: dict[str, tuple[float, float]],
+                     after: dict[str, tuple[float, float]]) -> float | None:
+    """Mean server-side TTFT minus the engine's queue + prefill time (module doc), ms."""
+    means = []
+    for name in SERVER_TIMES:
+        total, count = (after[name][i] - before[name][i] for i in (0, 1))
+        if count <= 0:
+            return None
+        means.append(total / count)
+    ttft, queue, prefill = means
+    return (ttft - queue - prefill) * 1e3
+
+
 def measure(server: FrontendServer, concurrency: int, args: argparse.Namespace,
             out: Path) -> dict[str, Any]:
     """One paced run: the bench's numbers and the frontend's CPU per request and token."""
+    times_before = server_times(server.url)
     result = bench(server, concurrency, args, out, BACKEND)
+    times_after = server_times(server.url)
     requests = result["frontend_requests"]
     cpu = result["frontend_cpu_s"]
     tokens = requests * args.output_len
@@ -59,7 +94,8 @@ def measure(server: FrontendServer, concurrency: int, args: argparse.Namespace,
             "frontend_cpu_s": cpu, "frontend_requests": requests,
             "cpu_ms_per_request": cpu * 1e3 / requests,
             "cpu_us_per_token": cpu * 1e6 / tokens,
-            "tokens_per_chunk": tokens_per_chunk(result, args.output_len)}
+            "tokens_per_chunk": tokens_per_chunk(result, args.output_len),
+            "beyond_engine_ms": beyond_engine_ms(times_before, times_after)}
 
 
 def run(servers: dict[str, FrontendServer], concurrencies: list[int],
@@ -117,6 +153,9 @@ def markdown(rows: list[dict[str, Any]], step_ms: float) -> str:
         lines.append("")
         lines.append(f"Concurrency 1, TTFT p50 − the mock's {step_ms:g} ms step: " + ", ".join(
             f"{r['frontend']} {r['median_ttft_ms'] - step_ms:.2f} ms" for r in ones))
+        lines.append("Concurrency 1, server-side TTFT beyond the engine's own time (mean): "
+                     + ", ".join(f"{r['frontend']} " + ("n/a" if r["beyond_engine_ms"] is None
+                                 else f"{r['beyond_engine_ms']:.3f} ms") for r in ones))
     return "\n".join(lines)
 
 
