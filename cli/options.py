@@ -96,7 +96,8 @@ MaxNumSeqs = Annotated[int, typer.Option(min=1, help="Most requests in one engin
 MaxNumBatchedTokens = Annotated[int, typer.Option(
     min=1, help="Token budget of one engine step (long prompts are chunked).")]
 KvCacheMemory = Annotated[str | None, typer.Option(
-    help="KV cache size, e.g. 2GiB. Default: sized for the device.")]
+    help="Memory for K/V, e.g. 2GiB (on the CPU half holds the decoding sequences' resident "
+    "rows). Default: sized for the device.")]
 GpuMemoryUtilization = Annotated[float, typer.Option(
     min=0.01, max=1.0, help="On CUDA: fraction of GPU memory the engine may use.")]
 EnablePrefixCaching = Annotated[bool, typer.Option(
