@@ -240,11 +240,12 @@ class ResidentBackend(AttentionBackend):
                 move_from.append(row)
                 move_to.append(hole)
                 kept[key] = hole
-        fill_keys = [key for key in keys if key not in kept]
-        fill_rows: list[int] = []
-        for key in fill_keys:
-            kept[key] = holes.pop()
-            fill_rows.append(kept[key])
+        # The filled sequences: their rows, context before this step's token, block table.
+        fills: list[tuple[int, int, list[int]]] = []
+        for key, ctx, table in zip(keys, batch.single_ctx, batch.single_tables, strict=True):
+            if key not in kept:
+                kept[key] = holes.pop()
+                fills.append((kept[key], ctx - 1, table))
 
         row_of = {key: kept[key] for key in keys}
         rows.row_of = row_of
@@ -257,22 +258,16 @@ class ResidentBackend(AttentionBackend):
             ctx_by_row[row] = ctx
             order[row] = i
         dev = self.device
-        mask = self._mask(ctx_by_row, capacity)
+        mask = _mask(ctx_by_row, capacity)
         fill_t = fill_blocks = None
         fill_nb = 0
-        fill_ctx = [
-            ctx - 1 for key, ctx in zip(keys, batch.single_ctx, strict=True) if key in fill_keys
-        ]
-        if fill_rows and max(fill_ctx) > 0:
-            fill_nb = cdiv(max(fill_ctx), bs)
-            tables = [
-                table
-                for key, table in zip(keys, batch.single_tables, strict=True)
-                if key in fill_keys
-            ]
-            needs = [cdiv(c, bs) for c in fill_ctx]
+        longest_fill = max((filled for _, filled, _ in fills), default=0)
+        if longest_fill > 0:  # (a one-token prompt has nothing cached to fill)
+            fill_nb = cdiv(longest_fill, bs)
+            needs = [cdiv(filled, bs) for _, filled, _ in fills]
+            tables = [table for _, _, table in fills]
             flat = padded_table(tables, needs, fill_nb, batch.scratch_block)
-            fill_t = torch.tensor(fill_rows, dtype=torch.long).to(dev, non_blocking=True)
+            fill_t = _index([row for row, _, _ in fills], dev)
             fill_blocks = torch.tensor(flat, dtype=torch.long).to(dev, non_blocking=True)
         identity = order == list(range(n))
         return ResidentPlan(
@@ -291,11 +286,13 @@ class ResidentBackend(AttentionBackend):
             mask=mask.to(dev, non_blocking=True),
         )
 
-    def _mask(self, ctx_by_row: list[int], capacity: int) -> torch.Tensor:
-        ctx = torch.tensor(ctx_by_row, dtype=torch.long)
-        hidden = torch.arange(capacity)[None, :] >= ctx[:, None]
-        mask = torch.zeros(hidden.shape, dtype=torch.float32).masked_fill_(hidden, float("-inf"))
-        return mask[:, None, :]
+
+def _mask(ctx_by_row: list[int], capacity: int) -> torch.Tensor:
+    """``[rows, 1, capacity]`` float32: 0 within each row's context, -inf past it."""
+    ctx = torch.tensor(ctx_by_row, dtype=torch.long)
+    hidden = torch.arange(capacity)[None, :] >= ctx[:, None]
+    mask = torch.zeros(hidden.shape, dtype=torch.float32).masked_fill_(hidden, float("-inf"))
+    return mask[:, None, :]
 
 
 def _index(values: list[int], device: torch.device) -> torch.Tensor | None:
