@@ -1,9 +1,14 @@
 //! The frontend's side of the engine wire after the handshake, for one engine or a
 //! data parallel group of them behind the same input ROUTER and output PULL.
 //!
-//! ZMQ sockets are not thread-safe, so each has one owner: the input thread owns the
-//! input ROUTER and sends ADD/ABORT frames taken from a channel (aborts batched); the
-//! output task owns the output PULL, polled from the tokio runtime through its `ZMQ_FD`
+//! ZMQ sockets are not thread-safe, so each is used by one thread at a time: the input
+//! ROUTER sits behind a mutex. `submit` sends its ADD straight from the caller's thread
+//! (a tokio worker) when the mutex is free, so a request reaches the wire without a
+//! thread hand-off; when the input thread holds it, the ADD goes through its channel
+//! instead. The input thread sends those and the ABORTs (batched per engine). An ABORT
+//! always follows its ADD: it is queued only after `submit` returned, by which time the
+//! ADD is either on the socket or ahead of it in the channel. The output task owns the
+//! output PULL, polled from the tokio runtime through its `ZMQ_FD`
 //! (no thread of its own), decodes `EngineOutputs` and hands each `EngineCoreOutput`
 //! to its request's tokio channel, bounded: a request whose consumer falls
 //! `VRS_MAX_PENDING_OUTPUTS` outputs behind (a client that stopped reading) is aborted
@@ -37,7 +42,8 @@ pub enum EngineEvent {
 
 /// Commands for the input thread; the `usize` is the engine's slot.
 enum Command {
-    Add(usize, Box<EngineCoreRequest>),
+    /// An encoded `EngineCoreRequest`.
+    Add(usize, Vec<u8>),
     Abort(usize, String),
 }
 
@@ -91,6 +97,8 @@ struct Shared {
 pub struct EngineClient {
     shared: Arc<Shared>,
     commands: std_mpsc::Sender<Command>,
+    /// The input ROUTER, shared with the input thread.
+    input: Arc<Mutex<zmq::Socket>>,
 }
 
 impl EngineClient {
@@ -127,14 +135,20 @@ impl EngineClient {
         });
         let (commands, rx) = std_mpsc::channel();
         let s = Arc::clone(&shared);
+        let input = Arc::new(Mutex::new(input));
+        let socket = Arc::clone(&input);
         std::thread::Builder::new()
             .name("vrs-engine-input".into())
-            .spawn(move || input_loop(&input, &rx, &s))?;
+            .spawn(move || input_loop(&socket, &rx, &s))?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             std::io::Error::other("the engine client must be started on a tokio runtime")
         })?;
         runtime.spawn(output_task(output, Arc::clone(&shared), commands.clone()));
-        Ok(Arc::new(Self { shared, commands }))
+        Ok(Arc::new(Self {
+            shared,
+            commands,
+            input,
+        }))
     }
 
     /// Sends `request` to the engine; its outputs arrive on the returned handle.
@@ -160,13 +174,16 @@ impl EngineClient {
             self.shared.remove(&id);
             return Err(EngineError::Dead(reason.to_string()));
         }
-        if self
-            .commands
-            .send(Command::Add(engine, Box::new(request)))
-            .is_err()
-        {
+        let body = match vrs_wire::encode(&request) {
+            Ok(body) => body,
+            Err(e) => {
+                self.shared.remove(&id);
+                return Err(EngineError::Encode(e.to_string()));
+            }
+        };
+        if let Err(e) = send_add(&self.input, &self.commands, &self.shared, engine, body) {
             self.shared.remove(&id);
-            return Err(EngineError::Dead("the engine connection is closed".into()));
+            return Err(e);
         }
         Ok(RequestHandle::new(
             rx,
@@ -389,7 +406,7 @@ mod handle;
 pub use handle::RequestHandle;
 
 mod io;
-use io::{input_loop, output_task};
+use io::{input_loop, output_task, send_add};
 
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,9 @@ pub enum EngineError {
     /// One request was shed: its consumer stopped reading its outputs.
     #[error("{0}")]
     Shed(String),
+    /// A request could not be written as msgpack (a bug, not the client's input).
+    #[error("cannot encode the request for the engine: {0}")]
+    Encode(String),
     #[error("the engine sent no {stage} within {secs} s (raise VRS_ENGINE_READY_TIMEOUT_S for slow starts)")]
     Timeout { stage: &'static str, secs: f64 },
     #[error("the engine process exited ({status}) while vrs-rs waited for its {stage}")]

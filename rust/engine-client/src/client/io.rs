@@ -1,18 +1,20 @@
-//! The owner threads of the engine sockets (a child of `engine_client`): the input
-//! thread sends ADD frames and per-engine batches of ABORTs to the right identity; the
-//! output task, on the tokio runtime, decodes engine outputs and hands them to their
+//! The engine sockets' I/O (a child of `engine_client`): the input thread sends the ADD
+//! frames `submit` could not send itself and per-engine batches of ABORTs to the right
+//! identity; the output task, on the tokio runtime, decodes engine outputs and hands them to their
 //! requests.
 
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use vrs_wire::{AbortRequests, EngineOutputs, RequestType, ENGINE_DEAD_SENTINEL};
 
 use super::{Command, Shared, MAX_BATCH};
+use crate::error::EngineError;
 
-fn send_frames(
+/// One message of `kind` to the engine with ROUTER identity `identity`.
+pub(super) fn send_frames(
     socket: &zmq::Socket,
     identity: &[u8],
     kind: RequestType,
@@ -23,25 +25,49 @@ fn send_frames(
     socket.send(body, 0)
 }
 
-pub(super) fn input_loop(socket: &zmq::Socket, rx: &std_mpsc::Receiver<Command>, shared: &Shared) {
+/// Puts an encoded ADD for engine slot `engine` on the input ROUTER from the calling
+/// thread when the input thread is not using the socket, else queues it for that thread.
+/// A failed send marks the engines dead.
+pub(super) fn send_add(
+    input: &Mutex<zmq::Socket>,
+    commands: &std_mpsc::Sender<Command>,
+    shared: &Shared,
+    engine: usize,
+    body: Vec<u8>,
+) -> Result<(), EngineError> {
+    if let Ok(socket) = input.try_lock() {
+        let slot = &shared.engines[engine];
+        return send_frames(&socket, &slot.identity, RequestType::Add, body).map_err(|e| {
+            let reason = format!("cannot send to engine {}: {e}", slot.index);
+            shared.mark_dead(reason.as_str().into());
+            EngineError::Dead(reason)
+        });
+    }
+    commands
+        .send(Command::Add(engine, body))
+        .map_err(|_| EngineError::Dead("the engine connection is closed".into()))
+}
+
+pub(super) fn input_loop(
+    socket: &Mutex<zmq::Socket>,
+    rx: &std_mpsc::Receiver<Command>,
+    shared: &Shared,
+) {
     // Aborts batched per engine slot.
     let mut aborts: Vec<Vec<String>> = vec![Vec::new(); shared.engines.len()];
     while let Ok(first) = rx.recv() {
+        // A panic elsewhere while holding the lock leaves the socket itself usable.
+        let socket = socket.lock().unwrap_or_else(PoisonError::into_inner);
         let mut next = Some(first);
         let mut taken = 0;
         let mut result = Ok(());
         while let Some(command) = next.take() {
             match command {
-                Command::Add(engine, request) => match vrs_wire::encode(&request) {
-                    Ok(body) => {
-                        let identity = &shared.engines[engine].identity;
-                        result = send_frames(socket, identity, RequestType::Add, body)
-                            .map_err(|e| (engine, e));
-                    }
-                    Err(e) => {
-                        tracing::error!(request_id = %request.request_id, "cannot encode: {e}")
-                    }
-                },
+                Command::Add(engine, body) => {
+                    let identity = &shared.engines[engine].identity;
+                    result = send_frames(&socket, identity, RequestType::Add, body)
+                        .map_err(|e| (engine, e));
+                }
                 Command::Abort(engine, id) => aborts[engine].push(id),
             }
             if result.is_err() {
@@ -62,12 +88,13 @@ pub(super) fn input_loop(socket: &zmq::Socket, rx: &std_mpsc::Receiver<Command>,
             match vrs_wire::encode(&message) {
                 Ok(body) => {
                     let identity = &shared.engines[engine].identity;
-                    result = send_frames(socket, identity, RequestType::Abort, body)
+                    result = send_frames(&socket, identity, RequestType::Abort, body)
                         .map_err(|e| (engine, e));
                 }
                 Err(e) => tracing::error!("cannot encode an abort: {e}"),
             }
         }
+        drop(socket);
         if let Err((engine, e)) = result {
             let index = shared.engines[engine].index;
             shared.mark_dead(format!("cannot send to engine {index}: {e}").into());

@@ -112,3 +112,31 @@ async fn mark_dead_from_outside_reaches_everyone() {
     );
     assert!(h.client.dead_reason().unwrap().contains("signal: 9"));
 }
+
+#[tokio::test]
+async fn an_add_waits_for_the_input_thread_when_it_holds_the_socket_and_its_abort_follows() {
+    let h = fake::connect(vec![3], Duration::from_millis(10));
+    // Sent from this thread: the socket is free.
+    let mut direct = h.client.submit(request("direct", 1000)).unwrap();
+    assert!(h.engine.wait_for(|e| e.added().len() == 1));
+    // While the socket is held, an ADD and its ABORT queue for the input thread.
+    let held = h.client.input.lock().unwrap();
+    let mut queued = h.client.submit(request("queued", 1000)).unwrap();
+    queued.abort();
+    direct.abort();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(h.engine.added().len(), 1, "nothing passes a held socket");
+    drop(held);
+    assert!(h.engine.wait_for(|e| e.aborted().len() == 2));
+    let log = h.engine.received.lock().unwrap().clone();
+    let position = |wanted: &fake::Received| log.iter().position(|r| r == wanted);
+    let added = position(&fake::Received::Add(request("queued", 1000))).unwrap();
+    let aborted = log
+        .iter()
+        .position(
+            |r| matches!(r, fake::Received::Abort(ids) if ids.contains(&"queued".to_string())),
+        )
+        .unwrap();
+    assert!(added < aborted, "the ABORT came before its ADD: {log:?}");
+    drop((direct, queued));
+}
