@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from engine import protocol as p
+from engine.runtime.argmax import row_argmax
 from engine.grammar.bitmask import apply_grammars
 from engine.runtime.logits_processors import apply_logits_processors
 from engine.runtime.logprobs import token_logprobs
@@ -62,7 +63,7 @@ class Sampler:
             for r in requests
         )
         if fast:
-            return SamplerOutput(logits.argmax(dim=-1).tolist(), [None] * len(requests))
+            return SamplerOutput(row_argmax(logits).tolist(), [None] * len(requests))
         return self._sample(logits.float(), requests)
 
     # ------------------------------------------------------------------ general path
@@ -98,13 +99,13 @@ class Sampler:
 
         random_rows = [i for i, r in enumerate(requests) if not r.is_greedy]
         if not random_rows:
-            tokens = logits.argmax(dim=-1)
+            tokens = row_argmax(logits)
         elif len(random_rows) == n:
             tokens = self._draw(logits, requests)
         else:  # greedy rows take their argmax, the others draw
             greedy_rows = [i for i, r in enumerate(requests) if r.is_greedy]
             tokens = torch.empty(n, dtype=torch.long, device=logits.device)
-            tokens[greedy_rows] = logits[greedy_rows].argmax(dim=-1)
+            tokens[greedy_rows] = row_argmax(logits[greedy_rows])
             tokens[random_rows] = self._draw(logits[random_rows],
                                              [requests[i] for i in random_rows])
         token_list = tokens.tolist()
@@ -214,4 +215,4 @@ class Sampler:
                 width = probs.shape[1] if kept is None else kept[i]
                 q[i, :width].exponential_(generator=r.generator or self.generator)
                 q[i, width:] = 1.0  # probability 0 there: never the winner
-        return (probs / q.to(dev)).argmax(dim=-1)
+        return row_argmax(probs / q.to(dev))
