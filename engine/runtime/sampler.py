@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 
 from engine import protocol as p
-from engine.runtime.argmax import row_argmax
 from engine.grammar.bitmask import apply_grammars
+from engine.runtime.argmax import row_argmax
 from engine.runtime.logits_processors import apply_logits_processors
 from engine.runtime.logprobs import token_logprobs
 from engine.runtime.request import Request
