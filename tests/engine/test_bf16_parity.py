@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import hf_greedy, make_engine, run_to_completion, tokens_of
+from engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
 from test_model_parity import forward_rows, new_request
 
 from engine import protocol as p

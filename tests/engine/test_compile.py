@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_engine, run_to_completion, tokens_of
+from engine_kit import make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-from conftest import hf_greedy, make_engine
+from engine_kit import hf_greedy, make_engine
 
 from engine import protocol as p
 from engine.process.core import EngineCore

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_engine
+from engine_kit import make_engine
 
 from engine.config import ConfigError
 from engine.runtime.device import (

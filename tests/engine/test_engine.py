@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import hf_greedy, kv_bytes_per_block, make_engine, run_to_completion, tokens_of
+from engine_kit import hf_greedy, kv_bytes_per_block, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 from engine.config import ConfigError

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 import zmq
-from conftest import hf_greedy
+from engine_kit import hf_greedy
 
 from engine import protocol as p
 from engine.process.launcher import EngineStartError, start_engines

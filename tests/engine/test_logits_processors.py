@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import hf_greedy, make_engine, run_to_completion, tokens_of
+from engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from conftest import (
+from engine_kit import (
     hf_greedy,
     kv_bytes_per_block,
     make_engine,

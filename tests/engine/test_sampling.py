@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from conftest import EOS_ID, make_engine, run_to_completion, tokens_of
+from engine_kit import EOS_ID, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 from engine.runtime.request import Request

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import MODEL, PythonServer
+from server_kit import MODEL, PythonServer
 
 # The first prompt gets the scripted reply "sure" (then EOS); the others random tokens.
 PROMPTS: list[Any] = ["please echo me", "x y z", "日本"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import tokenizers
-from conftest import PythonServer
+from server_kit import PythonServer
 from test_batch_http import sse
 
 TEXT = "Hello there, 世界"

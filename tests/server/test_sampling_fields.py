@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import tokenizers
-from conftest import ROOT, PythonServer, free_port
+from server_kit import ROOT, PythonServer, free_port
 
 from server.sampling import bad_words_ids
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import httpx
-from conftest import MODEL, PythonServer
+from server_kit import MODEL, PythonServer
 
 USER = [{"role": "user", "content": "A person as JSON."}]
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

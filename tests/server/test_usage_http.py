@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import MODEL, PythonServer
+from server_kit import MODEL, PythonServer
 
 NONE_CACHED = {"cached_tokens": 0}
 MESSAGES = [{"role": "user", "content": "hello there"}]
