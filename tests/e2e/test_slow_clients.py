@@ -2,8 +2,10 @@
 ``--http-timeout-keep-alive``) in the request modes: 2,000 connections that send half a
 request head are all closed within the head timeout while a normal request takes under
 100 ms and /health answers; a 100 KiB header gets 431 (a 60 KiB one is served); an idle
-kept-alive connection is closed after the keep-alive timeout. ``--max-connections``:
-tests/server/test_connection.py and the Rust listener's tests."""
+kept-alive connection is closed after the keep-alive timeout. ``--max-connections 2``: a
+third connection waits in the kernel's backlog, unanswered, until one of the first two
+closes, then is served (also tests/server/test_connection.py and the Rust listener's
+tests)."""
 
 from __future__ import annotations
 
@@ -152,3 +154,36 @@ def test_an_idle_kept_alive_connection_is_closed(edge_server: Server) -> None:
         closed = wait_closed([sock], KEEP_ALIVE_S + SLACK_S + 1)
         assert sock in closed, "an idle kept-alive connection stayed open"
         assert KEEP_ALIVE_S * 0.5 < closed[sock] - idle_since < KEEP_ALIVE_S + SLACK_S
+
+
+HEALTH = b"GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n"
+
+
+@pytest.mark.parametrize("mode", ROUTE_MODES)
+def test_max_connections_holds_the_next_connection_until_one_closes(
+        mode: str, demo_model: Path, tmp_path: Path) -> None:
+    server = Server(mode, demo_model, tmp_path / f"{mode}.log",
+                    cli_args=("--max-connections", "2"))
+    held: list[socket.socket] = []
+    try:
+        for _ in range(2):  # two kept-alive connections, each answered once
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(HEALTH)
+            assert read_response(sock).startswith(b"HTTP/1.1 200")
+            held.append(sock)
+        waiting = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        held.append(waiting)
+        waiting.sendall(HEALTH)
+        assert wait_until(lambda: accept_backlog(server.port) == 1, 10, step=0.01), (
+            "the third connection was not left in the backlog")
+        waiting.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            waiting.recv(1)  # nothing is answered while two connections are open
+        held[0].close()
+        waiting.settimeout(10)
+        assert read_response(waiting).startswith(b"HTTP/1.1 200")
+        assert accept_backlog(server.port) == 0
+    finally:
+        for sock in held:
+            sock.close()
+        assert server.stop() == 0, server.log()
