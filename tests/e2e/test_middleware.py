@@ -1,8 +1,9 @@
 """CORS, request ids and SSE keep-alive (docs/api.md, "Production edge") in each request
 mode, on one server per mode with an API key, one allowed origin and credentials,
 ``--enable-request-id-headers``, ``--sse-keep-alive-interval 0.5`` and a mock engine that
-takes 2 s per step and answers each of 64 prompts with its own scripted reply. The render
-service (both frontends) gets the CORS and request-id checks too."""
+takes 2 s per step and answers each of 64 prompts with its own scripted reply. ``vrs
+frontend`` (the same vrs-rs, its flags handed over by the Python supervisor) and the
+render service (both frontends) get the CORS and request-id checks too."""
 
 from __future__ import annotations
 
@@ -121,6 +122,12 @@ def test_request_id_echoed_and_logged(edge: Server) -> None:
     fresh = httpx.post(f"{edge.url}/v1/completions", headers=AUTH, timeout=60,
                        json={"model": MODEL, "prompt": "[req 02]", "max_tokens": 1})
     assert fresh.json()["id"] == f"cmpl-{fresh.headers['x-request-id']}"
+
+
+def test_frontend_mode_carries_cors_and_request_ids(edge_pool: Pool) -> None:
+    server = edge_pool.get("rust-frontend")
+    test_preflight_allowed_origin_only(server)
+    test_request_id_echoed_and_logged(server)
 
 
 def test_shared_client_id_keeps_requests_apart(edge: Server) -> None:

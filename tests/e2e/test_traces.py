@@ -1,7 +1,8 @@
 """OpenTelemetry traces (``--otlp-traces-endpoint``, ``--collect-detailed-traces``) in the
-request modes: a local OTLP/HTTP receiver (decoding with ``opentelemetry-proto``) gets one
-span per generation request with its attributes, events and the parent from the
-request's ``traceparent``; once the receiver is gone, requests still succeed.
+request modes and through ``vrs frontend`` (whose supervisor hands vrs-rs the flags): a
+local OTLP/HTTP receiver (decoding with ``opentelemetry-proto``) gets one span per
+generation request with its attributes, events and the parent from the request's
+``traceparent``; once the receiver is gone, requests still succeed.
 
 One server per mode, its spans batched every 100 ms (``OTEL_BSP_SCHEDULE_DELAY``)."""
 
@@ -74,7 +75,7 @@ class Receiver:
         self.server.server_close()
 
 
-@pytest.fixture(scope="module", params=ROUTE_MODES)
+@pytest.fixture(scope="module", params=(*ROUTE_MODES, "rust-frontend"))
 def traced(request: pytest.FixtureRequest, demo_model: Path,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Receiver]]:
     receiver = Receiver()
