@@ -68,13 +68,17 @@ class HttpOptions:
 
 
 def traces_endpoint(value: str | None) -> str | None:
-    """``--otlp-traces-endpoint``, checked: an http:// OTLP/HTTP URL."""
+    """``--otlp-traces-endpoint``, checked: an http:// or https:// OTLP/HTTP URL, and OTel's
+    client-certificate variables in pairs."""
+    import os
+
     from engine.config import ConfigError
-    from server.trace import traces_url
+    from server.trace import check_client_certificate, traces_url
 
     if value is not None:
         try:
             traces_url(value)
+            check_client_certificate(os.environ)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     return value

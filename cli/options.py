@@ -223,7 +223,8 @@ MaxQueueWait = Annotated[float | None, typer.Option(
                     "an SSE error event) and is aborted in the engine. Default: no limit.")]
 OtlpTracesEndpoint = Annotated[str | None, typer.Option(
     help="Export one OpenTelemetry span per request over OTLP/HTTP to this URL (e.g. "
-         "http://localhost:4318). Default: no traces.")]
+         "http://localhost:4318; https:// checks the collector against the system's CAs or "
+         "the file in OTEL_EXPORTER_OTLP_CERTIFICATE). Default: no traces.")]
 CollectDetailedTraces = Annotated[str | None, typer.Option(
     help="Comma-separated: all, model, worker (vLLM's values; each adds the engine's "
          "per-request queue, prefill and decode times to the span). Needs "

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine import protocol as p
@@ -43,22 +43,57 @@ TRACES_PATH = "/v1/traces"
 SHUTDOWN_TIMEOUT_S = 3.0  # how long the exit waits for the last spans to go out
 
 
+# OTel's variables of a client certificate for an https:// collector (mTLS): the traces
+# one of each pair first. Either both of a pair's files are named, or neither.
+CLIENT_CERTIFICATE_VARS = ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+                           "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+CLIENT_KEY_VARS = ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY")
+
+
 def traces_url(endpoint: str) -> str:
     """The URL spans are posted to: ``endpoint`` as given when it has a path (the OTel
-    convention for a traces endpoint), else the collector's base + ``/v1/traces``. Only
-    ``http://`` collectors are supported (ValueError otherwise)."""
+    convention for a traces endpoint), else the collector's base + ``/v1/traces``.
+    ``http://`` and ``https://`` collectors (ValueError otherwise)."""
     parsed = urllib.parse.urlsplit(endpoint)
-    if parsed.scheme == "https":
-        raise ValueError(f"--otlp-traces-endpoint {endpoint!r}: https collectors are not "
-                         "supported; give an http:// OTLP/HTTP endpoint (e.g. a local "
-                         "collector's http://127.0.0.1:4318)")
-    if parsed.scheme != "http" or not parsed.netloc:
-        raise ValueError(f"--otlp-traces-endpoint {endpoint!r} is not an http:// URL; give an "
-                         "OTLP/HTTP endpoint such as http://127.0.0.1:4318 or "
-                         "http://127.0.0.1:4318/v1/traces")
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"--otlp-traces-endpoint {endpoint!r} is not an http:// or https:// "
+                         "URL; give an OTLP/HTTP endpoint such as http://127.0.0.1:4318 or "
+                         "https://collector.example:4318/v1/traces")
     if parsed.path in ("", "/") and not parsed.query:
         return endpoint.rstrip("/") + TRACES_PATH
     return endpoint
+
+
+def check_client_certificate(environ: Mapping[str, str]) -> None:
+    """ValueError when OTel's variables name a client certificate without its key or a
+    key without its certificate (the exporter's TLS files for an https:// collector; the
+    CA file is OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE)."""
+    def first(names: tuple[str, str]) -> str | None:
+        return next((name for name in names if environ.get(name)), None)
+
+    cert, key = first(CLIENT_CERTIFICATE_VARS), first(CLIENT_KEY_VARS)
+    if (cert is None) != (key is None):
+        raise ValueError(f"{cert or key} is set but not its pair: a client certificate for the "
+                         f"collector needs both {CLIENT_CERTIFICATE_VARS[1]} and "
+                         f"{CLIENT_KEY_VARS[1]}")
+
+
+def _collector_session() -> Any:
+    """The exporter's ``requests`` session. requests lets REQUESTS_CA_BUNDLE and
+    CURL_CA_BUNDLE replace a session's own ``verify`` on every request (where the
+    environment sets them, often to the system bundle), so the CA file OTel's variables
+    name for an https:// collector would never be used: this session keeps it."""
+    import requests
+
+    class CollectorSession(requests.Session):
+        def merge_environment_settings(self, url: Any, proxies: Any, stream: Any,
+                                       verify: Any, cert: Any) -> dict[str, Any]:
+            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if verify is None:  # the request named none: the session's own wins
+                settings["verify"] = self.verify
+            return settings
+
+    return CollectorSession()
 
 
 class Traces:
@@ -78,7 +113,8 @@ class Traces:
         self._propagator = TraceContextTextMapPropagator()
         attributes = {} if "OTEL_SERVICE_NAME" in os.environ else {"service.name": "vrs"}
         self._provider = TracerProvider(resource=Resource.create(attributes))
-        self._provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
+        exporter = OTLPSpanExporter(endpoint=url, session=_collector_session())
+        self._provider.add_span_processor(BatchSpanProcessor(exporter))
         self._tracer = self._provider.get_tracer("vrs")
         self.detailed = detailed
         self.model = model

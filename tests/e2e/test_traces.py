@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import queue
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from certs import make_certs
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from servers import MODEL, ROUTE_MODES, Server, free_port
@@ -29,10 +31,10 @@ CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hello traces"}
 
 
 class Receiver:
-    """An OTLP/HTTP collector on a loopback port: each POST to /v1/traces is decoded,
-    its spans queued."""
+    """An OTLP/HTTP collector on a loopback port (HTTPS with ``tls``): each POST to
+    /v1/traces is decoded, its spans queued."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.port = free_port()
         self.spans: queue.Queue[Span] = queue.Queue()
         self.paths: list[str] = []
@@ -57,6 +59,8 @@ class Receiver:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -183,3 +187,29 @@ def test_requests_succeed_with_the_collector_down(traced: tuple[Server, Receiver
                                            stream=True)
         assert "".join(chunk.choices[0].text for chunk in stream if chunk.choices)
     assert time.monotonic() - started < 20, "export never holds a request up"
+
+
+@pytest.mark.parametrize("mode", ROUTE_MODES)
+def test_an_https_collector_that_asks_for_a_client_certificate_gets_the_spans(
+        mode: str, demo_model: Path, tmp_path: Path) -> None:
+    certs = make_certs(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(certs.server_cert, certs.server_key)
+    tls.load_verify_locations(certs.ca)
+    tls.verify_mode = ssl.CERT_REQUIRED
+    receiver = Receiver(tls)
+    server = Server(mode, demo_model, tmp_path / f"{mode}.log",
+                    cli_args=("--otlp-traces-endpoint", f"https://127.0.0.1:{receiver.port}"),
+                    env={"OTEL_BSP_SCHEDULE_DELAY": "100",
+                         "OTEL_EXPORTER_OTLP_CERTIFICATE": str(certs.ca),
+                         "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": str(certs.client_cert),
+                         "OTEL_EXPORTER_OTLP_CLIENT_KEY": str(certs.client_key)})
+    try:
+        response = httpx.post(f"{server.url}/v1/chat/completions", json=CHAT, timeout=60)
+        assert response.status_code == 200, response.text
+        (span,) = receiver.take(1)
+        assert span.name == "POST /v1/chat/completions"
+        assert receiver.paths == ["/v1/traces"]
+    finally:
+        receiver.close()
+        assert server.stop() == 0, server.log()

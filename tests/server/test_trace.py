@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.trace import begin, traces_url
+from server.trace import begin, check_client_certificate, traces_url
 
 
 @pytest.mark.parametrize(("endpoint", "url"), [
@@ -18,12 +18,30 @@ def test_an_endpoint_without_a_path_gets_the_traces_path(endpoint: str, url: str
     assert traces_url(endpoint) == url
 
 
-@pytest.mark.parametrize("endpoint", ["https://c:4318", "grpc://c:4317", "c:4318", "",
-                                      "http://"])
+@pytest.mark.parametrize("endpoint", ["grpc://c:4317", "c:4318", "", "http://", "https://"])
 def test_an_endpoint_that_is_not_http_is_refused(endpoint: str) -> None:
     with pytest.raises(ValueError, match="--otlp-traces-endpoint") as error:
         traces_url(endpoint)
-    assert "http://" in str(error.value)
+    assert "https://" in str(error.value)
+
+
+@pytest.mark.parametrize(("endpoint", "url"), [
+    ("https://collector.example:4318", "https://collector.example:4318/v1/traces"),
+    ("https://c/otlp/v1/traces", "https://c/otlp/v1/traces"),
+])
+def test_an_https_endpoint_is_taken(endpoint: str, url: str) -> None:
+    assert traces_url(endpoint) == url
+
+
+def test_a_client_certificate_needs_its_key() -> None:
+    check_client_certificate({})
+    check_client_certificate({"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "c.pem",
+                              "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "k.pem"})
+    with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE is set but"):
+        check_client_certificate({"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "c.pem",
+                                  "OTEL_EXPORTER_OTLP_CLIENT_KEY": ""})
+    with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY is set but"):
+        check_client_certificate({"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "k.pem"})
 
 
 def test_no_trace_outside_a_traced_request() -> None:

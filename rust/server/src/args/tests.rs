@@ -104,7 +104,7 @@ fn args_json_errors_name_the_problem() {
         ("max_batch_prompts", "0", "max_batch_prompts"),
         ("tool_call_parser", "\"xml\"", "demo"),
         ("reasoning_parser", "\"o1\"", "deepseek_r1"),
-        ("otlp_traces_endpoint", "\"https://c:4318\"", "http://"),
+        ("otlp_traces_endpoint", "\"c:4318\"", "https://"),
         (
             "otlp_traces_endpoint",
             "\"grpc://c:4317\"",

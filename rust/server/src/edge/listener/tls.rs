@@ -55,7 +55,7 @@ pub fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>
     Ok(certs)
 }
 
-fn pem_error(e: rustls::pki_types::pem::Error) -> String {
+pub(crate) fn pem_error(e: rustls::pki_types::pem::Error) -> String {
     match e {
         rustls::pki_types::pem::Error::Io(io) => io.to_string(),
         other => format!("not valid PEM ({other:?})"),

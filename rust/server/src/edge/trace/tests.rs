@@ -20,11 +20,94 @@ fn an_endpoint_without_a_path_gets_the_traces_path() {
 
 #[test]
 fn an_endpoint_that_is_not_http_is_refused() {
-    for bad in ["https://c:4318", "grpc://c:4317", "c:4318", "", "http://"] {
+    for bad in ["grpc://c:4317", "c:4318", "", "http://", "https://"] {
         let err = traces_url(bad).unwrap_err();
         assert!(err.contains("--otlp-traces-endpoint"), "{bad}: {err}");
-        assert!(err.contains("http://"), "{bad}: {err}");
+        assert!(err.contains("https://"), "{bad}: {err}");
     }
+}
+
+#[test]
+fn an_https_endpoint_is_taken() {
+    assert_eq!(
+        traces_url("https://collector.example:4318").unwrap(),
+        "https://collector.example:4318/v1/traces"
+    );
+    assert_eq!(
+        traces_url("https://c/otlp/v1/traces").unwrap(),
+        "https://c/otlp/v1/traces"
+    );
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn vars(pairs: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    move |var| pairs.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone())
+}
+
+#[test]
+fn the_collector_tls_takes_the_ca_file_of_the_first_variable_set() {
+    let ca = fixture("ca.pem");
+    assert!(
+        super::export::collector_tls(vars(&[("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.clone())]))
+            .is_ok()
+    );
+    // The traces variable comes first: its (missing) file is the error, not the other's.
+    let err = super::export::collector_tls(vars(&[
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+            "/nonexistent/ca.pem".into(),
+        ),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.clone()),
+    ]))
+    .unwrap_err();
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"),
+        "{err}"
+    );
+    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+    // An empty variable counts as unset; a file without certificates is an error.
+    assert!(super::export::collector_tls(vars(&[
+        ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", String::new()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.clone()),
+    ]))
+    .is_ok());
+    let err = super::export::collector_tls(vars(&[(
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        fixture("client.key"),
+    )]))
+    .unwrap_err();
+    assert!(err.contains("no PEM certificate"), "{err}");
+}
+
+#[test]
+fn a_client_certificate_needs_its_key() {
+    let ca = ("OTEL_EXPORTER_OTLP_CERTIFICATE", fixture("ca.pem"));
+    let cert = (
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+        fixture("client.pem"),
+    );
+    let key = (
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+        fixture("client.key"),
+    );
+    assert!(super::export::collector_tls(vars(&[ca.clone(), cert.clone(), key.clone()])).is_ok());
+    let err = super::export::collector_tls(vars(&[ca.clone(), cert])).unwrap_err();
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE is set but not its pair"),
+        "{err}"
+    );
+    let err = super::export::collector_tls(vars(&[ca, key])).unwrap_err();
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY is set but not its pair"),
+        "{err}"
+    );
 }
 
 #[test]
