@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import typer
+from processes import terminate
 
 from cli.bench_args import parse_goodput, parse_percentiles
 from cli.bench_display import plain_result
@@ -280,13 +281,7 @@ class MockServer:
         raise AssertionError("vrs-rs serve --mock did not become healthy")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self._log.close()
 
 

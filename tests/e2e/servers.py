@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 import openai
+from processes import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -296,13 +297,7 @@ class Server:
     def stop(self) -> int:
         """SIGTERM, wait, then kill whatever of the group is left; returns the exit code."""
         self.tree()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         wait_until(lambda: not self.leftovers(), 10)
         for pid in self.leftovers():
             try:

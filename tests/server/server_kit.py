@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from processes import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -83,12 +83,6 @@ class PythonServer:
         return httpx.post(f"{self.url}{path}", json=body, timeout=60)
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self._log.close()
         return self.proc.returncode
