@@ -95,11 +95,13 @@ def fan_out(
     arrival: float,
     queue: Queue,
     trace: RequestTrace | None = None,
+    reasoning: bool = False,
 ) -> list[Generation]:
     """One engine request per (prompt, choice), in choice-index order, each entered in
     ``queue`` first (a full queue refuses the request before anything reaches the
     engine), reporting to ``trace`` as choices of their prompt's index; on an error the
-    ones already sent are aborted."""
+    ones already sent are aborted. ``reasoning``: the server has a reasoning parser, so a
+    chat answer it splits counts its reasoning tokens (its pieces carry token offsets)."""
     total = sum(prompt.settings.n for prompt in prompts)
     try:
         tickets = queue.enter([len(p.ids) for p in prompts for _ in range(p.settings.n)])
@@ -113,6 +115,7 @@ def fan_out(
             settings = prompt.settings
             metrics.tokens(prompt=len(prompt.ids))
             siblings = Siblings(settings.n)
+            offsets = reasoning and prompt.chat is not None and prompt.chat.splits_reasoning()
             for j in range(settings.n):
                 sampling = settings.sampling
                 request_id = rid
@@ -138,6 +141,7 @@ def fan_out(
                         constraint=settings.constraint,
                         trace=None if trace is None else (trace, index),
                         ticket=tickets[len(generations)],
+                        token_offsets=offsets,
                     )
                 )
     except APIError:

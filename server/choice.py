@@ -7,7 +7,8 @@ grammar starts at the first generated token) -> tool-call parser (when the reque
 tool_choice is not ``none``) -> content / reasoning_content / tool-call pieces (a call's
 first piece with its id and name, then argument pieces; the whole choice's calls are the
 same pieces concatenated); a request that made tool calls and stopped finishes with
-``tool_calls`` (``length`` stays ``length``); with ``echo``, the last
+``tool_calls`` (``length`` stays ``length``); with a reasoning parser the choice counts its
+reasoning tokens (``server/reasoning_tokens.py``); with ``echo``, the last
 (assistant) message's content goes before the content. Completions: the echoed prompt
 goes before the first text (with echo and logprobs, the prompt's logprobs before the
 first logprobs), and ``prompt_logprobs`` come with the first piece.
@@ -27,6 +28,7 @@ from server.logprobs import (
 from server.parsers.reasoning import ReasoningMarkers, ReasoningParser
 from server.parsers.tools import CallAccumulator, CallDelta, ToolCallParser
 from server.prompt import ChatOutput
+from server.reasoning_tokens import ReasoningTokens
 
 
 class ChatDelta:
@@ -84,15 +86,17 @@ def _merged(calls: list[CallDelta]) -> list[CallDelta]:
 class ChatChoice:
     """A chat choice's parsers and, for a whole response, what it said so far."""
 
-    __slots__ = ("index", "_reasoning", "_tools", "_top", "_texts", "_with_reasoning",
-                 "echo", "content", "reasoning", "calls", "logprobs", "finish")
+    __slots__ = ("index", "_reasoning", "_reasoning_tokens", "_tools", "_top", "_texts",
+                 "_with_reasoning", "echo", "content", "reasoning", "calls", "logprobs",
+                 "finish")
 
     def __init__(self, index: int, chat: ChatOutput, reasoning_parser: ReasoningMarkers | None,
                  top_logprobs: int | None, texts: TokenTexts) -> None:
         self.index = index
-        use_reasoning = not (chat.prefilled or chat.constrained)
         self._reasoning = (ReasoningParser(reasoning_parser, chat.reasoning_inside)
-                           if reasoning_parser is not None and use_reasoning else None)
+                           if reasoning_parser is not None and chat.splits_reasoning()
+                           else None)
+        self._reasoning_tokens = ReasoningTokens()
         parser = chat.tool_parser
         self._tools = ToolCallParser(parser, chat.tools) if parser is not None else None
         self._top = top_logprobs
@@ -113,6 +117,7 @@ class ChatChoice:
             if last:
                 more_reasoning, more_content = self._reasoning.finish()
                 reasoning, content = reasoning + more_reasoning, content + more_content
+            self._reasoning_tokens.count(self._reasoning, piece.token_offsets, last)
         calls: list[CallDelta] = []
         if self._tools is not None:
             out = self._tools.push(content)
@@ -133,6 +138,13 @@ class ChatChoice:
         self.calls.add(calls)
         self.finish = finish
         return delta
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        """Its reasoning tokens so far when the server has a reasoning parser (0 where
+        this request's answer is not split: a forced tool call, a structured-output
+        constraint), None without one."""
+        return self._reasoning_tokens.total if self._with_reasoning else None
 
     def choice(self) -> s.ChatChoice:
         """The whole choice (after the last piece)."""

@@ -13,7 +13,9 @@ The prompt logprobs (sent with the first output) ride on the first piece; an
 engine generated and finishes with ``length``. The engine's queue and prefill times go
 to the vllm:* histograms when the request finishes. A queued request (``server/queue.py``)
 leaves the queue at its first output; still queued at its ``--max-queue-wait`` deadline, it
-is aborted in the engine and fails with a 503.
+is aborted in the engine and fails with a 503. With ``token_offsets`` each piece also says
+where each of its completion tokens' text begins (for counting a chat answer's reasoning
+tokens).
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class Piece(msgspec.Struct):
     logprobs: list[p.TokenLogprobs]
     prompt_logprobs: list[p.TokenLogprobs] | None = None
     stop_sequence: str | None = None  # the stop string that ended the generation (last piece)
+    # With ``token_offsets``: for each completion token this piece counts, the offset in the
+    # generation's whole text (every piece's text, before a stop string cut it) where the
+    # token's text begins; a token without text of its own (the stop token, or a byte of a
+    # character still incomplete) is at the text's end then.
+    token_offsets: list[int] = msgspec.field(default_factory=list)
 
 
 class Generation:
@@ -57,7 +64,8 @@ class Generation:
     __slots__ = ("client", "request_id", "prompt_tokens", "completion_tokens",
                  "cached_tokens", "finish_reason", "_detok", "_stop", "_stream", "_metrics",
                  "_arrival", "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
-                 "_echo_only", "_queue", "_prefill", "_constraint", "_trace", "_ticket")
+                 "_echo_only", "_queue", "_prefill", "_constraint", "_trace", "_ticket",
+                 "_offsets", "_text_len")
 
     def __init__(
         self,
@@ -75,6 +83,7 @@ class Generation:
         constraint: str | None = None,
         trace: tuple[RequestTrace, int] | None = None,
         ticket: Ticket | None = None,
+        token_offsets: bool = False,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -97,6 +106,10 @@ class Generation:
         self._prefill: float | None = None
         self._trace = trace  # the request's trace and this choice's prompt index
         self._ticket = ticket  # its place in the queue until its first output
+        # Whether pieces carry their tokens' offsets (then the text is detokenized token by
+        # token), and the characters of text so far.
+        self._offsets = token_offsets
+        self._text_len = 0
         request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
         self._stream: RequestStream = client.add(request)
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
@@ -148,6 +161,7 @@ class Generation:
             return None
         parts: list[str] = []
         logprobs: list[p.TokenLogprobs] = []
+        offsets: list[int] = []
         prompt_logprobs: list[p.TokenLogprobs] | None = None
         while True:
             try:
@@ -165,14 +179,15 @@ class Generation:
                     self._queue, self._prefill = output.queue_time, output.prefill_time
                 if self._trace is not None:
                     self._trace[0].output(self._trace[1], output)
-                reason = self._absorb(output, parts, logprobs)
+                reason = self._absorb(output, parts, logprobs, offsets)
                 if reason is not None:
                     self.finish_reason = reason
                     matched = self._stop.matched if self._stop is not None else None
-                    return Piece("".join(parts), reason, logprobs, prompt_logprobs, matched)
+                    return Piece("".join(parts), reason, logprobs, prompt_logprobs, matched,
+                                 offsets)
             text = "".join(parts)
             if text or logprobs:
-                return Piece(text, None, logprobs, prompt_logprobs)
+                return Piece(text, None, logprobs, prompt_logprobs, token_offsets=offsets)
 
     async def _first_outputs(self, ticket: Ticket) -> list[p.EngineCoreOutput]:
         """The first outputs, which take the request off the queue; past the ticket's
@@ -198,8 +213,9 @@ class Generation:
         return outputs
 
     def _absorb(self, output: p.EngineCoreOutput, parts: list[str],
-                logprobs: list[p.TokenLogprobs]) -> str | None:
-        """Adds one output's text to ``parts``; returns the finish reason when it ended."""
+                logprobs: list[p.TokenLogprobs], offsets: list[int]) -> str | None:
+        """Adds one output's text to ``parts`` (its tokens' places to ``offsets``);
+        returns the finish reason when it ended."""
         if self._echo_only:
             return self._absorb_dropped(output)
         ids = output.new_token_ids
@@ -210,28 +226,34 @@ class Generation:
             logprobs.extend(output.new_logprobs[:len(visible)])
         finish = output.finish_reason
         started = time.perf_counter()
+        placed = len(offsets)
         stop = self._stop
         if stop is not None:
             # Token by token, so that a stop string ends the count at the token that
             # completes it, however many tokens the engine's output carried.
             for i, token in enumerate(visible):
-                emit, stopped = stop.push(self._detok.push((token,)))
+                emit, stopped = stop.push(self._token_text(token, offsets))
                 parts.append(emit)
                 if stopped:
                     del logprobs[shown_before + i + 1:]
-                    return self._stopped_at(started, i + 1)
+                    return self._stopped_at(started, i + 1, offsets, placed)
             if finish is not None:
-                emit, stopped = stop.push(self._detok.finish())
+                emit, stopped = stop.push(self._final_text())
                 parts.append(emit)
                 if stopped:
-                    return self._stopped_at(started, len(ids))
+                    return self._stopped_at(started, len(ids), offsets, placed)
                 parts.append(stop.flush())
+        elif self._offsets:
+            parts.extend(self._token_text(token, offsets) for token in visible)
+            if finish is not None:
+                parts.append(self._final_text())
         else:
             text = self._detok.push(visible)
             if finish is not None:
                 text += self._detok.finish()
             parts.append(text)
         self._metrics.detokenize.observe(time.perf_counter() - started)
+        self._place_rest(offsets, placed, len(ids))
         self._count(len(ids))
         if finish is not None:
             self._end()
@@ -240,10 +262,30 @@ class Generation:
             raise self._error(output)
         return finish
 
-    def _stopped_at(self, started: float, tokens: int) -> str:
+    def _token_text(self, token: int, offsets: list[int]) -> str:
+        """One token's text, its place noted when pieces carry offsets."""
+        text = self._detok.push((token,))
+        if self._offsets:
+            offsets.append(self._text_len)
+        self._text_len += len(text)
+        return text
+
+    def _final_text(self) -> str:
+        text = self._detok.finish()
+        self._text_len += len(text)
+        return text
+
+    def _place_rest(self, offsets: list[int], placed: int, tokens: int) -> None:
+        """With offsets, the output's ``tokens`` (counted from ``placed``) that have no
+        place yet (the stop token) are placed at the text's end."""
+        if self._offsets:
+            offsets.extend([self._text_len] * (tokens - (len(offsets) - placed)))
+
+    def _stopped_at(self, started: float, tokens: int, offsets: list[int], placed: int) -> str:
         """The end at our own stop string, completed by the ``tokens``-th token of the
-        output whose detokenizing began at ``started``: the engine may still be
-        generating."""
+        output whose detokenizing began at ``started`` (its offsets from ``placed``): the
+        engine may still be generating."""
+        self._place_rest(offsets, placed, tokens)
         self._metrics.detokenize.observe(time.perf_counter() - started)
         self._count(tokens)
         self.client.abort(self._stream)

@@ -134,24 +134,43 @@ class PromptTokensDetails(msgspec.Struct):
     cached_tokens: int = 0
 
 
+class CompletionTokensDetails(msgspec.Struct):
+    reasoning_tokens: int = 0
+
+
 class Usage(msgspec.Struct):
     """A response's token counts. ``prompt_tokens_details.cached_tokens``: the prompt
     tokens the engine found in its prefix cache (vLLM's shape; always present, 0 for a
-    fresh prompt or before the engine's first output)."""
+    fresh prompt or before the engine's first output). ``completion_tokens_details
+    .reasoning_tokens``: a chat answer's reasoning tokens, present only when the server has
+    a reasoning parser (``server/reasoning_tokens.py``)."""
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails = msgspec.field(
         default_factory=PromptTokensDetails)
+    completion_tokens_details: CompletionTokensDetails | UnsetType = UNSET
 
     @classmethod
-    def of(cls, prompt: int, completion: int, cached: int = 0) -> Usage:
-        return cls(prompt, completion, prompt + completion, PromptTokensDetails(cached))
+    def of(cls, prompt: int, completion: int, cached: int = 0,
+           reasoning: int | None = None) -> Usage:
+        """``reasoning``: the completion tokens spent reasoning (None: not counted, the
+        details are left out)."""
+        usage = cls(prompt, completion, prompt + completion, PromptTokensDetails(cached))
+        if reasoning is not None:
+            usage.completion_tokens_details = CompletionTokensDetails(reasoning)
+        return usage
 
     @property
     def cached_tokens(self) -> int:
         return self.prompt_tokens_details.cached_tokens
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Its reasoning tokens (0 when not counted)."""
+        details = self.completion_tokens_details
+        return 0 if isinstance(details, msgspec.UnsetType) else details.reasoning_tokens
 
 
 class Function(msgspec.Struct):

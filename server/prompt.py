@@ -61,6 +61,11 @@ class ChatOutput(msgspec.Struct):
     echo: str = ""  # echo: the last (assistant) message's content, put before the answer
     constrained: bool = False  # a structured-output constraint: no reasoning split
 
+    def splits_reasoning(self) -> bool:
+        """Whether a reasoning parser splits the answer: not when the prompt forces a
+        tool call or a structured-output constraint applies."""
+        return not (self.prefilled or self.constrained)
+
 
 class Prompt(msgspec.Struct):
     """A checked request, ready for the engine (``settings.sampling.max_tokens`` is set)."""

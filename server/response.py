@@ -163,6 +163,24 @@ class ChatShapes(_Shapes):
             chunks[0].prompt_logprobs = prompt_logprobs
         return b"".join(event(chunk) for chunk in chunks)
 
+    def running(self, index: int, completion_tokens: int,
+                cached_tokens: int = 0) -> s.Usage | None:
+        """A chunk's usage (continuous usage stats) with the choice's reasoning tokens."""
+        usage = super().running(index, completion_tokens, cached_tokens)
+        reasoning = self.choices[index].reasoning_tokens
+        if usage is not None and reasoning is not None:
+            usage.completion_tokens_details = s.CompletionTokensDetails(reasoning)
+        return usage
+
+    def usage_of(self, generations: list[Generation]) -> s.Usage:
+        """The usage of every choice, with their reasoning tokens."""
+        usage = super().usage_of(generations)
+        counts = [c.reasoning_tokens for c in self.choices]
+        if counts and counts[0] is not None:
+            usage.completion_tokens_details = s.CompletionTokensDetails(
+                sum(c or 0 for c in counts))
+        return usage
+
     def _take_prompt_logprobs(self, piece: Piece) -> None:
         if (self._prompt_top is not None and self.prompt_logprobs is None
                 and self._texts is not None and piece.prompt_logprobs is not None):

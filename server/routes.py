@@ -290,8 +290,9 @@ class App:
             prompts = await build(body)
             prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
             rid, engine_rid = request_id.engine_id(prefix)
-            generations = batch.fan_out(self.client, self.text, self.metrics, engine_rid,
-                                        prompts, arrival, self.queue, traced)
+            generations = batch.fan_out(
+                self.client, self.text, self.metrics, engine_rid, prompts, arrival, self.queue,
+                traced, markers_of(self.options.reasoning_parser) is not None)
             if traced is not None:
                 traced.queued(rid, (len(prompt.ids) for prompt in prompts))
             settings = prompts[0].settings

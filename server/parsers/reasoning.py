@@ -14,6 +14,10 @@ the reasoning; otherwise it starts as content and the first start marker in the 
 opens it. After the first end marker everything is content. The earliest marker of a set
 wins; the longest tail that could begin any marker of the set waits for the next piece; at
 the end of the output whatever is held goes to the side it was on.
+
+The parser also knows where, in the whole text pushed so far, the reasoning begins and
+ends (:meth:`ReasoningParser.side`): the generated tokens are counted as reasoning tokens
+by where their text begins (``server/reasoning_tokens.py``).
 """
 
 from __future__ import annotations
@@ -55,18 +59,25 @@ def starts_inside(markers: ReasoningMarkers, prompt: str) -> bool:
 class ReasoningParser:
     """Splits streamed text into (reasoning, content) pieces."""
 
-    __slots__ = ("_markers", "_state", "_buffer")
+    __slots__ = ("_markers", "_state", "_buffer", "_pushed", "_start", "_end")
 
     def __init__(self, markers: ReasoningMarkers, inside: bool) -> None:
         self._markers = markers
         self._state = _INSIDE if inside else _BEFORE
         self._buffer = ""
+        self._pushed = 0  # characters pushed so far
+        # Where the reasoning block begins (its start marker, or 0 when the prompt left it
+        # open) and ends (just past its end marker), in the text pushed so far.
+        self._start: int | None = 0 if inside else None
+        self._end: int | None = None
 
     def push(self, text: str) -> tuple[str, str]:
         """(reasoning, content) safe to emit now."""
+        self._pushed += len(text)
         if self._state == _AFTER:
             return "", text
         buffer = self._buffer + text
+        at = self._pushed - len(buffer)  # where ``buffer`` begins in the whole text
         content = ""
         if self._state == _BEFORE:
             found = find_any(buffer, self._markers.start)
@@ -77,6 +88,8 @@ class ReasoningParser:
             start, length = found
             content = buffer[:start]
             buffer = buffer[start + length:]
+            self._start = at + start
+            at += start + length
             self._state = _INSIDE
         found = find_any(buffer, self._markers.end)
         if found is None:
@@ -85,7 +98,31 @@ class ReasoningParser:
             return buffer[:len(buffer) - keep], content
         end, length = found
         self._state, self._buffer = _AFTER, ""
+        self._end = at + end + length
         return buffer[:end], content + buffer[end + length:]
+
+    def side(self, offset: int) -> bool | None:
+        """The side of the text at ``offset`` of everything pushed: True inside the
+        reasoning block (its markers included), False outside it, None not known yet (held
+        back as a possible start marker, or not pushed yet)."""
+        if self._end is not None and offset >= self._end:
+            return False
+        if self._state == _BEFORE:
+            return False if offset < self._pushed - len(self._buffer) else None
+        if self._start is not None and offset < self._start:
+            return False
+        if self._state == _INSIDE:
+            return True if offset < self._pushed else None
+        return True
+
+    def final_side(self, offset: int) -> bool:
+        """The side of ``offset`` once the text is over (:meth:`finish`): what is not
+        known yet is on the side the parser ended on."""
+        side = self.side(offset)
+        if side is not None:
+            return side
+        return (self._state == _INSIDE and self._start is not None
+                and offset >= self._start)
 
     def finish(self) -> tuple[str, str]:
         """Whatever is held back, on the side it was on."""

@@ -100,7 +100,7 @@ class ResponseShapes:
                 "input_tokens": usage.prompt_tokens,
                 "input_tokens_details": {"cached_tokens": usage.cached_tokens},
                 "output_tokens": usage.completion_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
                 "total_tokens": usage.total_tokens},
             "user": echo.user, "metadata": echo.metadata}
 
@@ -201,7 +201,8 @@ class ResponseShapes:
 
     def usage_of(self, generations: list[Generation]) -> s.Usage:
         completion = sum(g.completion_tokens for g in generations)
-        return s.Usage.of(self.prompt_tokens, completion, generations[0].cached_tokens)
+        return s.Usage.of(self.prompt_tokens, completion, generations[0].cached_tokens,
+                          self.choice.reasoning_tokens)
 
     def finish(self, usage: s.Usage, include_usage: bool = False) -> bytes:
         """The stream's tail: the open item's end, then ``response.completed`` (or

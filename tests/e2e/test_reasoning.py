@@ -2,7 +2,10 @@
 out of the answer into reasoning_content, streamed and not. The parsers' `auto` choice
 (the default) and its start-up log line: the demo template gives `demo` and `qwen3`; a
 template without markers leaves the tool-call parser to config.json (`hermes` for
-model_type qwen3) and reasoning off, and such a server leaves the text alone."""
+model_type qwen3) and reasoning off, and such a server leaves the text alone. The usage
+counts the reasoning tokens (`completion_tokens_details.reasoning_tokens`: the tokens from
+the open block through `</think>`) where the server has a reasoning parser, and leaves the
+details out where it has none."""
 
 from __future__ import annotations
 
@@ -39,6 +42,28 @@ def test_reasoning_is_split_out(feature_server: Server) -> None:
     assert (reasoning, content) == (REASONING, ANSWER)
     assert order == sorted(order, key=lambda k: k == "c"), "reasoning comes first"
     assert "</think>" not in reasoning + content
+
+
+def test_usage_counts_the_reasoning_tokens(feature_server: Server, tokenizer: Any) -> None:
+    reasoning = len(tokenizer.encode(REASONING + "</think>", add_special_tokens=False))
+    answer = len(tokenizer.encode(ANSWER, add_special_tokens=False))
+    usage = chat(feature_server, extra_body=THINKING).usage
+    assert usage.completion_tokens_details.reasoning_tokens == reasoning
+    assert usage.completion_tokens == reasoning + answer + 1  # the answer, then EOS
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    counts = [chunk.usage.completion_tokens_details.reasoning_tokens
+              for chunk in chat(feature_server, extra_body=THINKING, stream=True,
+                                stream_options=options)]
+    assert counts == sorted(counts) and counts[0] == 0 and counts[-1] == reasoning
+    # A stop string in the answer ends it; the reasoning before it is counted all the same.
+    stopped = chat(feature_server, extra_body=THINKING, stop=["answer"])
+    assert stopped.choices[0].message.content == "The "
+    assert stopped.usage.completion_tokens_details.reasoning_tokens == reasoning
+    assert reasoning < stopped.usage.completion_tokens < reasoning + answer + 1
+    # No open block, so no split: nothing is reasoning, and the server still says so.
+    unsplit = chat(feature_server).usage
+    assert unsplit.completion_tokens_details.reasoning_tokens == 0
+    assert unsplit.completion_tokens == reasoning + answer + 1
 
 
 def test_without_an_open_think_the_answer_is_content(feature_server: Server) -> None:
@@ -79,5 +104,7 @@ def test_a_server_without_the_parser_leaves_the_text(route_mode: str, demo_model
         message = chat(server, extra_body=THINKING).choices[0].message
         assert message.content is not None
         assert "reasoning_content" not in (message.model_extra or {})
+        usage = chat(server, extra_body=THINKING).usage
+        assert usage.completion_tokens > 0 and usage.completion_tokens_details is None
     finally:
         server.stop()

@@ -119,11 +119,16 @@ def test_text(feature_server: Server) -> None:
     assert deltas == final.output_text == EXPECTED_SCRIPT
 
 
-def test_reasoning_item(feature_server: Server) -> None:
+def test_reasoning_item(feature_server: Server, tokenizer: Any) -> None:
     expected = [("reasoning", REASONING), ("message", ANSWER)]
-    assert summary(create(feature_server, input="[reason] 2+2?")) == expected
+    whole = create(feature_server, input="[reason] 2+2?")
+    assert summary(whole) == expected
+    # The reasoning tokens: <think>, the reasoning, </think>.
+    thinking = len(tokenizer.encode(f"<think>{REASONING}</think>", add_special_tokens=False))
+    assert whole.usage.output_tokens_details.reasoning_tokens == thinking
     events, final = streamed(feature_server, input="[reason] 2+2?")
     assert summary(final) == expected
+    assert final.usage.output_tokens_details.reasoning_tokens == thinking
     assert "response.reasoning_text.delta" in {e.type for e in events}
     with feature_server.client().responses.stream(model=MODEL, input="[reason] 2+2?",
                                                   max_output_tokens=60) as stream:

@@ -21,7 +21,7 @@ use crate::output::generation::Generation;
 use crate::output::observer::Observer;
 use crate::output::response::{self, Deadline, Shapes, StreamOptions};
 use crate::state::{unix_now, AppState, SharedState};
-use crate::validate::prompt::Prompt;
+use crate::validate::prompt::{ChatOutput, Prompt};
 
 /// Prompt tokens kept to seed the incremental detokenizer.
 const DETOKENIZER_SEED: usize = 8;
@@ -161,6 +161,12 @@ impl AcceptedRequest {
                 .respond(shapes.dialect());
         };
         let n = settings.n.max(1) as usize;
+        // A chat answer split by the reasoning parser counts its reasoning tokens.
+        let reasoning = state
+            .options
+            .reasoning_parser
+            .and_then(crate::parsers::reasoning::markers_of)
+            .is_some();
         let trace = trace::begin();
         let observers: Vec<Observer> = prompts
             .iter()
@@ -200,6 +206,13 @@ impl AcceptedRequest {
                 Ok(g) => generations.push(
                     g.echo_only(settings.echo_only)
                         .constraint(settings.constraint)
+                        .token_offsets(
+                            reasoning
+                                && prompts[index / n]
+                                    .chat
+                                    .as_ref()
+                                    .is_some_and(ChatOutput::splits_reasoning),
+                        )
                         .queued(tickets.next()),
                 ),
                 Err(err) => return text_error(err).respond(shapes.dialect()),

@@ -11,6 +11,7 @@ pub mod choice;
 pub mod content_chunk;
 pub mod generation;
 pub mod observer;
+pub mod reasoning_tokens;
 pub mod response;
 pub mod sse;
 pub mod tally;

@@ -6,7 +6,8 @@
 //! tool call and no structured-output constraint applies: the grammar starts at the
 //! first generated token) → tool-call parser (when tool_choice is not `none`) → content /
 //! reasoning_content / tool_calls; a request that made tool calls and stopped finishes
-//! with `tool_calls`. Completions: the echoed prompt (text, and with `logprobs` its
+//! with `tool_calls`; with a reasoning parser the choice counts its reasoning tokens
+//! ([`crate::output::reasoning_tokens`]). Completions: the echoed prompt (text, and with `logprobs` its
 //! tokens' logprobs) and `prompt_logprobs` go with the first piece.
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::openai::{
     ToolCallOut,
 };
 use crate::output::generation::Piece;
+use crate::output::reasoning_tokens::ReasoningTokens;
 use crate::parsers::reasoning::{ReasoningMarkers, ReasoningParser};
 use crate::parsers::tools::{CallDelta, ToolCall, ToolCallParser};
 use crate::validate::prompt::ChatOutput;
@@ -78,6 +80,7 @@ fn merge(calls: &mut Vec<CallDelta>, more: Vec<CallDelta>) {
 pub struct ChatChoiceState {
     index: u32,
     reasoning_parser: Option<ReasoningParser>,
+    reasoning_tokens: ReasoningTokens,
     tools: Option<ToolCallParser>,
     top: Option<usize>,
     texts: Arc<TokenTexts>,
@@ -97,12 +100,12 @@ impl ChatChoiceState {
         top: Option<usize>,
         texts: Arc<TokenTexts>,
     ) -> Self {
-        let use_reasoning = !(chat.prefilled || chat.constrained);
         Self {
             index,
             reasoning_parser: reasoning_parser
-                .filter(|_| use_reasoning)
+                .filter(|_| chat.splits_reasoning())
                 .map(|markers| ReasoningParser::new(markers, chat.reasoning_inside)),
+            reasoning_tokens: ReasoningTokens::default(),
             tools: chat
                 .tool_format
                 .map(|format| ToolCallParser::new(format, &chat.tools)),
@@ -127,6 +130,8 @@ impl ChatChoiceState {
                     r.push_str(&r2);
                     c.push_str(&c2);
                 }
+                self.reasoning_tokens
+                    .count(parser, &piece.token_offsets, last);
                 (r, c)
             }
             None => (String::new(), piece.text),
@@ -162,6 +167,13 @@ impl ChatChoiceState {
             logprobs,
             finish,
         }
+    }
+
+    /// Its reasoning tokens so far when the server has a reasoning parser (0 where this
+    /// request's answer is not split: a forced tool call, a structured-output constraint),
+    /// `None` without one.
+    pub fn reasoning_tokens(&self) -> Option<u32> {
+        self.with_reasoning.then(|| self.reasoning_tokens.total())
     }
 
     /// The whole choice (after the last piece).

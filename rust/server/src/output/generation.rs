@@ -9,6 +9,8 @@
 //! the constraint's field, the engine's message verbatim. A queued request (see
 //! [`crate::edge::queue`]) leaves the queue at its first output; still queued at its
 //! `--max-queue-wait` deadline, it is aborted in the engine and fails with a 503.
+//! With [`Generation::token_offsets`] each piece also says where each of its completion
+//! tokens' text begins (for counting a chat answer's reasoning tokens).
 
 use std::time::Instant;
 
@@ -35,6 +37,11 @@ pub struct Piece {
     pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
     /// The stop string that ended the generation (on the last piece only).
     pub stop_sequence: Option<String>,
+    /// With [`Generation::token_offsets`]: for each completion token this piece counts,
+    /// the byte offset in the generation's whole text (every piece's text, before a stop
+    /// string cut it) where the token's text begins; a token without text of its own (the
+    /// stop token, or a byte of a character still incomplete) is at the text's end then.
+    pub token_offsets: Vec<usize>,
 }
 
 impl Piece {
@@ -60,6 +67,9 @@ pub struct Generation {
     constraint: Option<&'static str>,
     /// Its place in the queue until its first output.
     ticket: Option<Ticket>,
+    /// Whether pieces carry their tokens' offsets, and the bytes of text so far.
+    offsets: bool,
+    text_len: usize,
 }
 
 impl Generation {
@@ -86,7 +96,16 @@ impl Generation {
             echo_only: false,
             constraint: None,
             ticket: None,
+            offsets: false,
+            text_len: 0,
         })
+    }
+
+    /// Pieces carry [`Piece::token_offsets`] (the text is then detokenized token by
+    /// token).
+    pub fn token_offsets(mut self, offsets: bool) -> Self {
+        self.offsets = offsets;
+        self
     }
 
     /// Drops the generated text and tokens when `echo_only` (see the module doc).
@@ -229,6 +248,7 @@ impl Generation {
                 .extend(logprobs.iter().take(ids.len()).cloned());
         }
         let started = Instant::now();
+        let placed_before = piece.token_offsets.len();
         if let Some(stop) = &mut self.stop {
             // Token by token, so that a stop string ends the count at the token that
             // completes it, however many tokens the engine's output carried.
@@ -237,24 +257,46 @@ impl Generation {
                     .detokenizer
                     .push(std::slice::from_ref(id))
                     .map_err(text_error)?;
+                if self.offsets {
+                    piece.token_offsets.push(self.text_len);
+                }
+                self.text_len += text.len();
                 let outcome = stop.push(&text);
                 piece.text.push_str(&outcome.emit);
                 if let Some(matched) = outcome.stopped {
                     piece.stop_sequence = Some(matched);
                     piece.logprobs.truncate(shown_before + i + 1);
-                    return Ok(Some(self.stopped_at(started, i + 1)));
+                    return Ok(Some(self.stopped_at(started, piece, placed_before, i + 1)));
                 }
             }
             if finish.is_some() {
                 self.handle.finished();
                 let text = self.detokenizer.finish().map_err(text_error)?;
+                self.text_len += text.len();
                 let outcome = stop.push(&text);
                 piece.text.push_str(&outcome.emit);
                 if let Some(matched) = outcome.stopped {
                     piece.stop_sequence = Some(matched);
-                    return Ok(Some(self.stopped_at(started, output.new_token_ids.len())));
+                    let tokens = output.new_token_ids.len();
+                    return Ok(Some(self.stopped_at(started, piece, placed_before, tokens)));
                 }
                 piece.text.push_str(&stop.flush());
+            }
+        } else if self.offsets {
+            for id in ids {
+                let text = self
+                    .detokenizer
+                    .push(std::slice::from_ref(id))
+                    .map_err(text_error)?;
+                piece.token_offsets.push(self.text_len);
+                self.text_len += text.len();
+                piece.text.push_str(&text);
+            }
+            if finish.is_some() {
+                self.handle.finished();
+                let text = self.detokenizer.finish().map_err(text_error)?;
+                self.text_len += text.len();
+                piece.text.push_str(&text);
             }
         } else {
             piece
@@ -272,6 +314,7 @@ impl Generation {
             .metrics
             .detokenize
             .observe(started.elapsed());
+        self.place_rest(piece, placed_before, output.new_token_ids.len());
         self.tally.count(output.new_token_ids.len(), self.echo_only);
         if finish.is_some() {
             self.tally.end();
@@ -283,10 +326,29 @@ impl Generation {
         }
     }
 
+    /// With offsets, the tokens of this output (`tokens` counted from `placed_before`)
+    /// that have none yet (the stop token) are placed at the text's end.
+    fn place_rest(&self, piece: &mut Piece, placed_before: usize, tokens: usize) {
+        if self.offsets {
+            let placed = piece.token_offsets.len() - placed_before;
+            let end = self.text_len;
+            piece
+                .token_offsets
+                .extend(std::iter::repeat(end).take(tokens.saturating_sub(placed)));
+        }
+    }
+
     /// The end of a generation at our own stop string, completed by the `tokens`-th token
-    /// of the output whose detokenizing began at `started`: the engine may still be
-    /// generating.
-    fn stopped_at(&mut self, started: Instant, tokens: usize) -> &'static str {
+    /// of the output whose detokenizing began at `started` (its offsets from
+    /// `placed_before` in `piece`): the engine may still be generating.
+    fn stopped_at(
+        &mut self,
+        started: Instant,
+        piece: &mut Piece,
+        placed_before: usize,
+        tokens: usize,
+    ) -> &'static str {
+        self.place_rest(piece, placed_before, tokens);
         self.tally
             .observer
             .metrics

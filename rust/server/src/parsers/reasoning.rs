@@ -14,6 +14,10 @@
 //! output opens it. After the first end marker everything is content. The earliest marker
 //! of a set wins; the longest tail that could begin any marker of the set waits for the
 //! next piece; at the end whatever is held goes to the side it was on.
+//!
+//! The parser also knows where, in the whole text pushed so far, the reasoning begins
+//! and ends ([`ReasoningParser::side`]): the generated tokens are counted as reasoning
+//! tokens by where their text begins (see `crate::output::reasoning_tokens`).
 
 use crate::parsers::markers::{find_any, held_suffix_any, rfind_any};
 
@@ -82,6 +86,12 @@ pub struct ReasoningParser {
     markers: ReasoningMarkers,
     state: State,
     buffer: String,
+    /// Bytes pushed so far.
+    pushed: usize,
+    /// Where the reasoning block begins (its start marker, or 0 when the prompt left it
+    /// open) and ends (just past its end marker), in the text pushed so far.
+    start: Option<usize>,
+    end: Option<usize>,
 }
 
 impl ReasoningParser {
@@ -90,16 +100,22 @@ impl ReasoningParser {
             markers,
             state: if inside { State::Inside } else { State::Before },
             buffer: String::new(),
+            pushed: 0,
+            start: inside.then_some(0),
+            end: None,
         }
     }
 
     /// (reasoning, content) safe to emit now.
     pub fn push(&mut self, text: &str) -> (String, String) {
+        self.pushed += text.len();
         if self.state == State::After {
             return (String::new(), text.to_owned());
         }
         let mut buffer = std::mem::take(&mut self.buffer);
         buffer.push_str(text);
+        // Where `buffer` begins in the whole text.
+        let mut at = self.pushed - buffer.len();
         let mut content = String::new();
         if self.state == State::Before {
             let Some((start, len)) = find_any(&buffer, self.markers.start) else {
@@ -109,6 +125,8 @@ impl ReasoningParser {
             };
             content.push_str(&buffer[..start]);
             buffer.drain(..start + len);
+            self.start = Some(at + start);
+            at += start + len;
             self.state = State::Inside;
         }
         let Some((end, len)) = find_any(&buffer, self.markers.end) else {
@@ -117,9 +135,32 @@ impl ReasoningParser {
             return (buffer, content);
         };
         self.state = State::After;
+        self.end = Some(at + end + len);
         content.push_str(&buffer[end + len..]);
         buffer.truncate(end);
         (buffer, content)
+    }
+
+    /// The side of the text at byte `offset` of everything pushed: `Some(true)` inside
+    /// the reasoning block (its markers included), `Some(false)` outside it, `None` not
+    /// known yet (held back as a possible start marker, or not pushed yet).
+    pub fn side(&self, offset: usize) -> Option<bool> {
+        if self.end.is_some_and(|end| offset >= end) {
+            return Some(false);
+        }
+        match (self.state, self.start) {
+            (State::Before, _) => (offset < self.pushed - self.buffer.len()).then_some(false),
+            (_, Some(start)) if offset < start => Some(false),
+            (State::Inside, _) => (offset < self.pushed).then_some(true),
+            (State::After, _) => Some(true),
+        }
+    }
+
+    /// The side of `offset` once the text is over ([`Self::finish`]): what is not known
+    /// yet is on the side the parser ended on.
+    pub fn final_side(&self, offset: usize) -> bool {
+        self.side(offset)
+            .unwrap_or(self.state == State::Inside && self.start.is_some_and(|s| offset >= s))
     }
 
     /// Whatever is held back, on the side it was on.

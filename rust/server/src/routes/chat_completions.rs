@@ -119,8 +119,27 @@ impl ChatShapes {
 
     /// The usage a chunk carries before any token (with `continuous_usage_stats`).
     fn opening_usage(&self) -> Option<Usage> {
-        self.continuous
-            .then(|| Usage::new(u32::try_from(self.prompt_len).unwrap_or(u32::MAX), 0))
+        self.continuous.then(|| {
+            let reasoning = self
+                .choices
+                .first()
+                .and_then(ChatChoiceState::reasoning_tokens);
+            Usage::new(u32::try_from(self.prompt_len).unwrap_or(u32::MAX), 0)
+                .with_reasoning(reasoning)
+        })
+    }
+
+    /// `usage` (of every choice) with every choice's reasoning tokens.
+    fn with_reasoning(&self, usage: Usage) -> Usage {
+        let counted = self
+            .choices
+            .first()
+            .and_then(ChatChoiceState::reasoning_tokens);
+        let total = self
+            .choices
+            .iter()
+            .filter_map(ChatChoiceState::reasoning_tokens);
+        usage.with_reasoning(counted.map(|_| total.sum()))
     }
 
     /// The role chunk of each choice (the first with `prompt_logprobs`), then the echo.
@@ -194,6 +213,7 @@ impl Shapes for ChatShapes {
         if delta.is_empty() {
             return;
         }
+        let usage = usage.with_reasoning(choice.reasoning_tokens());
         let index = u32::try_from(index).unwrap_or(u32::MAX);
         if delta.reasoning.is_empty()
             && delta.calls.is_empty()
@@ -224,10 +244,11 @@ impl Shapes for ChatShapes {
     }
 
     fn usage(&self, buf: &mut Vec<u8>, usage: Usage) {
-        self.chunk(buf, Vec::new(), Some(usage), None);
+        self.chunk(buf, Vec::new(), Some(self.with_reasoning(usage)), None);
     }
 
     fn body(self, usage: Usage) -> Vec<u8> {
+        let usage = self.with_reasoning(usage);
         let mut choices: Vec<_> = self
             .choices
             .into_iter()

@@ -84,6 +84,14 @@ pub struct ChatOutput {
     pub echo: Option<String>,
 }
 
+impl ChatOutput {
+    /// Whether a reasoning parser splits the answer: not when the prompt forces a tool
+    /// call or a structured-output constraint applies.
+    pub fn splits_reasoning(&self) -> bool {
+        !(self.prefilled || self.constrained)
+    }
+}
+
 /// A checked request, ready for the engine (`settings.sampling.max_tokens` is set).
 #[derive(Debug)]
 pub struct Prompt {

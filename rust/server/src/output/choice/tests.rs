@@ -30,9 +30,7 @@ fn piece(text: &str, finish: Option<&'static str>) -> Piece {
     Piece {
         text: text.into(),
         finish,
-        logprobs: Vec::new(),
-        prompt_logprobs: None,
-        stop_sequence: None,
+        ..Piece::default()
     }
 }
 
@@ -105,4 +103,32 @@ fn bad_output_is_content_and_finishes_as_the_engine_said() {
         choice["message"],
         json!({"role": "assistant", "content": text})
     );
+}
+
+#[test]
+fn reasoning_tokens_are_counted_where_the_answer_is_split() {
+    let model = crate::testutil::tiny_model_dir();
+    let (tokenizer, _) = crate::text::load_text(model.path(), None).unwrap();
+    let texts = Arc::new(TokenTexts::new(tokenizer));
+    let markers = crate::parsers::reasoning::markers_of("qwen3");
+    let run = |chat: &ChatOutput, markers| {
+        let mut s = ChatChoiceState::new(0, chat, markers, None, Arc::clone(&texts));
+        // The prompt left <think> open: "why", "</think>", "Hi", the stop token.
+        let mut p = piece("why</think>Hi", Some("stop"));
+        p.token_offsets = vec![0, 3, 11, 13];
+        let delta = s.step(p);
+        (s.reasoning_tokens(), delta.reasoning, delta.content)
+    };
+    let mut open = chat(ToolMode::Auto, true);
+    open.reasoning_inside = true;
+    assert_eq!(run(&open, markers), (Some(2), "why".into(), "Hi".into()));
+    // A structured-output constraint: no split, nothing counted, but still reported.
+    let constrained = ChatOutput {
+        constrained: true,
+        ..open.clone()
+    };
+    let unsplit = (Some(0), String::new(), "why</think>Hi".to_owned());
+    assert_eq!(run(&constrained, markers), unsplit);
+    // A server without a reasoning parser reports none.
+    assert_eq!(run(&open, None).0, None);
 }

@@ -167,7 +167,8 @@ impl ResponseEvents {
             tools: &self.echo.tools,
             top_p: &self.echo.top_p,
             truncation: "disabled",
-            usage: usage.map(ResponseUsage::from),
+            usage: usage
+                .map(|u| ResponseUsage::from(u.with_reasoning(self.choice.reasoning_tokens()))),
             user: &self.echo.user,
             metadata: &self.echo.metadata,
         }

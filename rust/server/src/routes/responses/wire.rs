@@ -85,7 +85,7 @@ impl From<Usage> for ResponseUsage {
             input_tokens_details: u.prompt_tokens_details,
             output_tokens: u.completion_tokens,
             output_tokens_details: ReasoningTokens {
-                reasoning_tokens: 0,
+                reasoning_tokens: u.reasoning_tokens(),
             },
             total_tokens: u.total_tokens,
         }

@@ -42,9 +42,7 @@ fn piece(text: &str, finish: Option<&'static str>) -> Piece {
     Piece {
         text: text.into(),
         finish,
-        logprobs: Vec::new(),
-        prompt_logprobs: None,
-        stop_sequence: None,
+        ..Piece::default()
     }
 }
 
@@ -334,5 +332,30 @@ fn nothing_generated_is_no_item_and_a_failure_is_an_error_event() {
         events.last().unwrap(),
         &json!({"type": "error", "sequence_number": 5,
         "code": "InternalServerError", "message": "boom", "param": null})
+    );
+}
+
+#[test]
+fn the_usage_counts_the_reasoning_tokens() {
+    let mut s = shapes(true);
+    let mut buf = Vec::new();
+    s.start(&mut buf);
+    // Tokens "<think>", "plan", " it", "</think>", "Sure", then the stop token.
+    let pieces = [
+        ("<think>plan", vec![0, 7], None),
+        (" it</think>Sure", vec![11, 14, 22, 26], Some("stop")),
+    ];
+    for (text, offsets, finish) in pieces {
+        let mut p = piece(text, finish);
+        p.token_offsets = offsets;
+        s.step(p, Some(&mut buf));
+    }
+    s.finish(&mut buf, Usage::new(4, 6));
+    let events = parse(&buf);
+    let usage = &events.last().unwrap()["response"]["usage"];
+    assert_eq!(usage["output_tokens"], 6);
+    assert_eq!(
+        usage["output_tokens_details"],
+        json!({"reasoning_tokens": 4})
     );
 }
