@@ -19,10 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import typer
-from processes import terminate
+from processes import terminate, wait_healthy
 
 from cli.bench_args import parse_goodput, parse_percentiles
 from cli.bench_display import plain_result
@@ -269,16 +268,7 @@ class MockServer:
              "--port", self.url.rsplit(":", 1)[1], "--python-executable", sys.executable,
              *args],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, log_path.read_text(errors="replace")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("vrs-rs serve --mock did not become healthy")
+        wait_healthy(self.proc, self.url, log_path)
 
     def stop(self) -> None:
         terminate(self.proc)
@@ -325,15 +315,7 @@ def test_bench_over_https_with_the_test_ca(demo_model: Path, tmp_path: Path) -> 
     url = f"https://localhost:{port}"
     trust = ssl.create_default_context(cafile=str(TLS_FIXTURES / "ca.pem"))
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log_path.read_text(errors="replace")
-            assert time.monotonic() < deadline, "vrs serve --ssl-certfile did not become healthy"
-            try:
-                if httpx.get(f"{url}/health", verify=trust, timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(proc, url, log_path, verify=trust)
         assert f"on https://127.0.0.1:{port}" in log_path.read_text(errors="replace")
         result = bench(url, tmp_path / "r.json", "--ca-cert", str(TLS_FIXTURES / "ca.pem"),
                        "--num-prompts", "8", "--random-input-len", "16",

@@ -10,18 +10,16 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import typer
 import typer.main
+from processes import terminate, wait_healthy
 
 from cli.bench_display import plain_result
 from cli.bench_vllm import BACKENDS
@@ -153,23 +151,11 @@ def vrs_serve_mock(demo_model: Path,  # noqa: F811
          "--mock", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
     try:
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_healthy(proc, url, Path(log.name))
         yield url, demo_model
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         log.close()
 
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import tokenizers
+from processes import terminate, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLY = "ok <zz-marker> done"
@@ -75,15 +74,7 @@ def test_batch_limit_and_the_tokenizer_of_scripted_replies(tmp_path: Path) -> No
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-            assert time.monotonic() < deadline, "not healthy"
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(proc, url, tmp_path / "serve.log")
         over = httpx.post(f"{url}/v1/completions", json={"prompt": ["a", "b", "c"]}, timeout=30)
         assert over.status_code == 400
         error = over.json()["error"]
@@ -104,11 +95,6 @@ def test_batch_limit_and_the_tokenizer_of_scripted_replies(tmp_path: Path) -> No
         # The reply's tokens (the marker is one) and the EOS, for each prompt.
         assert answer["usage"]["completion_tokens"] == 2 * (len(expected) + 1)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         log.close()
     assert proc.returncode == 0, (tmp_path / "serve.log").read_text()

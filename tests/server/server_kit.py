@@ -9,12 +9,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from processes import terminate
+from processes import terminate, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -65,16 +64,7 @@ class PythonServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"the server exited:\n{self.log()}"
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"not healthy:\n{self.log()}")
+        wait_healthy(self.proc, self.url, self.log_path)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import tokenizers
+from processes import terminate, wait_healthy
 from server_kit import ROOT, PythonServer, free_port
 
 from server.sampling import bad_words_ids
@@ -117,12 +118,7 @@ def test_the_render_route_shows_the_wire_fields(demo_model: Path, tmp_path: Path
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(proc, url, tmp_path / "render.log")
         body = {
             "prompt": [[4, 8], [5, 6]],
             "max_tokens": 0,
@@ -146,8 +142,7 @@ def test_the_render_route_shows_the_wire_fields(demo_model: Path, tmp_path: Path
         one = httpx.post(f"{url}/v1/completions/render", json={"prompt": "abc"}, timeout=30).json()
         assert json.dumps(one).startswith('{"request_id"'), "one prompt: one object"
     finally:
-        proc.terminate()
-        proc.wait(30)
+        terminate(proc)
         log.close()
 
 

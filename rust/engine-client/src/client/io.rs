@@ -37,15 +37,23 @@ pub(super) fn send_add(
 ) -> Result<(), EngineError> {
     if let Ok(socket) = input.try_lock() {
         let slot = &shared.engines[engine];
-        return send_frames(&socket, &slot.identity, RequestType::Add, body).map_err(|e| {
-            let reason = format!("cannot send to engine {}: {e}", slot.index);
-            shared.mark_dead(reason.as_str().into());
-            EngineError::Dead(reason)
-        });
+        return send_frames(&socket, &slot.identity, RequestType::Add, body)
+            .map_err(|e| EngineError::Dead(send_failed(shared, engine, &e)));
     }
     commands
         .send(Command::Add(engine, body))
         .map_err(|_| EngineError::Dead("the engine connection is closed".into()))
+}
+
+/// A send to engine slot `engine` failed: every engine is marked dead with the reason,
+/// which is returned.
+fn send_failed(shared: &Shared, engine: usize, error: &zmq::Error) -> String {
+    let reason = format!(
+        "cannot send to engine {}: {error}",
+        shared.engines[engine].index
+    );
+    shared.mark_dead(reason.as_str().into());
+    reason
 }
 
 pub(super) fn input_loop(
@@ -96,8 +104,7 @@ pub(super) fn input_loop(
         }
         drop(socket);
         if let Err((engine, e)) = result {
-            let index = shared.engines[engine].index;
-            shared.mark_dead(format!("cannot send to engine {index}: {e}").into());
+            send_failed(shared, engine, &e);
             return;
         }
     }

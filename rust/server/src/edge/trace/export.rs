@@ -131,35 +131,20 @@ pub fn collector_tls(
 
 /// The OTLP/HTTP exporter posting to `url`.
 pub(super) fn exporter(url: &str) -> Result<impl SpanExporter + 'static, String> {
-    let https = url.starts_with("https://");
-    let config = if https {
-        collector_tls(|var| std::env::var(var).ok())?
+    let exporter = if url.starts_with("https://") {
+        let config = collector_tls(|var| std::env::var(var).ok())?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false); // the TLS layer above takes https:// URLs
+        let connector = HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_only()
+            .enable_http1()
+            .wrap_connector(http);
+        otlp_exporter(url, HyperClient::new(connector, EXPORT_TIMEOUT, None))?
     } else {
-        // Never used (the connector takes http:// URLs only then), but the type wants one.
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("cannot set up the OTLP exporter: {e}"))?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth()
+        let connector = HttpConnector::new();
+        otlp_exporter(url, HyperClient::new(connector, EXPORT_TIMEOUT, None))?
     };
-    let builder = HttpsConnectorBuilder::new().with_tls_config(config);
-    let builder = if https {
-        builder.https_only()
-    } else {
-        builder.https_or_http()
-    };
-    let mut http = HttpConnector::new();
-    http.enforce_http(false); // the TLS layer above takes https:// URLs
-    let connector = builder.enable_http1().wrap_connector(http);
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_http_client(HyperClient::new(connector, EXPORT_TIMEOUT, None))
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(url)
-        .build()
-        .map_err(|e| format!("cannot set up the OTLP exporter to {url}: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("vrs-otlp")
@@ -170,6 +155,20 @@ pub(super) fn exporter(url: &str) -> Result<impl SpanExporter + 'static, String>
         inner: Arc::new(exporter),
         runtime,
     })
+}
+
+/// OTel's exporter posting protobuf to `url` through `client`.
+fn otlp_exporter(
+    url: &str,
+    client: impl opentelemetry_http::HttpClient + 'static,
+) -> Result<opentelemetry_otlp::SpanExporter, String> {
+    opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_http_client(client)
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(url)
+        .build()
+        .map_err(|e| format!("cannot set up the OTLP exporter to {url}: {e}"))
 }
 
 /// An exporter that runs `inner`'s exports on a runtime of its own: the SDK's batch
