@@ -29,12 +29,15 @@ _encode = msgspec.json.Encoder().encode
 
 async def chat_prompt(prompts: PromptBuilder, translated: Translated) -> Prompt:
     """The translated request through the chat prompt builder; its errors name the
-    Responses fields (``responses_param``)."""
+    Responses fields (``responses_param``), and so does the 400 of an engine that refuses
+    its structured-output spec (the constraint's name)."""
     try:
-        return await prompts.chat(_encode(translated.chat))
+        prompt = await prompts.chat(_encode(translated.chat))
     except APIError as error:
         error.param = responses_param(error.param)
         raise
+    prompt.settings.constraint = responses_param(prompt.settings.constraint)
+    return prompt
 
 
 def takes_effort(template_source: str | None) -> bool:

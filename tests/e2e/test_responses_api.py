@@ -212,6 +212,9 @@ BAD = [
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice",
      "not in `tools`"),
     ({"max_output_tokens": 5000}, "max_output_tokens", "maximum context length"),
+    # Refused by the engine's grammar compiler (after the translation), named all the same.
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "objectx"}}}},
+     "text.format", "not valid JSON Schema at `#/type`"),
 ]
 
 

@@ -34,7 +34,8 @@ use events::ResponseEvents;
 use request::Echo;
 
 /// The chat prompt of a Responses body (and its echo, into `echo`); the chat path's
-/// errors name the Responses fields ([`fields::responses_param`]).
+/// errors name the Responses fields ([`fields::responses_param`]), and so does the 400 of
+/// an engine that refuses its structured-output spec (the constraint's name).
 async fn chat_prompt<S: TextModel>(
     state: &Arc<S>,
     body: Bytes,
@@ -43,9 +44,11 @@ async fn chat_prompt<S: TextModel>(
     let takes_effort = state.template().is_some_and(|t| t.takes_reasoning_effort());
     let translated = request::translate(&body, takes_effort)?;
     let _ = echo.set(translated.echo);
-    prompt::chat_object(state, translated.chat, body.len())
+    let mut prompt = prompt::chat_object(state, translated.chat, body.len())
         .await
-        .map_err(fields::renamed)
+        .map_err(fields::renamed)?;
+    prompt.settings.constraint = prompt.settings.constraint.map(fields::responses_field);
+    Ok(prompt)
 }
 
 pub async fn handle(

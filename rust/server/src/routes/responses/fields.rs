@@ -94,6 +94,15 @@ pub fn responses_param(param: &str) -> String {
     param.to_owned()
 }
 
+/// The Responses name of a whole chat request field (a structured-output constraint's:
+/// `response_format` is `text.format`).
+pub fn responses_field(field: &'static str) -> &'static str {
+    RENAMED
+        .iter()
+        .find(|(chat, _)| *chat == field)
+        .map_or(field, |(_, ours)| ours)
+}
+
 /// The chat path's error with its `param` named as this API names it.
 pub fn renamed(err: ApiError) -> ApiError {
     match err {
@@ -134,6 +143,8 @@ mod tests {
         for (chat, ours) in cases {
             assert_eq!(responses_param(chat), ours, "{chat}");
         }
+        assert_eq!(responses_field("response_format"), "text.format");
+        assert_eq!(responses_field("tools"), "tools");
         let err = renamed(ApiError::bad("max_completion_tokens", "m"));
         assert_eq!(err, ApiError::bad("max_output_tokens", "m"));
         assert_eq!(renamed(ApiError::Unauthorized), ApiError::Unauthorized);
