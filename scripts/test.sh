@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: install vrs with its test extras, then run every test.
 # Builds vrs-rs through maturin (release), then ruff, import-linter, the Rust module-cycle
-# check, cargo fmt/clippy/test, pytest.
+# check, cargo fmt/clippy/test, pytest, and the engine tests again as on an AVX2-only CPU.
 # Installs into the interpreter $PYTHON (default: python3, i.e. the active venv's, or the
 # system's); .ci/run runs it inside a fresh venv.
 set -euo pipefail
@@ -36,3 +36,8 @@ echo "== pytest"
 # tests are listed at the end, to keep an eye on the suite's time (docs/internals.md,
 # "Testing").
 "$PYTHON" -m pytest -q --durations=25
+
+echo "== pytest tests/engine as on an AVX2-only CPU (no AVX-512, AMX or native bf16)"
+# The detection's other branch on any machine (docs/internals.md, "Testing: CPU paths").
+VRS_CPU_MASK=bf16,amx,avx512 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+    "$PYTHON" -m pytest -q tests/engine

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -17,6 +20,15 @@ VRS_TEMP_PREFIX = "vrs-"
 # eager: compiling the decoder costs seconds per start. tests/engine/test_compile.py
 # turns it on where it tests it.
 os.environ.setdefault("VRS_COMPILE", "off")
+
+
+# The suite's own temp dir. Every process the suite starts inherits TMPDIR (Python's
+# tempfile and Rust's std::env::temp_dir both read it), so the leak check below sees what
+# the suite itself made, never another process's vrs-* entries in the machine's /tmp.
+SUITE_TEMP_DIR = tempfile.mkdtemp(prefix="pytest-vrs-suite-")
+os.environ["TMPDIR"] = SUITE_TEMP_DIR
+tempfile.tempdir = None  # tempfile caches its choice: look again
+atexit.register(functools.partial(shutil.rmtree, SUITE_TEMP_DIR, ignore_errors=True))
 
 
 def vrs_temp_entries() -> set[str]:

@@ -4,10 +4,16 @@ dtype ``auto`` is bfloat16 on CUDA. On CPU it is bfloat16 only where the CPU com
 bf16 natively (AMX ``amx_bf16`` or AVX-512 ``avx512_bf16``, read from the kernel's CPU
 flags at start-up) and torch has oneDNN to use them; anywhere else bf16 matmuls are
 emulated and slower than fp32, so ``auto`` is float32 there.
+
+``VRS_CPU_MASK`` (a comma list of ``bf16``, ``amx``, ``avx512``) hides those CPU features
+from this detection, so the paths of an older CPU run on any machine (docs/internals.md,
+"Testing").
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +25,13 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 # CPU flags (as /proc/cpuinfo names them) that make bf16 matmuls native, best first.
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 CPUINFO = Path("/proc/cpuinfo")
+# VRS_CPU_MASK: each name hides the CPU flags it matches from cpu_flags().
+CPU_MASK_ENV = "VRS_CPU_MASK"
+CPU_MASKS: dict[str, Callable[[str], bool]] = {
+    "bf16": lambda flag: flag in BF16_CPU_FLAGS,
+    "amx": lambda flag: flag.startswith("amx"),
+    "avx512": lambda flag: flag.startswith("avx512"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,8 +54,24 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
-    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where there is no such file)."""
+def cpu_mask(value: str | None = None) -> frozenset[str]:
+    """The feature names ``VRS_CPU_MASK`` hides (``value`` in its place when given)."""
+    if value is None:
+        value = os.environ.get(CPU_MASK_ENV, "")
+    names = frozenset(name.strip() for name in value.split(",") if name.strip())
+    unknown = sorted(names - CPU_MASKS.keys())
+    if unknown:
+        raise ConfigError(
+            f"{CPU_MASK_ENV}={value!r}: unknown {', '.join(unknown)}; "
+            f"allowed: {', '.join(CPU_MASKS)} (comma-separated)"
+        )
+    return names
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO, mask: frozenset[str] | None = None) -> frozenset[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where there is no such file),
+    less those ``mask`` (default: ``VRS_CPU_MASK``) hides."""
+    hidden = [CPU_MASKS[name] for name in (cpu_mask() if mask is None else mask)]
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -50,8 +79,20 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
+            return frozenset(flag for flag in value.split()
+                             if not any(hides(flag) for hides in hidden))
     return frozenset()
+
+
+def noting_mask(reason: str) -> str:
+    """``reason``, with the ``VRS_CPU_MASK`` in force when one is (for the start-up log)."""
+    hidden = cpu_mask()
+    return f"{reason}; {CPU_MASK_ENV} hides {','.join(sorted(hidden))}" if hidden else reason
+
+
+def native_bf16() -> str | None:
+    """The flag that makes this CPU compute bf16 natively (after ``VRS_CPU_MASK``), or None."""
+    return cpu_bf16_flag(cpu_flags())
 
 
 def cpu_bf16_flag(flags: frozenset[str]) -> str | None:
@@ -84,7 +125,8 @@ def choose_dtype(name: str, device: torch.device) -> DTypeChoice:
         return DTypeChoice(torch.bfloat16, "CUDA device")
     if device.type != "cpu":
         return DTypeChoice(torch.float32, f"device {device.type!r}")
-    return auto_cpu_dtype(cpu_flags(), torch.backends.mkldnn.is_available())
+    choice = auto_cpu_dtype(cpu_flags(), torch.backends.mkldnn.is_available())
+    return DTypeChoice(choice.dtype, noting_mask(choice.reason))
 
 
 def resolve_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -122,9 +122,10 @@ class ModelEngine:
         start = time.perf_counter()
         model = load_model(model_dir, hf_config, dtype, device, max_model_len)
         logger.info(
-            "model loaded in %.1fs (matmuls: %s, torch threads: %d)",
+            "model loaded in %.1fs (matmuls: %s: %s, torch threads: %d)",
             time.perf_counter() - start,
             model.linear_backend,
+            model.linear_reason,
             torch.get_num_threads(),
         )
 

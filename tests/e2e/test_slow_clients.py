@@ -1,7 +1,8 @@
 """Slow and greedy clients (``--header-read-timeout``, ``--h11-max-incomplete-event-size``,
 ``--http-timeout-keep-alive``) in the request modes: 2,000 connections that send half a
-request head are all closed within the head timeout while a normal request takes under
-100 ms and /health answers; a 100 KiB header gets 431 (a 60 KiB one is served); an idle
+request head are all closed within the head timeout while normal requests and /health are
+answered long before any of those heads times out (a server held up by them would answer
+only then); a 100 KiB header gets 431 (a 60 KiB one is served); an idle
 kept-alive connection is closed after the keep-alive timeout. ``--max-connections 2``: a
 third connection waits in the kernel's backlog, unanswered, until one of the first two
 closes, then is served (also tests/server/test_connection.py and the Rust listener's
@@ -23,6 +24,9 @@ from servers import MODEL, ROUTE_MODES, Server, wait_until
 HEADER_TIMEOUT_S = 3.0
 KEEP_ALIVE_S = 1.0
 SLACK_S = 1.5  # two shared cores: timers fire late, closes take a while
+# A request the half heads do not hold up is answered well before the first of them times
+# out; the bound is relative to that timeout, not a speed target (those are benchmarks).
+UNBLOCKED_S = HEADER_TIMEOUT_S / 4
 HALF_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: appl"
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
@@ -103,14 +107,14 @@ def test_half_heads_are_closed_within_the_header_timeout(edge_server: Server) ->
         during = time.monotonic() - accepted
         assert during < HEADER_TIMEOUT_S / 2, f"the requests took {during:.2f} s"
         assert health.status_code == 200
-        assert statistics.median(latencies) < 0.1, latencies
+        assert statistics.median(latencies) < UNBLOCKED_S, latencies
         closed = wait_closed(list(opened), HEADER_TIMEOUT_S + SLACK_S)
         assert len(closed) == len(opened), f"{len(opened) - len(closed)} of 2000 still open"
         last = max(closed.values()) - accepted
         assert last < HEADER_TIMEOUT_S + SLACK_S, f"one stayed open {last:.2f} s after accept"
         first = min(closed[sock] - opened[sock] for sock in closed)
         assert first > HEADER_TIMEOUT_S * 0.9, f"one was closed after {first:.2f} s"
-        assert timed_chat(http, edge_server.url) < 1
+        assert timed_chat(http, edge_server.url) < UNBLOCKED_S
     finally:
         http.close()
         for sock in opened:

@@ -16,6 +16,8 @@ from engine.runtime.device import (
     choose_dtype,
     cpu_bf16_flag,
     cpu_flags,
+    cpu_mask,
+    native_bf16,
     resolve_dtype,
 )
 
@@ -47,7 +49,8 @@ def test_native_bf16_without_onednn_stays_float32() -> None:
     assert choice.reason == "CPU has avx512_bf16 but torch lacks oneDNN (mkldnn)"
 
 
-def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VRS_CPU_MASK", raising=False)  # the masked CI run sets it
     info = tmp_path / "cpuinfo"
     info.write_text(
         "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx512f avx512_bf16\n\n"
@@ -84,3 +87,46 @@ def test_engine_logs_the_dtype_and_why(model_dirs: dict[str, Path],
     assert engine.model.dtype == choice.dtype
     assert f"dtype auto → {choice.name} ({choice.reason})" in caplog.text
     assert engine.runner.kv_caches[0].dtype == choice.dtype
+    assert f"(matmuls: {engine.model.linear_backend}: {engine.model.linear_reason}," in caplog.text
+
+
+SAPPHIRE_RAPIDS_INFO = "flags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile amx_bf16 amx_int8\n"
+
+
+@pytest.mark.parametrize(
+    ("mask", "left"),
+    [
+        ("", {"fpu", "avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"}),
+        ("bf16", {"fpu", "avx2", "avx512f", "amx_tile", "amx_int8"}),
+        ("amx", {"fpu", "avx2", "avx512f", "avx512_bf16"}),
+        ("avx512", {"fpu", "avx2", "amx_tile", "amx_bf16", "amx_int8"}),
+        ("bf16, amx,avx512", {"fpu", "avx2"}),
+    ],
+    ids=["none", "bf16", "amx", "avx512", "all"],
+)
+def test_the_mask_hides_cpu_features(mask: str, left: set[str], tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(SAPPHIRE_RAPIDS_INFO)
+    monkeypatch.setenv("VRS_CPU_MASK", mask)
+    assert cpu_flags(info) == frozenset(left)
+    assert cpu_flags(info, mask=cpu_mask(mask)) == frozenset(left)
+
+
+def test_an_unknown_mask_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VRS_CPU_MASK", "bf16,sse9")
+    with pytest.raises(ConfigError, match=r"VRS_CPU_MASK='bf16,sse9': unknown sse9; "
+                                          r"allowed: bf16, amx, avx512"):
+        choose_dtype("auto", CPU)
+
+
+@pytest.mark.parametrize("mask", ["bf16", "amx,avx512"])
+def test_masked_detection_is_float32_on_any_machine(mask: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The no-native-bf16 branch of ``auto``, whatever CPU runs the suite."""
+    monkeypatch.setenv("VRS_CPU_MASK", mask)
+    assert native_bf16() is None
+    choice = choose_dtype("auto", CPU)
+    assert choice.dtype == torch.float32
+    hidden = ",".join(sorted(mask.split(",")))
+    assert choice.reason.endswith(f"; VRS_CPU_MASK hides {hidden}"), choice.reason

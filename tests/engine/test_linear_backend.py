@@ -6,20 +6,29 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.runtime.models.decoder import CPU_MATMULS, pick_linear
+from engine.runtime.device import native_bf16
+from engine.runtime.models import decoder
+from engine.runtime.models.decoder import AUTO_CPU_MATMUL, CPU_MATMULS, pick_linear
 
 CPU = torch.device("cpu")
 ONEDNN = torch.backends.mkldnn.is_available()
+
+
+def expected_backend(wanted: str, dtype: torch.dtype) -> str:
+    """What the engine must pick, from the same detection it uses (``native_bf16``,
+    which honours ``VRS_CPU_MASK``), never from "oneDNN is present" alone."""
+    if wanted == "torch" or not ONEDNN:
+        return "torch"
+    if dtype == torch.bfloat16 and native_bf16() is None:
+        return "torch"
+    return AUTO_CPU_MATMUL if wanted == "auto" else wanted
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("wanted", CPU_MATMULS)
 def test_every_backend_agrees_with_f_linear(wanted: str, dtype: torch.dtype) -> None:
     backend = pick_linear(CPU, dtype, wanted)
-    expected_name = "torch" if wanted == "torch" or not ONEDNN else wanted
-    if wanted == "auto":
-        expected_name = "onednn-packed" if ONEDNN else "torch"
-    assert backend.name == expected_name
+    assert backend.name == expected_backend(wanted, dtype), backend.reason
     torch.manual_seed(0)
     weight, bias = torch.randn(96, 64).to(dtype), torch.randn(96).to(dtype)
     packed = backend.pack(weight)
@@ -30,6 +39,33 @@ def test_every_backend_agrees_with_f_linear(wanted: str, dtype: torch.dtype) -> 
         assert got.shape == (rows, 96) and got.dtype == dtype
         tol = 1e-5 if dtype == torch.float32 else 1e-2
         torch.testing.assert_close(got, F.linear(x, weight, bias), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("wanted", ["auto", "onednn", "onednn-packed"])
+def test_bf16_without_native_bf16_falls_back_with_the_reason(
+    wanted: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback path on any CPU: detection told there is no native bf16."""
+    monkeypatch.setenv("VRS_CPU_MASK", "bf16")
+    backend = pick_linear(CPU, torch.bfloat16, wanted)
+    assert backend.name == "torch"
+    expected = ("CPU has no native bf16 (neither amx_bf16 nor avx512_bf16); "
+                "VRS_CPU_MASK hides bf16" if ONEDNN else "torch lacks oneDNN (mkldnn)")
+    assert backend.reason == expected
+    # fp32 keeps oneDNN: the mask hides bf16, nothing else
+    assert pick_linear(CPU, torch.float32, wanted).name == expected_backend(wanted, torch.float32)
+
+
+@pytest.mark.skipif(not ONEDNN, reason="torch without oneDNN always uses F.linear")
+def test_a_backend_that_fails_its_check_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+               ) -> torch.Tensor:
+        return F.linear(x, weight, bias) + 1.0
+
+    monkeypatch.setattr(decoder, "_onednn_linear", broken)
+    backend = pick_linear(CPU, torch.float32, "onednn")
+    assert (backend.name, backend.reason) == (
+        "torch", "oneDNN onednn failed its start-up check against F.linear")
 
 
 def test_cuda_and_other_dtypes_use_f_linear() -> None:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.runtime.attention.base import AttentionMetadata
+from engine.runtime.device import BF16_CPU_FLAGS, native_bf16, noting_mask
 from engine.runtime.loader import ModelLoadError
 
 # RoPE types whose frequencies do not depend on the sequence length.
@@ -76,11 +77,13 @@ AUTO_CPU_MATMUL = "onednn-packed"
 
 @dataclass(frozen=True)
 class LinearBackend:
-    """The matmul of every linear, and the form its weights are kept in."""
+    """The matmul of every linear, the form its weights are kept in, and why it was chosen
+    (logged at start-up)."""
 
     name: str
     linear: Linear
     pack: Callable[[torch.Tensor], torch.Tensor]
+    reason: str = "as configured"
 
 
 def _works(backend: LinearBackend, dtype: torch.dtype) -> bool:
@@ -95,6 +98,10 @@ def _works(backend: LinearBackend, dtype: torch.dtype) -> bool:
     return torch.allclose(got.float(), F.linear(x, w, b).float(), atol=tol, rtol=tol)
 
 
+def _plain(reason: str) -> LinearBackend:
+    return LinearBackend("torch", F.linear, _same, reason)
+
+
 def pick_linear(
     device: torch.device, dtype: torch.dtype, wanted: str | None = None
 ) -> LinearBackend:
@@ -105,6 +112,9 @@ def pick_linear(
     on AMD CPUs for the skinny matrices of a decode step, and the packed weight saves
     oneDNN a reorder per call (benchmarks/cpu_linear.py measures the options).
     ``torch`` keeps ``F.linear`` (e.g. to compare); ``onednn`` is oneDNN on plain weights.
+    bf16 takes oneDNN only where the CPU computes bf16 natively (``native_bf16()``, the
+    detection dtype ``auto`` uses); elsewhere, and where a oneDNN backend fails its start-up
+    check against ``F.linear``, it is ``F.linear``, with the reason.
     On CUDA, and where torch lacks oneDNN, it is always ``F.linear``. inductor
     (torch.compile) cannot trace ``_linear_pointwise`` on a weight that is a graph input,
     packed or not, so the compiled forward calls it as an opaque op (engine/runtime/compile.py).
@@ -113,16 +123,24 @@ def pick_linear(
         wanted = os.environ.get("VRS_CPU_MATMUL", "auto")
     if wanted not in CPU_MATMULS:
         raise ValueError(f"VRS_CPU_MATMUL={wanted!r}; allowed: {', '.join(CPU_MATMULS)}")
-    plain = LinearBackend("torch", F.linear, _same)
-    if device.type != "cpu" or wanted == "torch" or not torch.backends.mkldnn.is_available():
-        return plain
+    if device.type != "cpu":
+        return _plain(f"device {device.type}")
+    if wanted == "torch":
+        return _plain("as configured")
+    if not torch.backends.mkldnn.is_available():
+        return _plain("torch lacks oneDNN (mkldnn)")
     if dtype not in (torch.float32, torch.bfloat16):
-        return plain
+        return _plain(f"oneDNN is used for float32 and bfloat16, not {dtype}")
+    if dtype == torch.bfloat16 and native_bf16() is None:
+        flags = " nor ".join(BF16_CPU_FLAGS)
+        return _plain(noting_mask(f"CPU has no native bf16 (neither {flags})"))
     if wanted == "auto":
         wanted = AUTO_CPU_MATMUL
     pack = _pack_weight if wanted == "onednn-packed" else _same
-    backend = LinearBackend(wanted, _onednn_linear, pack)
-    return backend if _works(backend, dtype) else plain
+    backend = LinearBackend(wanted, _onednn_linear, pack, "oneDNN")
+    if _works(backend, dtype):
+        return backend
+    return _plain(f"oneDNN {wanted} failed its start-up check against F.linear")
 
 
 @dataclass
@@ -247,6 +265,7 @@ class DecoderModel:
         self.scale = config.head_dim**-0.5
         backend = pick_linear(device, dtype)
         self.linear, self.linear_backend = backend.linear, backend.name
+        self.linear_reason = backend.reason
         self._pack = backend.pack
 
     # ------------------------------------------------------------------ loading
