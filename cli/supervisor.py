@@ -1,7 +1,7 @@
 """`vrs frontend`: Python binds the sockets, starts the engines, supervises vrs-rs.
 
-Bind first, hand over second (design §2): the HTTP listening socket and the ZMQ input
-and output listeners are bound here as plain sockets, the engines are started and
+Bind first, hand over second (docs/internals.md, "Processes"): the HTTP listening socket
+and the ZMQ input and output listeners are bound here as plain sockets, the engines are started and
 handshaken, then ``vrs-rs frontend`` inherits the three fds (``pass_fds``) and adopts
 them. Connections that arrive before vrs-rs is up wait in the kernel's listen queue.
 Once vrs-rs runs, this process holds none of the sockets (no port is bound twice).

@@ -1,4 +1,4 @@
-"""The frontend <-> engine wire, version 1 (design §3).
+"""The frontend <-> engine wire, version 1 (docs/internals.md, "The wire").
 
 Every struct is a msgspec ``array_like`` struct: it travels as a positional msgpack
 array. The Rust mirror (crate ``vrs-wire``, ``rust/wire/src/lib.rs``) declares the

@@ -1,12 +1,14 @@
 """The frontend's side of the wire: an asyncio client for one or more engines.
 
-The frontend binds both sockets (design §3): the input ROUTER, to which every engine's
-DEALER connects (identity = engine index, 2 bytes LE), and the output PULL, to which
-every engine's PUSH connects. Requests go out as ``[identity, type_byte, msgpack]``;
-a reader, called back when the output socket turns readable, decodes ``EngineOutputs``
-and hands each request's outputs to its :class:`RequestStream`. The client keeps the
-latest ``SchedulerStats`` per engine and notices an engine's death two ways: the dead
-sentinel on the output socket, and the process exiting (a SIGKILLed engine sends nothing).
+The frontend binds both sockets (docs/internals.md, "The wire"): the input ROUTER, to
+which every engine's DEALER connects (identity = engine index, 2 bytes LE), and the
+output PULL, to which every engine's PUSH connects. Requests go out as
+``[identity, type_byte, msgpack]``; a reader, called back when the output socket turns
+readable, decodes ``EngineOutputs`` and hands each request's outputs to its
+:class:`RequestStream`.
+The client keeps the latest ``SchedulerStats`` per engine and notices an engine's death
+two ways: the dead sentinel on the output socket, and the process exiting (a SIGKILLed
+engine sends nothing).
 """
 
 from __future__ import annotations

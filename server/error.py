@@ -1,4 +1,4 @@
-"""The frontend's one error type and its HTTP mapping (design §7).
+"""The frontend's one error type and its HTTP mapping (docs/api.md, "Routes").
 
 Every failure a client can see is an :class:`APIError`. Its ``kind`` decides the HTTP
 status and the error ``type`` here and nowhere else; the Rust frontend

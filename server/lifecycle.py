@@ -1,6 +1,6 @@
 """``serve(args)``: the Python frontend process (``vrs serve --frontend python``).
 
-Order of events (design §2, "bind first, hand over second"):
+Order of events (docs/internals.md, "Processes: bind first, hand over second"):
 
 1. bind the HTTP listening socket (connections queue in the kernel from now on);
 2. bind the ZMQ input ROUTER and output PULL on ipc:// in a private temp dir;

@@ -1,7 +1,8 @@
 """The text path: tokenizer, chat template, incremental detokenizer, stop strings.
 
 The Rust crate ``rust/text`` implements the same algorithms; for the same model files
-both must give identical prompts, token ids and streamed text (design §4). The contract:
+both must give identical prompts, token ids and streamed text (docs/internals.md,
+"Text"). The contract:
 
 Tokenizer
     The model directory's ``tokenizer.json`` (loaded through transformers'

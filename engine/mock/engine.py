@@ -1,15 +1,16 @@
 """MockEngine: the real wire and scheduling shape, no model.
 
-Prefill is instant and every running request gets one seeded random token per step.
-It is the tool for measuring a frontend alone (design §5): it honours ``max_tokens``,
-``min_tokens``, EOS and ``stop_token_ids``, ``ignore_eos``, ``logprobs`` and aborts
-exactly like the real engine, so a frontend cannot tell the difference except by the
-text. Log-probabilities are made up but well formed: the sampled token's logprob and
-rank, and ``k`` top tokens with descending log-probabilities whose probabilities sum to
-at most 1 (the sampled token among them when its rank is within ``k``). Scripted
-replies (``mock_replies``, see engine/mock/replies.py) replace the random tokens of
-matching requests; replies are scripted or random, never sampled from logits, so
-``logit_bias``, ``allowed_token_ids`` and ``bad_words_token_ids`` do not apply to them.
+Prefill is instant and every running request gets one seeded random token per step. It is
+the tool for measuring a frontend alone (docs/internals.md, "The mock engine"): it
+honours ``max_tokens``, ``min_tokens``, EOS and ``stop_token_ids``, ``ignore_eos``,
+``logprobs`` and aborts exactly like the real engine, so a frontend cannot tell the
+difference except by the text. Log-probabilities are made up but well formed: the sampled
+token's logprob and rank, and ``k`` top tokens with descending log-probabilities whose
+probabilities sum to at most 1 (the sampled token among them when its rank is within
+``k``). Scripted replies (``mock_replies``, see engine/mock/replies.py) replace the
+random tokens of matching requests; replies are scripted or random, never sampled from
+logits, so ``logit_bias``, ``allowed_token_ids`` and ``bad_words_token_ids`` do not apply
+to them.
 
 Structured outputs are honoured: a constrained request's grammar is compiled as in the
 real engine (off the step loop, the request waiting meanwhile; a spec that does not

@@ -2,7 +2,7 @@
 
 torch's CPU ``argmax`` over the last dimension walks each row element by element: over
 64 rows of an 8k vocabulary it takes about 250 µs, over a 152k vocabulary about 3 ms, a
-large share of a decode step (docs/benchmarks.md "Greedy argmax"), while ``amax`` of the
+large share of a decode step (docs/lab/argmax-decode-bound-18.md), while ``amax`` of the
 same tensor is vectorized and 15-20x faster. So the row is cut into blocks of ``BLOCK``
 columns: the vectorized ``amax`` finds each block's maximum, the argmax of those (a
 short row) the first block that holds the row's maximum, and an argmax inside that one

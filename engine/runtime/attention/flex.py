@@ -12,7 +12,7 @@ kernel reads the blocks where they lie.
 
 Multi-token chunks go through the SDPA backend (a fresh prompt needs no gather there).
 Opt-in (``VRS_ATTENTION=flex``): on the CPU it measured 2-9x slower than gather + SDPA
-(docs/benchmarks.md "Paged attention backends").
+(docs/lab/paged-attention-gather-18.md).
 """
 
 from __future__ import annotations

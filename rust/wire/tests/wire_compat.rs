@@ -1,4 +1,5 @@
-//! Byte-level compatibility with `engine/protocol.py` (design §3, issue 2 item 3).
+//! Byte-level compatibility with `engine/protocol.py` (docs/internals.md "The wire";
+//! issue 2 item 3).
 //!
 //! 1. `tests/wire/make_fixtures.py` (which imports `engine.protocol` itself) writes one
 //!    msgpack fixture per case; each must decode into its Rust type, equal the value built
