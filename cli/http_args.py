@@ -73,7 +73,7 @@ def traces_endpoint(value: str | None) -> str | None:
     import os
 
     from engine.config import ConfigError
-    from server.trace import check_client_certificate, traces_url
+    from server.edge.trace import check_client_certificate, traces_url
 
     if value is not None:
         try:

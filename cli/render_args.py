@@ -3,7 +3,7 @@
 Keys (docs/internals.md): model, served_model_name, host, port, log_level,
 chat_template, chat_template_content_format, tokenizer, max_model_len, tool_call_parser,
 reasoning_parser, http. Rust:
-`vrs-rs render --args-json`; Python: ``server.render.serve_render`` in this process.
+`vrs-rs render --args-json`; Python: ``server.lifecycle.render.serve_render`` in this process.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def run_render(options: RenderOptions, frontend: str, console: Console) -> None:
         note_trust_remote_code(options.trust_remote_code, console)
         exec_rust(binary, "render", args)
         return
-    from server.render import serve_render
+    from server.lifecycle.render import serve_render
 
     args = build_args(options, console)
     _banner(args, "python", console)

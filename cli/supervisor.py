@@ -35,7 +35,7 @@ from rich.console import Console
 
 from cli.launch import cli_log, rust_argv
 from engine.process.launcher import EngineGroup, start_engines
-from server.listener import ListenError, bind_unix, remove_socket_file
+from server.edge.listener import ListenError, bind_unix, remove_socket_file
 
 ENGINE_STOP_GRACE_S = 5.0
 # vrs-rs gets --shutdown-timeout to drain, plus this, before it is killed.

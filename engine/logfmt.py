@@ -1,7 +1,7 @@
 """The one log line layout of vrs, in both languages:
 ``2026-12-01 20:15:07.123 INFO  [component] message`` (UTC, milliseconds, the level
 padded to five: TRACE DEBUG INFO WARN ERROR). rust/cli/src/logfmt.rs writes the same for
-vrs-rs; the engine (engine/__main__.py) and the Python server (server/lifecycle.py) use
+vrs-rs; the engine (engine/__main__.py) and the Python server (server/lifecycle/) use
 ``setup_logging`` here.
 """
 

@@ -2,16 +2,15 @@
 
 Same routes, fields, shapes, status codes and text algorithms as the Rust server
 (``rust/server``, ``rust/text``); a module here does the job of the Rust module of the
-same name. Modules: ``lifecycle`` (the process: ``serve(args)``, startup, signals, exit
-codes), ``routes`` (the ASGI route table and handlers), ``params`` (request validation;
-``sampling``: logit_bias, allowed_token_ids, bad_words, prompt_logprobs), ``batch``
-(batched completions prompts: fan-out into engine requests, merged choices and usage),
-``openai`` (request and response bodies), ``error`` (the error type and its HTTP mapping),
-``engine_client`` (the ZMQ engine client), ``balance`` (data parallel: the least-loaded
-engine), ``generation`` (one request's outputs to text), ``text`` (tokenizer, chat
-template, detokenizer, stop strings), ``prompt`` (request to engine input), ``choice`` and
-``response`` (choices to chunks and bodies), ``tools`` and ``reasoning`` (the streaming
-parsers, with ``markers``), ``logprobs``, ``metrics``, ``tokenize`` (/tokenize,
-/detokenize), ``render`` (the engine-less render service).
+same name, in the same folder and the same layers (docs/internals.md has the map; the
+import-linter contract in pyproject.toml keeps the order): ``lifecycle`` and ``args`` (the
+process and its settings) -> ``routes`` (the route tables, one module per endpoint) ->
+``dispatch`` (a generation request: admission, prompts, engine, response) -> ``state``
+(what handlers share) -> ``output`` (engine outputs to chunks and bodies) -> ``validate``
+(request bodies to checked prompts and settings) -> ``text`` (tokenizer, chat template,
+detokenizer, stop strings) -> ``parsers`` (tool calls, reasoning) -> ``openai`` (the bodies)
+-> ``logprobs`` -> ``engine_client`` (the ZMQ engine client; Rust's engine-client crate)
+-> ``edge`` (errors, auth, admission, body limits, metrics, traces, the listener, CORS,
+request ids) -> ``http_args`` (the args-json ``http`` object).
 docs/api.md lists every route and field.
 """

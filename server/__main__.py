@@ -1,4 +1,5 @@
-"""``python -m server --args-json '{...}'``: run the Python frontend.
+"""``python -m server --args-json '{...}'``: run the Python frontend. Rust: the vrs-rs
+binary (rust/cli/src/main.rs).
 
 The args-json map is the one ``vrs serve`` hands to vrs-rs (docs/internals.md).
 """

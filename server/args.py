@@ -1,7 +1,7 @@
 """The args-json map of the Python services (docs/internals.md), checked, with the
 defaults of ``rust/server/src/args.rs``: the keys both services take
 ([`CommonArgs`]), ``vrs serve``'s own ([`ServeArgs`]) and the checked serving settings
-([`Config`]). ``vrs render``'s own keys are ``server.render.RenderArgs``."""
+([`Config`]); ``vrs render``'s own ([`RenderArgs`])."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from server.batch import DEFAULT_MAX_BATCH_PROMPTS
-from server.content_format import check_option as check_content_format
+from server.edge.middleware import check as check_middleware
+from server.edge.trace import traces_url
 from server.http_args import HttpArgs, check_http_args
-from server.middleware import check as check_middleware
 from server.parsers.select import check_settings
-from server.routes import Options
-from server.trace import traces_url
+from server.state import Options
+from server.text.content_format import check_option as check_content_format
+from server.validate.prompt import DEFAULT_MAX_BATCH_PROMPTS
 
 LOG_LEVELS = ("trace", "debug", "info", "warning", "warn", "error", "critical")
 DEFAULT_HOST = "0.0.0.0"
@@ -180,3 +180,20 @@ def _options(raw: ServeArgs) -> Options:
                    otlp_traces_endpoint=raw.otlp_traces_endpoint,
                    collect_detailed_traces=raw.collect_detailed_traces,
                    enable_request_id_headers=raw.http.enable_request_id_headers)
+
+
+class RenderArgs(CommonArgs, forbid_unknown_fields=True):
+    """The args-json map of ``vrs render`` (docs/internals.md)."""
+
+    max_model_len: int | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+
+
+def parse_render_args(args: dict[str, Any]) -> RenderArgs:
+    """Check the args-json map; raises ValueError naming the problem."""
+    raw = convert_args(args, RenderArgs)
+    if raw.max_model_len is not None and raw.max_model_len < 1:
+        raise ValueError(f"max_model_len must be >= 1; got {raw.max_model_len}")
+    check_settings(raw.tool_call_parser, raw.reasoning_parser)
+    return raw

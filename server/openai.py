@@ -63,11 +63,11 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     user: str | None = None
     n: int | None = None
     prompt_logprobs: int | None = None
-    # Checked by server.sampling (raw JSON: the errors name the field, as Rust's).
+    # Checked by server.validate.sampling (raw JSON: the errors name the field, as Rust's).
     logit_bias: Any = None
     allowed_token_ids: Any = None
     bad_words: Any = None
-    # Checked by server.structured (raw JSON, as Rust keeps them).
+    # Checked by server.validate.structured (raw JSON, as Rust keeps them).
     response_format: Any = None
     structured_outputs: Any = None
     # Known, not implemented: accepted only with a value that asks for nothing.
@@ -143,7 +143,7 @@ class Usage(msgspec.Struct):
     tokens the engine found in its prefix cache (vLLM's shape; always present, 0 for a
     fresh prompt or before the engine's first output). ``completion_tokens_details
     .reasoning_tokens``: a chat answer's reasoning tokens, present only when the server has
-    a reasoning parser (``server/reasoning_tokens.py``)."""
+    a reasoning parser (``server/output/reasoning_tokens.py``)."""
 
     prompt_tokens: int
     completion_tokens: int

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 # The prefix of every temp entry vrs makes: cli/supervisor.py ("vrs-frontend-"),
-# engine/process/launcher.py ("vrs-hs-"), server/lifecycle.py ("vrs-frontend-") and
+# engine/process/launcher.py ("vrs-hs-"), server/lifecycle/ ("vrs-frontend-") and
 # vrs-rs (tempfile::Builder::new().prefix("vrs-")).
 VRS_TEMP_PREFIX = "vrs-"
 

@@ -17,7 +17,7 @@ the end of the output whatever is held goes to the side it was on.
 
 The parser also knows where, in the whole text pushed so far, the reasoning begins and
 ends (:meth:`ReasoningParser.side`): the generated tokens are counted as reasoning tokens
-by where their text begins (``server/reasoning_tokens.py``).
+by where their text begins (``server/output/reasoning_tokens.py``).
 """
 
 from __future__ import annotations

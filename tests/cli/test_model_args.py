@@ -173,8 +173,7 @@ def test_chat_template_content_format_reaches_the_args_json(demo_copy: Path) -> 
     from cli.render_args import RenderOptions
     from cli.render_args import build_args as render_args
     from cli.serve_args import ServeOptions, build_args
-    from server.args import parse_args
-    from server.render import parse_args as parse_render_args
+    from server.args import parse_args, parse_render_args
 
     for command in (serve, frontend, render):
         default = inspect.signature(command).parameters["chat_template_content_format"].default

@@ -32,7 +32,7 @@ from test_render import (
     template_messages,
 )
 
-from server.content_format import detect
+from server.text.content_format import detect
 
 LIST_AWARE = CORPUS / "list_aware.jinja"
 DEMO_TEMPLATE = (Path(__file__).resolve().parents[2] / "engine" / "mock" / "templates"

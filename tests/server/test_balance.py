@@ -1,4 +1,4 @@
-"""The Python frontend's data parallel choice (server/balance.py), the same rule as
+"""The Python frontend's data parallel choice (server/engine_client/balance.py), the same rule as
 rust/engine-client/src/balance.rs."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine import protocol as p
-from server.balance import least_loaded
+from server.engine_client.balance import least_loaded
 
 E0, E1, E2 = (p.engine_identity(i) for i in range(3))
 

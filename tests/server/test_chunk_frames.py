@@ -1,4 +1,4 @@
-"""server/chunk.py: a chunk built around its pre-encoded prefix is byte for byte the
+"""server/output/content_chunk.py: a chunk built around its pre-encoded prefix is byte for byte the
 chunk struct's own encoding (keys, order, escapes), for chat and completions."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import msgspec
 import pytest
 
 from server import openai as s
-from server.choice import ChatDelta
-from server.chunk import ChunkFrame
 from server.logprobs import ChatLogprobs, CompletionLogprobs, TokenLogprob, TopLogprob
+from server.output.choice import ChatDelta
+from server.output.content_chunk import ChunkFrame
 from server.parsers.tools import CallDelta
 
 _encode = msgspec.json.Encoder().encode

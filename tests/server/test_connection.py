@@ -1,4 +1,4 @@
-"""The Python servers' listener and connections (server/listener.py, server/connection.py)
+"""The Python servers' listener and connections (server/edge/listener/)
 on real loopback sockets, with a tiny ASGI app in a thread: the head timeout, the 431
 head limit, the keep-alive idle timeout, max_connections, the Unix socket's stale/live
 rule and a bad certificate. The same behaviour through the whole server, in every mode:
@@ -18,9 +18,9 @@ import httpx
 import pytest
 import uvloop
 
-from server.connection import http_server
+from server.edge.listener import Listener, ListenError, bind_listener, bind_unix, ssl_context
+from server.edge.listener.conn import http_server
 from server.http_args import HttpArgs
-from server.listener import Listener, ListenError, bind_listener, bind_unix, ssl_context
 
 REQUEST = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n"
 

@@ -1,4 +1,4 @@
-"""Chat template content format (server/content_format.py): detection against the shared
+"""Chat template content format (server/text/content_format.py): detection against the shared
 case table (rust/text/src/template/content_format/tests.rs reads the same file), the two
 formats' conversions, and ModelText rendering through transformers with each format."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from case_tables import case_table
 
-from server.content_format import apply, check_option, detect, resolve
+from server.text.content_format import apply, check_option, detect, resolve
 
 CASES = case_table("content_format")
 

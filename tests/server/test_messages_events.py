@@ -1,4 +1,4 @@
-"""A chat choice's pieces as an Anthropic message (server/messages/events.py): the blocks
+"""A chat choice's pieces as an Anthropic message (server/routes/messages/events.py): the blocks
 in generation order, the SSE event sequence, stop reasons, tool_use inputs."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 from server import openai as s
-from server.choice import ChatChoice
-from server.error import APIError, Dialect, ErrorKind
-from server.generation import Piece
-from server.messages.events import MessageShapes, stop_reason, tool_input
+from server.edge.error import APIError, Dialect, ErrorKind
+from server.output.choice import ChatChoice
+from server.output.generation import Piece
 from server.parsers.reasoning import markers_of
 from server.parsers.tools import ToolSettings
-from server.prompt import ChatOutput
+from server.routes.messages.events import MessageShapes, stop_reason, tool_input
+from server.validate.prompt import ChatOutput
 
 BEGIN, END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]

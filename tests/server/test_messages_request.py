@@ -1,4 +1,4 @@
-"""Anthropic Messages bodies -> chat requests (server/messages/request.py): every
+"""Anthropic Messages bodies -> chat requests (server/routes/messages/request.py): every
 translation rule, and every refusal naming its field path."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from server.error import APIError
-from server.messages.request import translate
+from server.edge.error import APIError
+from server.routes.messages.request import translate
 
 BASE = {"model": "demo", "max_tokens": 64}
 WEATHER = {"name": "get_weather", "description": "The weather.",

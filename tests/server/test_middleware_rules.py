@@ -1,5 +1,5 @@
-"""The browser-facing middleware as plain ASGI (server/cors.py, server/request_id.py,
-server/middleware.py) and the SSE keep-alive of server/response.py, without a server:
+"""The browser-facing middleware as plain ASGI (server/edge/cors.py, server/edge/request_id.py,
+server/edge/middleware.py) and the SSE keep-alive of server/output/sse.py, without a server:
 the same headers vrs-rs's tower-http layer sends (rust/server/src/edge/cors.rs tests)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from server import request_id
-from server.cors import Cors, CorsSettings, check
-from server.middleware import wrap
-from server.response import keep_alive
+from server.edge import request_id
+from server.edge.cors import Cors, CorsSettings, check
+from server.edge.middleware import wrap
+from server.output.sse import keep_alive
 
 Headers = dict[bytes, bytes]
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from engine import protocol as p
-from server.error import APIError
+from server.edge.error import APIError
+from server.edge.metrics import Metrics
 from server.logprobs import clamp
-from server.metrics import Metrics
 from server.parsers.markers import held_suffix
 from server.parsers.tools import (
     TOOL_CALL_PARSERS,

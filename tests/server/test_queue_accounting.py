@@ -1,4 +1,4 @@
-"""The bounded queue's accounting (server/queue.py), without a server: bounds, tickets
+"""The bounded queue's accounting (server/edge/queue.py), without a server: bounds, tickets
 that leave once, the 400 of a request that could never fit, deadlines."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from server.error import APIError, QueueTimeoutError
-from server.metrics import Rejection
-from server.queue import Queue
+from server.edge.error import APIError, QueueTimeoutError
+from server.edge.metrics import Rejection
+from server.edge.queue import Queue
 
 
 def test_off_without_limits() -> None:

@@ -1,4 +1,4 @@
-"""A chat choice's reasoning tokens (server/reasoning_tokens.py) on the shared case table
+"""A chat choice's reasoning tokens (server/output/reasoning_tokens.py) on the shared case table
 tests/parser_cases/reasoning_tokens.jsonl, as rust/server/src/output/reasoning_tokens.rs
 runs it: each case's pieces (text, and the offsets where their tokens' text begins)
 pushed through the reasoning parser, the count checked after every piece."""
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from case_tables import case_table
 
+from server.output.reasoning_tokens import ReasoningTokens
 from server.parsers.reasoning import ReasoningParser, markers_of
-from server.reasoning_tokens import ReasoningTokens
 
 CASES = case_table("reasoning_tokens")
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from server import params
-from server.error import APIError, mib, payload_too_large
-from server.invocations import NO_HANDLER, is_chat
+from server.edge.error import APIError, mib, payload_too_large
+from server.routes.invocations import NO_HANDLER, is_chat
+from server.validate import params
 
 USER = [{"role": "user", "content": "hi"}]
 

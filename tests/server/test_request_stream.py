@@ -1,4 +1,4 @@
-"""server/engine_client.py RequestStream: outputs reach the one consumer in batches, a
+"""server/engine_client/ RequestStream: outputs reach the one consumer in batches, a
 waiting consumer is woken by the next output or by a failure, a consumer that stops
 reading fails the stream past the limit, and a cancelled wait loses nothing."""
 
@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from engine import protocol as p
+from server.edge.error import APIError
 from server.engine_client import ClientDisconnected, RequestStream
-from server.error import APIError
 
 
 def _out(token: int) -> p.EngineCoreOutput:

@@ -1,5 +1,5 @@
 """A chat choice's deltas as Responses items and typed SSE events
-(server/responses/events.py): item order, every event's fields and sequence numbers, the
+(server/routes/responses/events.py): item order, every event's fields and sequence numbers, the
 whole body, ``incomplete`` on length, the error event."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import json
 from typing import Any
 
 from server import openai as s
-from server.choice import ChatChoice
-from server.error import APIError, ErrorKind
-from server.generation import Piece
+from server.edge.error import APIError, ErrorKind
+from server.output.choice import ChatChoice
+from server.output.generation import Piece
 from server.parsers.reasoning import markers_of
 from server.parsers.tools import ToolSettings
 from server.parsers.tools.formats import DEMO_BEGIN, DEMO_END
-from server.prompt import ChatOutput
-from server.responses.events import ResponseShapes
-from server.responses.request import Echo
+from server.routes.responses.events import ResponseShapes
+from server.routes.responses.request import Echo
+from server.validate.prompt import ChatOutput
 
 WEATHER = {"type": "function", "function": {"name": "get_weather"}}
 REPLY = ("Two plus two.</think>Let me check." + DEMO_BEGIN

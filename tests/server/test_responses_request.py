@@ -1,4 +1,4 @@
-"""The Responses body -> chat request translation (server/responses/request.py): every
+"""The Responses body -> chat request translation (server/routes/responses/request.py): every
 item kind, the merges of function_call items, tools / tool_choice / text / reasoning, and
 each refusal naming its field path."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from server.error import APIError
-from server.responses.request import Translated, translate
+from server.edge.error import APIError
+from server.routes.responses.request import Translated, translate
 
 FC = {"type": "function_call", "call_id": "call_1", "name": "get_weather",
       "arguments": '{"city": "Paris"}'}
@@ -180,7 +180,7 @@ def test_body_must_be_a_json_object() -> None:
 
 
 def test_chat_field_names_map_back() -> None:
-    from server.responses.request import responses_param
+    from server.routes.responses.request import responses_param
 
     assert [responses_param(p) for p in (
         None, "max_completion_tokens", "response_format", "response_format.json_schema.schema",

@@ -21,7 +21,7 @@ import tokenizers
 from processes import terminate, wait_healthy
 from server_kit import ROOT, PythonServer, free_port
 
-from server.sampling import bad_words_ids
+from server.validate.sampling import bad_words_ids
 
 USER = [{"role": "user", "content": "hi"}]
 VOCAB = 129280  # the demo model's vocab_size
@@ -107,7 +107,8 @@ def test_the_render_route_shows_the_wire_fields(demo_model: Path, tmp_path: Path
         "host": "127.0.0.1",
         "port": port,
     }
-    code = f"import sys; from server.render import serve_render; sys.exit(serve_render({args!r}))"
+    code = ("import sys; from server.lifecycle.render import serve_render; "
+            f"sys.exit(serve_render({args!r}))")
     log = open(tmp_path / "render.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-c", code],

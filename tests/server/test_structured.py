@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from engine import protocol as p
-from server import params, structured
-from server.error import APIError
+from server.edge.error import APIError
+from server.validate import params, structured
 
 USER = [{"role": "user", "content": "hi"}]
 SO = "structured_outputs"

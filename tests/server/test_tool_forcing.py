@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from engine import protocol as p
-from server.choice import ChatChoice
-from server.error import APIError
-from server.generation import Piece
+from server.edge.error import APIError
 from server.logprobs import TokenTexts
+from server.output.choice import ChatChoice
+from server.output.generation import Piece
 from server.parsers.reasoning import markers_of
 from server.parsers.tools import (
     TOOL_CALL_PARSERS,
@@ -30,8 +30,8 @@ from server.parsers.tools import (
     forced_tag,
     json_forced_tag,
 )
-from server.prompt import PromptBuilder
 from server.text import ModelText
+from server.validate.prompt import PromptBuilder
 
 USER = [{"role": "user", "content": "hi"}]
 SO = "structured_outputs"

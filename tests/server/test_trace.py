@@ -1,11 +1,11 @@
-"""server/trace.py without a server: the collector URL an endpoint names (the same table as
+"""server/edge/trace.py without a server: the collector URL an endpoint names (the same table as
 ``rust/server/src/edge/trace/tests.rs``), and traces off outside a traced request."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.trace import begin, check_client_certificate, traces_url
+from server.edge.trace import begin, check_client_certificate, traces_url
 
 
 @pytest.mark.parametrize(("endpoint", "url"), [

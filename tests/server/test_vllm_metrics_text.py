@@ -1,10 +1,10 @@
-"""server/vllm_metrics.py: the vllm:* text (mirrors the tests beside
+"""server/edge/vllm_metrics.py: the vllm:* text (mirrors the tests beside
 rust/server/src/edge/vllm_metrics.rs)."""
 
 from __future__ import annotations
 
 from engine import protocol as p
-from server.vllm_metrics import Siblings, VllmMetrics
+from server.edge.vllm_metrics import Siblings, VllmMetrics
 
 
 def rendered(m: VllmMetrics, stats: dict[int, p.SchedulerStats]) -> list[str]:

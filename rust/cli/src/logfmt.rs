@@ -1,6 +1,6 @@
 //! The one log line layout of vrs, in both languages:
 //! `2026-12-01 20:15:07.123 INFO  [vrs-rs] message` (UTC, milliseconds, the level padded
-//! to five). The Python side writes the same: engine/__main__.py and server/lifecycle.py
+//! to five). The Python side writes the same: engine/__main__.py and server/lifecycle/__init__.py
 //! (`LOG_FORMAT`).
 
 use std::fmt;

@@ -1,5 +1,6 @@
 """The tool-call parser names (``--tool-call-parser``, vLLM's names) and each format's
 marker strings, plus the prefill of the formats that force a call natively.
+Rust: rust/server/src/parsers/tools/formats.rs.
 
 The byte-level facts, per format (the parsers' modules hold the grammar):
 

@@ -1,5 +1,6 @@
 """Structural tags (xgrammar, compact JSON text) that make the engine generate a forced
 call under ``tool_choice`` ``required`` or a named function.
+Rust: rust/server/src/parsers/tools/grammar.rs.
 
 * ``demo`` / ``hermes`` (native forcing): the prompt is prefilled with the begin marker
   (and, for a named function, the body up to its arguments,
@@ -17,11 +18,18 @@ when it has none), at most one whitespace in a row.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from server.parsers.tools.formats import ToolFormat, call_prefix
 from server.parsers.tools.settings import ToolSettings
-from server.structured import compact
+
+
+def compact(value: Any) -> str:
+    """``value`` as compact JSON text (keys in order, non-ASCII kept), as
+    ``server.validate.structured.compact`` writes a schema."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
 
 _NO_PARAMETERS = {"type": "object", "properties": {}}
 

@@ -1,5 +1,6 @@
 """A chat request's tool settings: ``tools``, ``tool_choice`` and ``parallel_tool_calls``
-checked (400 naming the field). ``tool_choice``:
+checked (400 naming the field). Rust: rust/server/src/parsers/tools/settings.rs.
+``tool_choice``:
 
 * ``none``: the tools still go to the template; the output is not parsed;
 * ``auto`` (the default with tools): the output is parsed; text outside calls stays
@@ -13,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from server.error import bad_request
+from server.edge.error import bad_request
 
 
 class ToolSettings(msgspec.Struct):

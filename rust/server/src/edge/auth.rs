@@ -1,7 +1,7 @@
 //! The API key (`--api-key`, `VRS_API_KEY`): every `/v1/*` request and `/invocations`
 //! (it generates; vLLM guards it too) must carry `Authorization: Bearer <key>` or, as
 //! Anthropic's clients send it, `x-api-key: <key>`, compared in constant time; other routes (`/health`, `/ping`, `/metrics`, `/load`, …) stay open.
-//! Mirrors `authorized` and `protected` in `server/routes.py`.
+//! Mirrors `server/edge/auth.py`.
 
 use axum::http::{header, HeaderMap};
 

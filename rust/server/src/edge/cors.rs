@@ -14,7 +14,7 @@
 //! `Content-Type`. A preflight's answer may be cached for 600 s. `Vary` names what the
 //! answer depends on: `origin` (unless any origin gets `*`) and
 //! `access-control-request-headers` (when `*` echoes them). With request ids on,
-//! `X-Request-Id` is exposed to the page. Mirrors `server/cors.py`.
+//! `X-Request-Id` is exposed to the page. Mirrors `server/edge/cors.py`.
 
 use std::sync::Arc;
 use std::time::Duration;

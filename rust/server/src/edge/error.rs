@@ -76,7 +76,7 @@ pub enum ApiError {
 }
 
 /// The 413 message: the limit in MiB and in bytes, and the flag that raises it. Mirrors
-/// `payload_too_large` in `server/error.py`.
+/// `payload_too_large` in `server/edge/error.py`.
 fn too_large(limit: usize, flag: Option<&str>) -> String {
     let size = mib(limit);
     let mut message =

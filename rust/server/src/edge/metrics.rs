@@ -1,5 +1,5 @@
 //! `GET /metrics`: Prometheus text format (version 0.0.4), written by hand. Mirrors
-//! `server/metrics.py`: the same names, labels, help texts and buckets.
+//! `server/edge/metrics.py`: the same names, labels, help texts and buckets.
 //! Frontend metrics are counted here; the engine's come from its latest
 //! `SchedulerStats` (label `engine`). vLLM's names (`vllm:*`) come from
 //! [`super::vllm_metrics`], always served next to these.

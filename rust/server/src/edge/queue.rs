@@ -1,5 +1,5 @@
 //! The bounded queue in front of the engine (`--max-num-queued-reqs`,
-//! `--max-num-queued-tokens`, `--max-queue-wait`). Mirrors `server/queue.py`.
+//! `--max-num-queued-tokens`, `--max-queue-wait`). Mirrors `server/edge/queue.py`.
 //!
 //! An engine request is queued from its ADD until its first output arrives (the engine
 //! has scheduled it and finished its prefill); its tokens are its prompt's. A generation

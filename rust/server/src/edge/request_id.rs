@@ -7,7 +7,7 @@
 //!
 //! Engine request ids stay unique when clients reuse theirs: a client's id gets a fresh
 //! suffix in the engine ([`engine_id`]), so two requests sharing an id never share an
-//! engine request (whose outputs would then merge). Mirrors `server/request_id.py`.
+//! engine request (whose outputs would then merge). Mirrors `server/edge/request_id.py`.
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};

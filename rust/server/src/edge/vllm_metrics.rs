@@ -1,5 +1,5 @@
 //! vLLM's metric names (`vllm:*`) on `GET /metrics`, so a vLLM Grafana dashboard works
-//! against vrs. Mirrors `server/vllm_metrics.py`: the same names, help texts, buckets
+//! against vrs. Mirrors `server/edge/vllm_metrics.py`: the same names, help texts, buckets
 //! and labels (`model_name` and `engine` on every series, as vLLM's
 //! `vllm/v1/metrics/loggers.py` has them). Counters follow `prometheus_client`: the
 //! `# TYPE` line names the base name, the sample carries `_total`.

@@ -1,4 +1,4 @@
-//! A completions request's prompts × `n` choices (mirrors `server/batch.py`): the
+//! A completions request's prompts × `n` choices (mirrors `server/output/batch.py`): the
 //! fan-out into engine requests and the merge of the choices' usage. Choice `j` of
 //! prompt `i` has index `i * n + j`; engine request ids are `ID-<index>` when there is
 //! more than one choice, and each prompt's choices get seeds `seed + j`, so a prompt in

@@ -1,6 +1,6 @@
 //! One choice of a response: its generation's pieces turned into the endpoint's deltas
 //! (streamed) and accumulated into its final form (not streamed). Mirrors
-//! `server/choice.py`.
+//! `server/output/choice.py`.
 //!
 //! Chat: text → reasoning parser (when the server has one, the prompt does not force a
 //! tool call and no structured-output constraint applies: the grammar starts at the

@@ -3,7 +3,7 @@
 //! whose text begins inside the reasoning block, its start and end markers included (when
 //! the prompt leaves the block open, from the first token on). So a choice's completion
 //! tokens are its reasoning tokens plus the tokens of its answer (content, tool calls).
-//! Mirrors `server/reasoning_tokens.py`.
+//! Mirrors `server/output/reasoning_tokens.py`.
 //!
 //! A token's place is where its text begins in the generation's text
 //! ([`crate::output::generation::Piece::token_offsets`]); a token the reasoning parser

@@ -1,6 +1,6 @@
 //! The response of a generation request: its choices' generations, streamed (SSE) or
 //! whole (one JSON body), within the request's deadline. Mirrors
-//! `server/response.py`; the endpoint-specific shapes come from a [`Shapes`].
+//! `server/output/response.py`; the endpoint-specific shapes come from a [`Shapes`].
 //!
 //! SSE: chat starts with a role chunk per choice; each choice's chunks carry its
 //! `index`; a piece that adds nothing visible (text held back by a parser) sends no

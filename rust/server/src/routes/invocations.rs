@@ -3,7 +3,7 @@
 //! `prompt` a completion request (`/v1/completions`), tried in that order as vLLM does;
 //! anything else is a 400 naming both. The chosen endpoint then runs exactly as on its
 //! own path (admission, checks, streaming, error bodies). `GET|POST /ping` is
-//! [`crate::routes::health::health`]. Mirrors `server/invocations.py`.
+//! [`crate::routes::health::health`]. Mirrors `server/routes/invocations.py`.
 
 use std::collections::HashMap;
 
@@ -149,7 +149,7 @@ mod tests {
         // Nested keys do not count.
         assert_eq!(error_of(r#"{"x": {"messages": []}}"#), NO_HANDLER);
         assert_eq!(error_of(r#"{"model": "m", "messages": null}"#), NO_HANDLER);
-        // Values are skipped unchecked (as in server/invocations.py): the endpoint reports them.
+        // Values are skipped unchecked (as in server/routes/invocations.py): the endpoint reports them.
         assert_eq!(error_of(r#"{"a": 1e400}"#), NO_HANDLER);
     }
 

@@ -1,6 +1,6 @@
 //! `GET /metrics`: the Prometheus text of [`crate::edge::metrics`], with the engines'
 //! latest stats and the requests routed to each, then the `vllm:*` series of
-//! [`crate::edge::vllm_metrics`]. Mirrors `server/routes.py` (`metrics`).
+//! [`crate::edge::vllm_metrics`]. Mirrors `server/routes/metrics.py`.
 
 use axum::extract::State;
 use axum::http::header;

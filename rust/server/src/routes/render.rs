@@ -1,7 +1,7 @@
 //! The render routes of the engine-less render service (template + tokenization only).
 //!
 //! Needs only the model's tokenizer and config files. Routes (same shapes and errors as
-//! `server/render.py`): `POST /v1/chat/completions/render` and
+//! `server/routes/render.py`): `POST /v1/chat/completions/render` and
 //! `POST /v1/completions/render` run the serving path's own prompt builder
 //! ([`crate::validate::prompt`]) and answer with what the engine would receive (`request_id`,
 //! `model`, `prompt`, `prompt_token_ids`, `sampling_params` with the wire's field names);

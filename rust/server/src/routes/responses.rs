@@ -5,7 +5,7 @@
 //! service) answers what `/v1/chat/completions/render` answers for the translated
 //! request. A stored response's routes (`GET`/`DELETE /v1/responses/{id}`, `POST
 //! …/{id}/cancel`, `GET …/{id}/input_items`) are a 404: nothing is stored. Mirrors
-//! `server/responses/__init__.py`.
+//! `server/routes/responses/__init__.py`.
 
 use std::sync::{Arc, OnceLock};
 

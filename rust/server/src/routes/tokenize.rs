@@ -1,5 +1,5 @@
 //! `POST /tokenize` and `POST /detokenize` (vLLM's shapes). Mirrors
-//! `server/tokenize.py`.
+//! `server/routes/tokenize.py`.
 //!
 //! /tokenize takes a completion-style body (`prompt`, `add_special_tokens` default true)
 //! or, when it has `messages`, a chat-style one (the chat template with

@@ -1,6 +1,6 @@
 //! Request body → what the engine receives: the prompt, its token ids and the lowered
 //! sampling parameters. One implementation for the serving routes (`chat`,
-//! `completions`) and the render service (`render`); mirrors `server/prompt.py`.
+//! `completions`) and the render service (`render`); mirrors `server/validate/prompt.py`.
 //!
 //! Check order (the same in both frontends): JSON, keys, types, values, the
 //! structured-output constraint (400) → model (404) → messages / prompt (400) → tools (a

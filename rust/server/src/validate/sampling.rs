@@ -1,4 +1,4 @@
-//! The sampling fields beyond the plain numbers (mirrors `server/sampling.py`):
+//! The sampling fields beyond the plain numbers (mirrors `server/validate/sampling.py`):
 //! `logit_bias`, `allowed_token_ids`, `bad_words` (tokenized here), `prompt_logprobs`,
 //! and the logprobs / echo fields of each endpoint. Every error names its field.
 //!

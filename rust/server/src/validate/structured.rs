@@ -1,7 +1,7 @@
 //! Structured outputs: a request's `response_format` and `structured_outputs` checked and
 //! lowered into the engine's [`StructuredOutputs`]; every error is a 400 naming the field.
 //!
-//! Mirrors `server/structured.py` rule for rule, in the same order:
+//! Mirrors `server/validate/structured.py` rule for rule, in the same order:
 //!
 //! 1. `response_format`: null or `{"type": "text"}` asks for nothing; `json_object` is
 //!    JSON mode; `json_schema` needs an object `json_schema` with an object `schema` and a

@@ -1,6 +1,6 @@
 //! Chat template content format: how a message's content reaches the chat template
 //! (`--chat-template-content-format`, vLLM's option and values). Mirrors
-//! `server/content_format.py` rule for rule.
+//! `server/text/content_format.py` rule for rule.
 //!
 //! - `string`: a list of text parts is joined with `"\n"`; a string stays; null stays
 //!   absent.

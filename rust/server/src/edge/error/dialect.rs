@@ -1,6 +1,6 @@
 //! The error dialects: an [`ApiError`] answered as the OpenAI API does (every route but
 //! Anthropic's) or as Anthropic's Messages API does (`/v1/messages*`), with that API's
-//! status codes and body. Mirrors `Dialect` in `server/error.py`.
+//! status codes and body. Mirrors `Dialect` in `server/edge/error.py`.
 
 use axum::http::StatusCode;
 use serde::Serialize;

@@ -1,6 +1,6 @@
 //! The response of `POST /v1/responses`: one chat choice's deltas (reasoning, content,
 //! tool calls, finish) as output items, streamed as typed SSE events or whole. Mirrors
-//! `server/responses/events.py`.
+//! `server/routes/responses/events.py`.
 //!
 //! Items start in the order the generation starts them: reasoning, message (a new one
 //! when content follows a call or reasoning), function_call (one per chat tool call).

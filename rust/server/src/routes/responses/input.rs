@@ -1,5 +1,5 @@
 //! A Responses `input` → chat messages. Mirrors `messages` in
-//! `server/responses/request.py`.
+//! `server/routes/responses/request.py`.
 //!
 //! A string is one user message. A list holds items: `message` (type "message" or
 //! absent; role developer → system; content a string or text parts), `function_call`

@@ -1,6 +1,6 @@
 //! A `POST /v1/responses` body → the equivalent chat completions request (a JSON
 //! object for [`crate::validate::prompt::chat`]) and what the response object echoes.
-//! Mirrors `server/responses/request.py`.
+//! Mirrors `server/routes/responses/request.py`.
 //!
 //! Checks, in order: JSON object → unknown top-level keys (body order: "unknown field
 //! 'X'") → the stateful or unimplemented features that ask for something (400 naming

@@ -1,0 +1,92 @@
+"""Dispatch of a generation request (chat, completions, and the Responses and Messages
+APIs on the chat pipeline): admission, the body, the prompts; then the engine requests
+and the response, streamed or whole. Rust: rust/server/src/dispatch.rs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from server.edge import Receive, Send, send_json, trace
+from server.edge import request_id as request_ids
+from server.engine_client import ClientDisconnected
+from server.output import batch, response
+from server.output.generation import Generation
+from server.parsers.reasoning import markers_of
+from server.state import State
+from server.validate.params import Settings
+from server.validate.prompt import Prompt
+
+logger = logging.getLogger("vrs.frontend")
+
+# What a generation route makes of its body: its prompts (one, but for a batched
+# completions request).
+Build = Callable[[bytes], Awaitable[list[Prompt]]]
+# The response shapes for the prompts and the request id (``PREFIX-<32 hex>``).
+ShapesOf = Callable[[list[Prompt], str], response.Shapes]
+
+
+async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    for generation in generations:
+        generation.cancel()
+
+
+async def generate(state: State, receive: Receive, send: Send, build: Build,
+                   shapes_of: ShapesOf, id_prefix: str | Callable[[], str]) -> None:
+    """A generation request on the chat / completions pipeline (also the Responses
+    and Messages APIs'): admission, the body, the prompts ``build`` makes of it, the
+    engine requests (ids ``<id_prefix>-<32 hex>``, or the client's id with request ids
+    on: ``server/edge/request_id.py``; a callable prefix is asked once the prompts are
+    built), then the answer in the shapes ``shapes_of`` makes.
+    Errors before the response starts propagate to the dispatcher (in the path's
+    dialect); later ones take the shapes' dialect."""
+    arrival = time.perf_counter()
+    # The request's span (when traces are on) starts now: a refused request has one too.
+    traced = trace.begin()
+    timeout = state.options.request_timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
+    state.admission.admit()
+    try:
+        body = await state.body(receive)
+        prompts = await build(body)
+        prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
+        rid, engine_rid = request_ids.engine_id(prefix)
+        generations = batch.fan_out(
+            state.client, state.text, state.metrics, engine_rid, prompts, arrival, state.queue,
+            traced, markers_of(state.options.reasoning_parser) is not None)
+        if traced is not None:
+            traced.queued(rid, (len(prompt.ids) for prompt in prompts))
+        settings = prompts[0].settings
+        logger.debug("accepted request_id=%s engine_request_id=%s prompts=%d "
+                     "prompt_tokens=%d n=%d stream=%s", rid, engine_rid, len(prompts),
+                     sum(len(p.ids) for p in prompts), settings.n, settings.stream)
+        shapes = shapes_of(prompts, rid)
+        await _run(state, receive, send, generations, shapes, prompts[0].settings,
+                   deadline, timeout or 0.0)
+    finally:
+        state.admission.release()
+
+
+async def _run(state: State, receive: Receive, send: Send, generations: list[Generation],
+               shapes: response.Shapes, settings: Settings, deadline: float | None,
+               timeout: float) -> None:
+    watcher = asyncio.ensure_future(_watch_disconnect(receive, generations))
+    try:
+        if settings.stream:
+            await response.stream(send, generations, shapes, settings.include_usage,
+                                  deadline, timeout, settings.constraint is not None,
+                                  state.options.sse_keep_alive_interval)
+        else:
+            status, body, headers = await response.whole(generations, shapes, deadline,
+                                                         timeout)
+            await send_json(send, status, body, headers)
+    except ClientDisconnected:
+        logger.debug("%s: the client went away", generations[0].request_id)
+    finally:
+        watcher.cancel()
+        for generation in generations:
+            generation.close()

@@ -1,0 +1,201 @@
+"""The route tables, in one place: the serving API (:class:`App`, a plain ASGI application
+served by uvicorn) and the engine-less render service (:class:`RenderApp`), and the
+:func:`guard` every request passes. Each endpoint is a module below.
+Rust: rust/server/src/routes.rs.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON, or SSE when
+``stream`` is true), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus
+text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``GET
+/version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
+/ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
+``server/routes/invocations.py``), OpenAI's Responses API (``POST /v1/responses``, stateless, on
+the chat pipeline, and 404s for the stored-response routes: ``server/routes/responses/``),
+Anthropic's ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``
+(``server/routes/messages/``); anything else is a JSON 404, a known path with the wrong method a
+JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
+``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as the Rust server
+(``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
+``routes/invocations.rs``, ``dispatch.rs``, ``output/response.rs``):
+
+API key (401 on ``/v1/*`` and ``/invocations``, when the server has one) -> admission (429
+with Retry-After when ``max_concurrent_requests`` generation requests are in flight) -> body
+(413 over ``max_request_body``) -> (``/invocations``: the endpoint, 400 when the body names
+neither) -> JSON, keys, types, values (400) -> model (404) ->
+messages / prompt -> template + tokenization, off the event loop (400 on a template
+error) -> context length (400) -> the queue (503 with Retry-After when full:
+``server/edge/queue.py``) -> engine (503 when it is dead). ``n`` choices are ``n``
+engine requests, for each prompt of a batched completions request (``server/output/batch.py``).
+A client that disconnects aborts its engine requests; the deadline (``request_timeout``)
+aborts them with 504 or an SSE error event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from server.edge import Handler, Receive, Scope, Send, allowed_methods
+from server.edge.auth import authorized, protected
+from server.edge.body import ClientGone
+from server.edge.error import APIError, Dialect, ErrorKind, send_error
+from server.edge.metrics import Metrics
+from server.routes import (
+    chat_completions,
+    completions,
+    health,
+    invocations,
+    messages,
+    metrics,
+    models,
+    render,
+    responses,
+    tokenize,
+)
+from server.state import RenderState, State
+
+logger = logging.getLogger("vrs.frontend")
+
+__all__ = ["App", "RenderApp", "guard", "render_router", "router"]
+
+Routes = dict[str, tuple[str | tuple[str, ...], Handler]]
+
+
+def router(state: State) -> Routes:
+    """The serving API's routes."""
+
+    def on(handler: Any) -> Handler:
+        return functools.partial(handler, state)
+
+    return {
+        "/v1/chat/completions": ("POST", on(chat_completions.chat_completions)),
+        "/v1/completions": ("POST", on(completions.completions)),
+        "/v1/models": ("GET", on(models.models)),
+        "/health": ("GET", on(health.health)),
+        "/metrics": ("GET", on(metrics.metrics)),
+        "/load": ("GET", on(health.load)),
+        "/version": ("GET", health.version),
+        "/ping": (("GET", "POST"), on(health.health)),
+        "/invocations": ("POST", on(invocations.invocations)),
+        "/tokenize": ("POST", on(tokenize.tokenize)),
+        "/detokenize": ("POST", on(tokenize.detokenize)),
+        "/v1/responses": ("POST", on(responses.create)),
+        responses.PREFIX: (("GET", "POST", "DELETE"), responses.stored),
+        "/v1/messages": ("POST", on(messages.messages)),
+        "/v1/messages/count_tokens": ("POST", on(messages.count_tokens)),
+    }
+
+
+def render_router(state: RenderState) -> Routes:
+    """The render service's routes."""
+
+    def on(handler: Any) -> Handler:
+        return functools.partial(handler, state)
+
+    return {
+        "/v1/chat/completions/render": ("POST", on(render.chat)),
+        "/v1/completions/render": ("POST", on(render.completion)),
+        "/v1/responses/render": ("POST", on(render.responses)),
+        "/v1/messages/render": ("POST", on(render.messages)),
+        "/v1/models": ("GET", on(models.render_models)),
+        "/health": ("GET", health.render_health),
+    }
+
+
+class App:
+    """The serving API's ASGI callable; ``state.client`` must be started before requests
+    arrive."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self._routes = router(state)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        traces = self.state.traces
+        if traces is not None and scope["type"] == "http":
+            await traces.handle(scope, receive, send, self._dispatch)
+        else:
+            await self._dispatch(scope, receive, send)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await guard(self._routes, scope, receive, send, self.state.api_key,
+                    self.state.metrics)
+
+
+class RenderApp:
+    """The ASGI callable of the render service."""
+
+    def __init__(self, state: RenderState) -> None:
+        self.state = state
+        self._routes = render_router(state)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await guard(self._routes, scope, receive, send)
+
+
+def find_route(routes: Routes, path: str) -> tuple[str | tuple[str, ...], Handler] | None:
+    """The route at ``path``: its exact entry, else the entry of the longest key ending in
+    ``/`` that ``path`` extends (``/v1/responses/`` serves ``/v1/responses/{id}...``)."""
+    route = routes.get(path)
+    if route is not None:
+        return route
+    best = ""
+    for key in routes:
+        if key.endswith("/") and path.startswith(key) and len(path) > len(key) \
+                and len(key) > len(best):
+            best = key
+    return routes[best] if best else None
+
+
+async def guard(routes: Routes, scope: Scope,
+                   receive: Receive,
+                   send: Send, api_key: bytes | None = None,
+                   metrics: Metrics | None = None) -> None:
+    """Routes one ASGI request: 401 without the API key on /v1/*, JSON 404 / 405,
+    APIError bodies (in the path's dialect), 500 for our own bugs; counts it in
+    ``metrics``."""
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    status = [0]
+    if metrics is not None:
+        inner = send
+
+        def send(message: dict[str, Any]) -> Awaitable[None]:
+            # Not a coroutine of its own: a streamed token's body goes straight to the
+            # server's send, with no extra frame per message.
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            return inner(message)
+
+    route = find_route(routes, path)
+    dialect = Dialect.for_path(path)
+    try:
+        if api_key is not None and protected(path) and not authorized(scope, api_key):
+            raise APIError(ErrorKind.UNAUTHORIZED, "invalid or missing API key: send "
+                           "`Authorization: Bearer <key>` or `x-api-key: <key>`",
+                           headers=[(b"www-authenticate", b"Bearer")])
+        if route is None:
+            raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {path}")
+        method, handler = route
+        methods = allowed_methods(method)
+        if scope["method"] not in methods:
+            await send_error(send, APIError(ErrorKind.METHOD_NOT_ALLOWED,
+                                            f"Method Not Allowed: {scope['method']} {path}"),
+                             [(b"allow", ",".join(methods).encode())], dialect)
+            return
+        await handler(scope, receive, send)
+    except APIError as error:
+        await send_error(send, error, dialect=dialect)
+    except ClientGone:
+        return
+    except Exception:  # our bug: a 500 with the error body, if the response has not begun
+        logger.exception("internal error on %s %s", scope["method"], path)
+        with contextlib.suppress(Exception):
+            await send_error(send, APIError(ErrorKind.INTERNAL, "internal server error"),
+                             dialect=dialect)
+    finally:
+        if metrics is not None and status[0]:
+            metrics.request(path, status[0])

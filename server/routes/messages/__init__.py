@@ -1,0 +1,52 @@
+"""Anthropic's Messages API on the chat pipeline: ``POST /v1/messages`` and ``POST
+/v1/messages/count_tokens`` (docs/api.md, "Messages"; Rust: rust/server/src/routes/messages.rs).
+
+The body is translated into the equivalent chat request (:mod:`server.routes.messages.request`)
+and built by the chat prompt builder (template, tokenization, tool and reasoning parsers,
+stop strings, admission, timeout, abort on disconnect: all chat's); the one chat choice's
+deltas become the message's content blocks and events (:mod:`server.routes.messages.events`).
+Errors are in Anthropic's shape (the dispatcher's dialect for ``/v1/messages*``).
+count_tokens answers ``{"input_tokens": N}``, the rendered prompt's length, and is not
+admission-limited.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from server.dispatch import generate
+from server.edge import Receive, Scope, Send, send_json
+from server.output.choice import ChatChoice
+from server.parsers.reasoning import markers_of
+from server.routes.messages.events import MessageShapes
+from server.routes.messages.request import translate
+from server.state import State
+from server.validate.prompt import Prompt
+
+__all__ = ["count_tokens", "messages"]
+
+_encode = msgspec.json.Encoder().encode
+
+
+async def messages(state: State, scope: Scope, receive: Receive, send: Send) -> None:
+    reasoning = state.prompts.reasoning_markers is not None
+
+    async def build(body: bytes) -> list[Prompt]:
+        chat = translate(body, reasoning=reasoning)
+        return [await state.prompts.chat(_encode(chat))]
+
+    def shapes_of(prompts: list[Prompt], rid: str) -> MessageShapes:
+        prompt = prompts[0]
+        assert prompt.chat is not None
+        choice = ChatChoice(0, prompt.chat, markers_of(state.options.reasoning_parser), None,
+                            state.token_texts)
+        return MessageShapes(rid.split("-", 1)[1], state.model_name, choice, len(prompt.ids))
+
+    await generate(state, receive, send, build, shapes_of, "msg")
+
+
+async def count_tokens(state: State, scope: Scope, receive: Receive, send: Send) -> None:
+    body = await state.body(receive)
+    chat = translate(body, reasoning=state.prompts.reasoning_markers is not None, count=True)
+    prompt = await state.prompts.chat(_encode(chat))
+    await send_json(send, 200, _encode({"input_tokens": len(prompt.ids)}))
