@@ -103,7 +103,7 @@ def start_engines(
     frontend's terminal do not reach it and it can be stopped as a group. On any failure
     every engine started here is stopped before the error is raised.
     """
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     tmpdir = None
