@@ -33,7 +33,7 @@ class EngineStartError(RuntimeError):
 class EngineGroup:
     """Engines this process started (and their READY messages), stopped together."""
 
-    processes: dict[int, subprocess.Popen] = field(default_factory=dict)
+    processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     readies: dict[int, p.Ready] = field(default_factory=dict)
 
     def pids(self) -> list[int]:
@@ -131,7 +131,7 @@ def start_engines(
     return group
 
 
-def _handshake(router: zmq.Socket, group: EngineGroup, engine_config: dict[str, Any],
+def _handshake(router: zmq.Socket[bytes], group: EngineGroup, engine_config: dict[str, Any],
                input_address: str, output_address: str, expected: range) -> None:
     timeout = ready_timeout_s()
     deadline = time.monotonic() + timeout

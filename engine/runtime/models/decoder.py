@@ -51,10 +51,13 @@ def _onednn_linear(
     """
     rows = x.shape[0]
     padded = row_bucket(rows)
+    # torch.ops.* are typed Any; the annotated locals say what these return.
     if padded != rows:
         x = F.pad(x, (0, 0, 0, padded - rows))
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")[:rows]
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        return out[:rows]
+    out = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return out
 
 
 # The row count oneDNN picks a packed weight layout for: a decode step's batch.
@@ -63,7 +66,8 @@ PACK_ROWS = 64
 
 def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` reordered once into oneDNN's blocked layout (an opaque mkldnn tensor)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+    packed: torch.Tensor = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+    return packed
 
 
 def _same(weight: torch.Tensor) -> torch.Tensor:
