@@ -7,8 +7,14 @@ docs/benchmarking/cli.md in the vllm-project/vllm repository).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from typer.core import TyperCommand
+
+if TYPE_CHECKING:
+    # typer ships its own click (typer._click); TyperCommand.parse_args takes its Context.
+    from typer._click import Context
 
 # vLLM backend name -> the vrs backend that sends the same requests.
 BACKENDS = {
@@ -100,7 +106,7 @@ class VllmFlagsCommand(TyperCommand):
     """Refuses vLLM-only flags with a message naming what vrs offers instead (click's
     own 'No such option' would say nothing of it)."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         known = {name for param in self.params for name in getattr(param, "opts", [])}
         for index, arg in enumerate(args):
             if arg == "--":

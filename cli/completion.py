@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer.main
+from typer.core import TyperGroup
 
 FILES = {"bash": "vrs.bash", "zsh": "_vrs", "fish": "vrs.fish"}
 
@@ -48,10 +49,11 @@ def _flags(command: Any) -> list[Flag]:
         if not names:  # a positional argument
             continue
         annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
-        is_enum = isinstance(annotation, type) and issubclass(annotation, Enum)
+        enum = (annotation if isinstance(annotation, type) and issubclass(annotation, Enum)
+                else None)
         flags.append(Flag(names=names, help=_first_line(getattr(param, "help", "")),
                           takes_value=not param.is_flag and not param.count,
-                          choices=[str(m.value) for m in annotation] if is_enum else [],
+                          choices=[str(m.value) for m in enum] if enum is not None else [],
                           is_path=isinstance(annotation, type) and issubclass(annotation, Path)))
     flags.append(Flag(["--help"], "Show help and exit.", False, [], False))
     return flags
@@ -68,6 +70,7 @@ def commands() -> tuple[list[Flag], list[Command]]:
     from cli.main import app
 
     root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)  # the app has subcommands
     return _flags(root), [_command(name, cmd) for name, cmd in sorted(root.commands.items())]
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import shutil
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import click
 import typer
 from typer.core import MarkupMode, TyperGroup
+
+if TYPE_CHECKING:
+    # typer ships its own click (typer._click); TyperGroup's methods take its types.
+    from typer._click import Context, HelpFormatter
 
 from cli import __version__
 from cli.commands import bench as bench_command
@@ -32,7 +35,7 @@ class CommandGroup(TyperGroup):
     """Plain help lists each subcommand's whole first sentence, wrapped (click would cut
     it at the terminal width with `...`)."""
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         rows = []
         for name in self.list_commands(ctx):
             command = self.get_command(ctx, name)

@@ -266,7 +266,7 @@ class Supervisor:
             if engines is not None:
                 engines.stop(grace_s=ENGINE_STOP_GRACE_S)
 
-    def _supervise(self, child: subprocess.Popen, engines: EngineGroup) -> int:
+    def _supervise(self, child: subprocess.Popen[bytes], engines: EngineGroup) -> int:
         forwarded = 0
         kill_at: float | None = None
         while True:
@@ -297,7 +297,7 @@ class Supervisor:
             time.sleep(0.05)
 
 
-def _stop_child(child: subprocess.Popen, grace_s: float) -> None:
+def _stop_child(child: subprocess.Popen[bytes], grace_s: float) -> None:
     if child.poll() is None:
         child.send_signal(signal.SIGTERM)
         try:

@@ -23,7 +23,7 @@ LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} "
 class Layout(logging.Formatter):
     """The layout; the component is fixed (``engine 0``) or, when None, the logger name."""
 
-    converter = time.gmtime
+    converter = staticmethod(time.gmtime)
 
     def __init__(self, component: str | None = None) -> None:
         where = "%(name)s" if component is None else component.replace("%", "%%")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: install vrs with its test extras, then run every test.
-# Builds vrs-rs through maturin (release), then ruff, import-linter, the Rust module-cycle
-# check, cargo fmt/clippy/test, pytest, and the engine tests again as on an AVX2-only CPU.
+# Builds vrs-rs through maturin (release), then ruff, import-linter, mypy, the Rust
+# module-cycle check, cargo fmt/clippy/test, pytest, and the engine tests again as on an
+# AVX2-only CPU.
 # Installs into the interpreter $PYTHON (default: python3, i.e. the active venv's, or the
 # system's); .ci/run runs it inside a fresh venv.
 set -euo pipefail
@@ -23,6 +24,8 @@ echo "== lint"
 # import-linter: the Python layers ([tool.importlinter] in pyproject.toml). What the
 # `lint-imports` script runs, called through $PYTHON so no PATH or scripts dir matters.
 "$PYTHON" -c 'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())'
+# mypy: the type checker ([tool.mypy] in pyproject.toml says what and how strictly).
+"$PYTHON" -m mypy
 # The Rust layers: crates cannot form a cycle; modules inside a crate must not either.
 "$PYTHON" scripts/check_module_cycles.py
 (cd rust && cargo fmt --all -- --check)

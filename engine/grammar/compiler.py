@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -121,7 +122,7 @@ class GrammarCompiler:
             if future is None:
                 future = self._pool.submit(self._compile, spec)
                 self._inflight[key] = future
-                future.add_done_callback(lambda f, key=key: self._store(key, f))
+                future.add_done_callback(functools.partial(self._store, key))
         return GrammarJob(future, self)
 
     def cached(self, spec: p.StructuredOutputs) -> bool:

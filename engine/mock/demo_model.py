@@ -17,6 +17,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 DEMO_MODEL_NAME = "vrs-demo-qwen3-tiny"
 # Bump when anything written below changes, so an old cache is rebuilt.
@@ -125,18 +129,22 @@ def build_demo_model(directory: Path) -> None:
     )
 
 
-def _random_weights(generator) -> dict:
+def _random_weights(generator: torch.Generator) -> dict[str, torch.Tensor]:
     import torch
 
-    c = DEMO_MODEL_CONFIG
-    hidden, inter = c["hidden_size"], c["intermediate_size"]
-    heads, kv_heads, head_dim = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    def c(key: str) -> int:
+        value = DEMO_MODEL_CONFIG[key]
+        assert isinstance(value, int), key
+        return value
+
+    hidden, inter = c("hidden_size"), c("intermediate_size")
+    heads, kv_heads, head_dim = c("num_attention_heads"), c("num_key_value_heads"), c("head_dim")
 
     def normal(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator) * 0.02
 
-    weights = {"model.embed_tokens.weight": normal(c["vocab_size"], hidden)}
-    for i in range(c["num_hidden_layers"]):
+    weights = {"model.embed_tokens.weight": normal(c("vocab_size"), hidden)}
+    for i in range(c("num_hidden_layers")):
         prefix = f"model.layers.{i}"
         weights.update({
             f"{prefix}.input_layernorm.weight": torch.ones(hidden),

@@ -64,8 +64,8 @@ class EngineCore:
         self,
         backend: EngineBackend,
         engine_index: int,
-        input_socket: zmq.Socket,
-        output_socket: zmq.Socket,
+        input_socket: zmq.Socket[bytes],
+        output_socket: zmq.Socket[bytes],
     ) -> None:
         self.backend = backend
         self.engine_index = engine_index

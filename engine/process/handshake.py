@@ -56,7 +56,7 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _watch_frontend(
-    sock: zmq.Socket, engine_index: int, address: str, stop: threading.Event
+    sock: zmq.Socket[bytes], engine_index: int, address: str, stop: threading.Event
 ) -> None:
     """A remote engine (tcp://) is not the frontend's child: it stops when the frontend's
     connection closes (or stops answering heartbeats) after having been established."""

@@ -33,7 +33,7 @@ class EngineStartError(RuntimeError):
 class EngineGroup:
     """Engines this process started (and their READY messages), stopped together."""
 
-    processes: dict[int, subprocess.Popen] = field(default_factory=dict)
+    processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     readies: dict[int, p.Ready] = field(default_factory=dict)
 
     def pids(self) -> list[int]:
@@ -103,7 +103,7 @@ def start_engines(
     frontend's terminal do not reach it and it can be stopped as a group. On any failure
     every engine started here is stopped before the error is raised.
     """
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     tmpdir = None
@@ -131,7 +131,7 @@ def start_engines(
     return group
 
 
-def _handshake(router: zmq.Socket, group: EngineGroup, engine_config: dict[str, Any],
+def _handshake(router: zmq.Socket[bytes], group: EngineGroup, engine_config: dict[str, Any],
                input_address: str, output_address: str, expected: range) -> None:
     timeout = ready_timeout_s()
     deadline = time.monotonic() + timeout

@@ -74,7 +74,8 @@ def _(
 
 
 def _graph_attend(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-    return _attention(q, kv, layer)
+    out: torch.Tensor = _attention(q, kv, layer)  # a custom op's call is typed Any
+    return out
 
 
 def compile_choice(config: EngineConfig, device: torch.device, dtype: torch.dtype
@@ -112,7 +113,8 @@ class DecoderGraph:
 
             def linear(x: torch.Tensor, weight: torch.Tensor,
                        bias: torch.Tensor | None) -> torch.Tensor:
-                return _linear(x, weight, bias, backend)
+                out: torch.Tensor = _linear(x, weight, bias, backend)  # typed Any, as above
+                return out
 
         def run(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
             return model.run_layers(input_ids, positions, _graph_attend, linear)

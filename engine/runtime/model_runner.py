@@ -126,11 +126,11 @@ class ModelRunner:
             offset = len(singles)
             for request, n in chunks:
                 start = request.num_computed_tokens
-                pos = np.arange(start, start + n, dtype=np.int64)
+                span_pos = np.arange(start, start + n, dtype=np.int64)
                 blocks = np.asarray(request.block_ids, dtype=np.int64)
                 chunk_ids.append(np.asarray(request.token_ids[start : start + n], dtype=np.int64))
-                chunk_pos.append(pos)
-                chunk_slots.append(blocks[pos // bs] * bs + pos % bs)
+                chunk_pos.append(span_pos)
+                chunk_slots.append(blocks[span_pos // bs] * bs + span_pos % bs)
                 if request.needs_prompt_logprobs and _prompt_span(request, start, n, prompt_spans):
                     span = prompt_spans[-1]
                     first_row = offset + span.first - start

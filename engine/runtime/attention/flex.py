@@ -73,9 +73,9 @@ class FlexBackend(AttentionBackend):
         self.sdpa = SdpaBackend(device)
         # Static shapes: dynamic=True trips an inductor C++ template bug in torch 2.15
         # (``cur_kvSplitSize3`` undeclared); the batch is padded to powers of two instead.
-        self.attend: FlexFn = (
-            torch.compile(flex_attention, dynamic=False) if compiled else flex_attention
-        )
+        self.attend: FlexFn = flex_attention
+        if compiled:
+            self.attend = torch.compile(flex_attention, dynamic=False)
 
     def build(self, batch: StepBatch) -> FlexMetadata:
         block_mask = None

@@ -103,6 +103,7 @@ class SdpaMetadata(AttentionMetadata):
         """The single-token queries (the first ``num_single`` rows of ``q``)."""
         n, num_heads, head_dim = self.num_single, q.shape[1], q.shape[2]
         kv_heads = kv_cache.shape[3]
+        assert self.single_blocks is not None  # built whenever num_single > 0
         keys, values = self.gather.gather(kv_cache, self.single_blocks, n, self.single_num_blocks)
         # [n, kv_heads, group, head_dim]: the group's query heads share one KV head.
         qs = q[:n].reshape(n, kv_heads, num_heads // kv_heads, head_dim)

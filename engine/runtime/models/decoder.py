@@ -51,10 +51,13 @@ def _onednn_linear(
     """
     rows = x.shape[0]
     padded = row_bucket(rows)
+    # torch.ops.* are typed Any; the annotated locals say what these return.
     if padded != rows:
         x = F.pad(x, (0, 0, 0, padded - rows))
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")[:rows]
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        return out[:rows]
+    out = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return out
 
 
 # The row count oneDNN picks a packed weight layout for: a decode step's batch.
@@ -63,7 +66,8 @@ PACK_ROWS = 64
 
 def _pack_weight(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` reordered once into oneDNN's blocked layout (an opaque mkldnn tensor)."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+    packed: torch.Tensor = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+    return packed
 
 
 def _same(weight: torch.Tensor) -> torch.Tensor:
@@ -243,10 +247,23 @@ def rope_inv_freq(config: DecoderConfig, model_dir: Path | None) -> tuple[torch.
 
 
 class _Layer:
+    """One layer's fused weights; ``DecoderModel.load_weights`` sets every slot."""
+
     __slots__ = (
         "input_norm", "qkv_w", "qkv_b", "o_w", "o_b", "qk_norm",
         "post_norm", "gate_up_w", "gate_up_b", "down_w", "down_b",
     )
+    input_norm: torch.Tensor
+    qkv_w: torch.Tensor
+    qkv_b: torch.Tensor | None
+    o_w: torch.Tensor
+    o_b: torch.Tensor | None
+    qk_norm: torch.Tensor | None
+    post_norm: torch.Tensor
+    gate_up_w: torch.Tensor
+    gate_up_b: torch.Tensor | None
+    down_w: torch.Tensor
+    down_b: torch.Tensor | None
 
 
 class DecoderModel:
@@ -301,8 +318,14 @@ class DecoderModel:
             att = pre + "self_attn."
             q, k, v = (take(f"{att}{n}_proj.weight") for n in "qkv")
             layer.qkv_w = pack(torch.cat([q, k, v], 0).contiguous())
-            biases = [take_opt(f"{att}{n}_proj.bias", opts.qkv_bias) for n in "qkv"]
-            layer.qkv_b = None if biases[0] is None else torch.cat(biases, 0).contiguous()
+            qb, kb, vb = (take_opt(f"{att}{n}_proj.bias", opts.qkv_bias) for n in "qkv")
+            if qb is None:
+                layer.qkv_b = None
+            elif kb is None or vb is None:
+                raise ModelLoadError(f"checkpoint has {att}q_proj.bias but not k_proj's and "
+                                     "v_proj's")
+            else:
+                layer.qkv_b = torch.cat([qb, kb, vb], 0).contiguous()
             layer.o_w = pack(take(att + "o_proj.weight"))
             layer.o_b = take_opt(att + "o_proj.bias", opts.o_bias)
             layer.qk_norm = None
@@ -380,6 +403,8 @@ class DecoderModel:
         self, input_ids: torch.Tensor, positions: torch.Tensor, attend: Attend, linear: Linear
     ) -> torch.Tensor:
         """Embedding, the layers and the final norm over a flat batch of tokens ``[T]``."""
+        assert self.embed is not None and self.final_norm is not None, "load_weights first"
+        assert self.cos is not None and self.sin is not None, "init_rope first"
         cfg = self.config
         num_tokens = input_ids.shape[0]
         heads, kv_heads, head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -403,4 +428,5 @@ class DecoderModel:
         return self._norm(h, self.final_norm)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        assert self.lm_head is not None, "load_weights first"
         return self.linear(hidden, self.lm_head, None).float()
