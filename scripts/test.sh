@@ -32,7 +32,9 @@ echo "== lint"
 (cd rust && cargo clippy --release --workspace --all-targets -- -D warnings)
 
 echo "== cargo test"
-(cd rust && cargo test --release --workspace)
+# python-tests: the Rust tests that run $VRS_PYTHON (transformers' templates and ids, the
+# wire fixtures from engine/protocol.py, the demo model's tokenizer).
+(cd rust && cargo test --release --workspace --features python-tests)
 
 echo "== pytest"
 # Use the installed vrs-rs (auto discovery finds it next to the interpreter). The slowest

@@ -89,6 +89,7 @@ impl ByteDecoder {
 mod tests {
     use crate::tokenizer::tests::deepseek_dir;
 
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
     #[test]
     fn decodes_like_tokenizers() {
         let path = deepseek_dir().join("tokenizer.json");
@@ -122,6 +123,7 @@ mod tests {
         }
     }
 
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
     #[test]
     fn other_decoders_are_left_to_tokenizers() {
         let path = deepseek_dir().join("tokenizer.json");
