@@ -120,12 +120,10 @@ impl ChatShapes {
     /// The usage a chunk carries before any token (with `continuous_usage_stats`).
     fn opening_usage(&self) -> Option<Usage> {
         self.continuous.then(|| {
-            let reasoning = self
-                .choices
-                .first()
-                .and_then(ChatChoiceState::reasoning_tokens);
-            Usage::new(u32::try_from(self.prompt_len).unwrap_or(u32::MAX), 0)
-                .with_reasoning(reasoning)
+            self.with_reasoning(Usage::new(
+                u32::try_from(self.prompt_len).unwrap_or(u32::MAX),
+                0,
+            ))
         })
     }
 
