@@ -69,6 +69,8 @@ def check(settings: CorsSettings) -> None:
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
+    key: bytes
+    value: bytes  # ASGI: a header is a [name, value] pair of byte strings
     for key, value in scope["headers"]:
         if key == name:
             return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from engine import protocol as p
 from server.edge.vllm_metrics import VllmMetrics
@@ -160,7 +160,8 @@ class Metrics:
         return "".join(out).encode()
 
 
-_ENGINE = (
+# (name, kind, help, the value's text from an engine's stats)
+_ENGINE: tuple[tuple[str, str, str, Callable[[p.SchedulerStats], str]], ...] = (
     ("vrs:num_requests_running", "gauge", "Requests the engine is running.",
      lambda s: str(s.num_running)),
     ("vrs:num_requests_waiting", "gauge", "Requests waiting in the engine.",

@@ -28,8 +28,8 @@ def shapes(state: State, prompts: list[Prompt], rid: str) -> response.Shapes:
     created = int(time.time())
     top = settings.sampling.logprobs
     continuous = settings.continuous_usage
-    choices = []
-    lengths = []
+    choices: list[CompletionChoice] = []
+    lengths: list[int] = []
     for prompt in prompts:
         echo = None
         if settings.echo:

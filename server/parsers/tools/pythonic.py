@@ -24,6 +24,7 @@ Output cut inside a call keeps the arguments completed so far (no ``}``).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from server.parsers.tools.formats import PYTHON_END, PYTHON_START
 from server.parsers.tools.scanner import Scanner, Sink, is_partial
@@ -143,7 +144,7 @@ class Pythonic(Scanner):
     def __init__(self, sink: Sink, settings: ToolSettings) -> None:
         super().__init__(sink, settings)
         self.state = START
-        self._properties: dict = {}
+        self._properties: dict[str, Any] = {}
         self._first = True
 
     def step(self, buf: str, final: bool) -> int | None:

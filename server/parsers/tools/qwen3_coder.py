@@ -17,6 +17,8 @@ keeps the parameters completed so far (no ``}``), like the JSON formats' truncat
 
 from __future__ import annotations
 
+from typing import Any
+
 from server.parsers.tools.formats import HERMES_BEGIN, HERMES_END
 from server.parsers.tools.json_call import skip_ws
 from server.parsers.tools.scanner import Scanner, Sink, is_partial, scan_content
@@ -32,7 +34,7 @@ class Qwen3Coder(Scanner):
     def __init__(self, sink: Sink, settings: ToolSettings) -> None:
         super().__init__(sink, settings)
         self.state = CONTENT
-        self._properties: dict = {}
+        self._properties: dict[str, Any] = {}
         self._first = True
 
     def step(self, buf: str, final: bool) -> int | None:
