@@ -14,7 +14,7 @@ token strings when ``return_token_strs`` is true, else null). /detokenize takes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -69,7 +69,10 @@ def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
     return value
 
 
-def _convert(value: dict[str, Any], kind: type) -> Any:
+_T = TypeVar("_T")
+
+
+def _convert(value: dict[str, Any], kind: type[_T]) -> _T:
     try:
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as exc:
@@ -88,7 +91,9 @@ def tokenize_request(body: bytes) -> TokenizeCompletion | TokenizeChat:
     raw = _object(body, None)
     chat = "messages" in raw
     _object(body, CHAT_KEYS if chat else COMPLETION_KEYS)
-    return _convert(raw, TokenizeChat if chat else TokenizeCompletion)
+    if chat:
+        return _convert(raw, TokenizeChat)
+    return _convert(raw, TokenizeCompletion)
 
 
 def chat_input(request: TokenizeChat, has_template: bool) -> dict[str, Any]:

@@ -178,7 +178,7 @@ def refusal(chat: bool, key: str, value: Any) -> bool:
     if key == "functions":
         return value == [] and type(value) is list
     if key == "function_call":
-        return value == "none"
+        return type(value) is str and value == "none"
     return False  # every other known field: only null asks for nothing
 
 

@@ -85,7 +85,7 @@ def _integer(value: Any, path: str, least: int) -> int:
 
 
 def _number(value: Any, path: str) -> float | int:
-    if type(value) not in (int, float):
+    if type(value) is not int and type(value) is not float:
         raise expected(path, "a number")
     return value
 

@@ -120,6 +120,11 @@ def _parts(content: Any, path: str) -> str | list[dict[str, str]]:
     """A message item's content: a string, or text parts as chat text parts."""
     if isinstance(content, str):
         return content
+    return _text_parts(content, path)
+
+
+def _text_parts(content: Any, path: str) -> list[dict[str, str]]:
+    """Content that is not a string: its text parts as chat text parts."""
     parts = []
     for j, part in enumerate(_list(content, path)):
         part = _object(part, f"{path}[{j}]")
@@ -135,7 +140,7 @@ def _output(value: Any, path: str) -> str:
     """A function_call_output's output: a string, or input_text parts joined."""
     if isinstance(value, str):
         return value
-    return "".join(part["text"] for part in _parts(value, path))
+    return "".join(part["text"] for part in _text_parts(value, path))
 
 
 def _reasoning_text(item: dict[str, Any], path: str) -> str:
@@ -293,12 +298,12 @@ def _reasoning(raw: Any, takes_effort: bool, echo: Echo) -> dict[str, Any] | Non
 
 
 def _metadata(raw: Any) -> dict[str, str]:
-    raw = _object(raw, "metadata")
-    if len(raw) > 16:
+    metadata = _object(raw, "metadata")
+    if len(metadata) > 16:
         raise bad_request("metadata has more than 16 keys", "metadata")
-    for key, value in raw.items():
+    for key, value in metadata.items():
         _string(value, f"metadata.{key}")
-    return raw
+    return metadata
 
 
 # A chat field's name in the Responses body (errors of the chat checks name the latter).
