@@ -238,6 +238,7 @@ class EngineClient:
         ended: asyncio.Future[None] = loop.create_future()
         sock = self._output
         fd = sock.getsockopt(zmq.FD)
+        assert isinstance(fd, int)  # ZMQ_FD is an int option (a descriptor) on POSIX
 
         def drain() -> None:
             if ended.done():

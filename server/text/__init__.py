@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,10 +168,14 @@ class ModelText:
                 raise TemplateError(f"chat_template_kwargs may not set {json.dumps(name)}")
         if self._convert:
             messages = apply_content_format(messages, self.content_format(tools is not None))
+        # transformers takes list[dict | Callable] (a list is invariant: a list of dicts is
+        # not one), so the template gets its own list of the same tools
+        template_tools: list[dict[str, Any] | Callable[..., Any]] | None = (
+            None if tools is None else [*tools])
         try:
-            return self.tokenizer.apply_chat_template(
+            prompt = self.tokenizer.apply_chat_template(
                 messages,
-                tools=tools,
+                tools=template_tools,
                 tokenize=False,
                 add_generation_prompt=add_generation_prompt,
                 continue_final_message=continue_final_message,
@@ -179,6 +183,9 @@ class ModelText:
             )
         except Exception as exc:  # noqa: BLE001 - any failure here comes from the user's input
             raise TemplateError(str(exc)) from exc
+        # tokenize=False (reserved: chat_template_kwargs cannot set it) and one conversation
+        assert isinstance(prompt, str)
+        return prompt
 
     def chat_prompt(self, messages: list[dict[str, Any]], prefill: str = "",
                     **options: Any) -> tuple[str, list[int]]:

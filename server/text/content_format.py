@@ -66,7 +66,9 @@ def _parse(source: str) -> nodes.Template | None:
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
     try:
-        return _compile_jinja_template(source).environment.parse(source)
+        # transformers' helper is unannotated: its compiled template's environment is jinja2's
+        environment: jinja2.Environment = _compile_jinja_template(source).environment
+        return environment.parse(source)
     except (jinja2.TemplateError, ValueError, TypeError):
         return None
 
