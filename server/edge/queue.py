@@ -39,7 +39,10 @@ class Ticket:
 
     def timeout_error(self) -> QueueTimeoutError:
         """The error of a request still queued at its deadline (503, ``Retry-After``)."""
-        return queue_timeout(self._queue.max_wait if self._queue is not None else 0.0)
+        max_wait = self._queue.max_wait if self._queue is not None else None
+        # A ticket has a deadline only when the queue has a max_wait (unwrap_or_default in
+        # queue.rs)
+        return queue_timeout(max_wait if max_wait is not None else 0.0)
 
 
 class Queue:
