@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from server import openai as s
 from server.logprobs import (
+    ChatLogprobs,
     CompletionLogprobs,
     PromptLogprobs,
     TokenLogprob,
@@ -161,7 +162,7 @@ class ChatChoice:
         if calls:
             message.tool_calls = [s.ToolCallOut(c.id, "function", s.Function(c.name, c.arguments))
                                   for c in calls]
-        logprobs = None if self._top is None else s.ChatLogprobs(self.logprobs)
+        logprobs = None if self._top is None else ChatLogprobs(self.logprobs)
         return s.ChatChoice(self.index, message, logprobs, self.finish or "stop")
 
 
