@@ -209,7 +209,8 @@ def _run_http(config: Config, sock: socket.socket, tls: ssl.SSLContext | None, a
 
     def on_dead(reason: str) -> None:
         died.append(reason)
-        server.config.timeout_graceful_shutdown = DEATH_DRAIN_S
+        # uvicorn annotates it int | None but hands it to asyncio.timeout (float seconds)
+        server.config.timeout_graceful_shutdown = DEATH_DRAIN_S  # type: ignore[assignment]
 
         def stop() -> None:
             server.should_exit = True

@@ -61,8 +61,10 @@ class ListenerConfig(uvicorn.Config):
                  **kwargs: Any) -> None:
         if tls is not None:
             kwargs["ssl_context_factory"] = lambda _config, _default: tls
-        super().__init__(app, http=HttpProtocol, timeout_keep_alive=http.http_timeout_keep_alive,
-                         **kwargs)  # type: ignore[arg-type]
+        # uvicorn annotates timeout_keep_alive int but hands it to loop.call_later (float)
+        super().__init__(app, http=HttpProtocol,
+                         timeout_keep_alive=http.http_timeout_keep_alive,  # type: ignore[arg-type]
+                         **kwargs)
         self.header_read_timeout = http.header_read_timeout
         self.max_head_bytes = http.h11_max_incomplete_event_size
         self.max_connections = http.max_connections
