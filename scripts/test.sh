@@ -5,8 +5,19 @@
 # AVX2-only CPU.
 # Installs into the interpreter $PYTHON (default: python3, i.e. the active venv's, or the
 # system's); .ci/run runs it inside a fresh venv.
+#
+# --fast, for the edit-test loop (after one full run has installed the dependencies): no
+# install, the same lint, cargo test without the tests that run Python, and pytest's unit
+# and server tiers on the source tree (docs/internals.md, "Testing: tiers").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+fast=0
+case "${1:-}" in
+    "") ;;
+    --fast) fast=1 ;;
+    *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/vrs-target}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -16,8 +27,14 @@ PYTHON="${PYTHON:-python3}"
 # model) use the same interpreter.
 export VRS_PYTHON="${VRS_PYTHON:-$PYTHON}"
 
-echo "== install (pip install '.[test]': builds vrs-rs in release mode)"
-"$PYTHON" -m pip install --quiet '.[test]'
+if [[ $fast == 0 ]]; then
+    echo "== install (pip install '.[test]': builds vrs-rs in release mode)"
+    "$PYTHON" -m pip install --quiet '.[test]'
+elif ! "$PYTHON" -c 'import mypy, importlinter, ruff, torch, server' 2>/dev/null; then
+    echo "scripts/test.sh --fast: $PYTHON lacks vrs's test dependencies;" \
+        "run scripts/test.sh once (it installs them)" >&2
+    exit 2
+fi
 
 echo "== lint"
 "$PYTHON" -m ruff check .
@@ -34,6 +51,11 @@ echo "== lint"
 echo "== cargo test"
 # python-tests: the Rust tests that run $VRS_PYTHON (transformers' templates and ids, the
 # wire fixtures from engine/protocol.py, the demo model's tokenizer).
+if [[ $fast == 1 ]]; then
+    (cd rust && cargo test --release --workspace)
+    echo "== pytest: the unit and server tiers"
+    exec "$PYTHON" -m pytest -q -m "unit or server"
+fi
 (cd rust && cargo test --release --workspace --features python-tests)
 
 echo "== pytest"

@@ -46,3 +46,18 @@ def no_vrs_temp_entries_left_behind() -> Iterator[None]:
     left = sorted(vrs_temp_entries() - before)
     assert not left, (f"left behind in {tempfile.gettempdir()}: {', '.join(left)} "
                       "(a test, or a process it started, did not clean up)")
+
+
+# The test tiers (pyproject.toml's markers; docs/internals.md, "Testing: tiers").
+TIERS = ("unit", "server", "e2e", "engine")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test without exactly one tier marker: `--fast` selects by them."""
+    for item in items:
+        tiers = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+        if len(tiers) != 1:
+            raise pytest.UsageError(
+                f"{item.nodeid}: tiers {sorted(tiers) or 'none'}; give its module exactly one "
+                f"of {', '.join(TIERS)} (pytestmark = pytest.mark.<tier>)"
+            )

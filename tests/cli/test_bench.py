@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 import typer
-from processes import terminate, wait_healthy
 
 from cli.bench_args import parse_goodput, parse_percentiles
 from cli.bench_display import plain_result
+from tests.processes import terminate, wait_healthy
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN_GAP_S = 0.002

@@ -15,6 +15,8 @@ import pytest
 
 from tests.cli.test_bench import MockServer, demo_model, one_line_error, run_vrs  # noqa: F401
 
+pytestmark = pytest.mark.e2e
+
 STEP_MS = 2.0
 KEY = "k-right"
 APIS = [("openai-responses", "/v1/responses"), ("anthropic-messages", "/v1/messages")]

@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 import typer
 import typer.main
-from processes import terminate, wait_healthy
 
 from cli.bench_display import plain_result
 from cli.bench_vllm import BACKENDS
 from cli.commands.bench import app
 from tests.cli.test_bench import ROOT, demo_model, free_port, run_vrs, rust_binary  # noqa: F401
+from tests.processes import terminate, wait_healthy
+
+pytestmark = pytest.mark.e2e
 
 EXAMPLES = Path(__file__).parent / "fixtures" / "vllm_bench_serve_examples.txt"
 # vLLM flag -> the vrs setting it must land on, and vLLM's reading of its value.

@@ -17,6 +17,8 @@ from cli.binary import BinaryNotFoundError, find_rust_frontend
 from cli.completion import render_all
 from cli.sizes import parse_size
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -15,6 +15,8 @@ import typer.main
 
 from cli.main import app
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = [(), ("serve",), ("frontend",), ("render",), ("bench",), ("bench", "serve")]
 

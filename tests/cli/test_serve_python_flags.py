@@ -13,8 +13,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 import tokenizers
-from processes import terminate, wait_healthy
+
+from tests.processes import terminate, wait_healthy
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLY = "ok <zz-marker> done"

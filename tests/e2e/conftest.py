@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from features import FeaturePool
-from servers import MODES, REAL_ENGINE_ARGS, ROUTE_MODES, Pool, Server
+
+from tests.e2e.features import FeaturePool
+from tests.e2e.servers import MODES, REAL_ENGINE_ARGS, ROUTE_MODES, Pool, Server
 
 
 @pytest.fixture(scope="session")

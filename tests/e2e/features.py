@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servers import Pool, Server
+from tests.e2e.servers import Pool, Server
 
 CALL_BEGIN, CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
 WEATHER_TOOL = {"type": "function", "function": {

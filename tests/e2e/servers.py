@@ -32,7 +32,8 @@ from typing import Any
 
 import httpx
 import openai
-from processes import terminate
+
+from tests.processes import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"

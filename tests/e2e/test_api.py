@@ -10,7 +10,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from servers import MAX_MODEL_LEN, MODEL, Server, sse_events, wait_until
+
+from tests.e2e.servers import MAX_MODEL_LEN, MODEL, Server, sse_events, wait_until
+
+pytestmark = pytest.mark.e2e
 
 USER = [{"role": "user", "content": "Say something 有趣 🌍"}]
 

@@ -10,7 +10,11 @@ import random
 import uuid
 from typing import Any
 
-from servers import MODEL, REAL_ENGINE_ARGS, Server
+import pytest
+
+from tests.e2e.servers import MODEL, REAL_ENGINE_ARGS, Server
+
+pytestmark = pytest.mark.e2e
 
 BLOCK = int(REAL_ENGINE_ARGS[REAL_ENGINE_ARGS.index("--block-size") + 1])
 PREFIX = 200

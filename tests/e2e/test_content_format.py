@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_render import (
+
+from server.text.content_format import detect
+from tests.e2e.test_render import (
     CHATS,
     CORPUS,
     DEMO_FORMAT,
@@ -32,7 +34,7 @@ from test_render import (
     template_messages,
 )
 
-from server.text.content_format import detect
+pytestmark = pytest.mark.e2e
 
 LIST_AWARE = CORPUS / "list_aware.jinja"
 DEMO_TEMPLATE = (Path(__file__).resolve().parents[2] / "engine" / "mock" / "templates"

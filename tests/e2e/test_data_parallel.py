@@ -14,7 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import MODEL, MODES, ROUTE_MODES, Pool, Server, cmdline, wait_until
+
+from tests.e2e.servers import MODEL, MODES, ROUTE_MODES, Pool, Server, cmdline, wait_until
+
+pytestmark = pytest.mark.e2e
 
 ADD = re.compile(r"engine (\d+): add (\S+)")
 ABORT = re.compile(r"engine (\d+): abort (.+)$", re.MULTILINE)

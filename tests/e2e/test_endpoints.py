@@ -9,8 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
-from features import user
-from servers import MAX_MODEL_LEN, MODEL, Server, wait_until
+
+from tests.e2e.features import user
+from tests.e2e.servers import MAX_MODEL_LEN, MODEL, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, *user("你好 👋")]
 

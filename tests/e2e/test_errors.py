@@ -9,7 +9,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from servers import MAX_MODEL_LEN, MODEL, Server
+
+from tests.e2e.servers import MAX_MODEL_LEN, MODEL, Server
+
+pytestmark = pytest.mark.e2e
 
 LONG = [1000] * (MAX_MODEL_LEN + 10)
 USER = [{"role": "user", "content": "hi"}]

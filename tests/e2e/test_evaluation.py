@@ -14,8 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 import torch
-from servers import MODEL, PREFILL_BUDGET, Server
+
+from tests.e2e.servers import MODEL, PREFILL_BUDGET, Server
+
+pytestmark = pytest.mark.e2e
 
 LONG = "The quick brown fox jumps over the lazy dog. 数据 " * 12
 TOL = 1e-4

@@ -21,6 +21,8 @@ import pytest
 from engine.logfmt import LINE
 from tests.e2e.servers import CLI, ROOT, free_port, rust_binary
 
+pytestmark = pytest.mark.e2e
+
 MODES = {"rust-serve": ("serve",), "rust-frontend": ("frontend",),
          "python": ("serve", "--frontend", "python")}
 

@@ -11,7 +11,11 @@ import socket
 from pathlib import Path
 
 import httpx
-from servers import MODEL, Server, cmdline, wait_until
+import pytest
+
+from tests.e2e.servers import MODEL, Server, cmdline, wait_until
+
+pytestmark = pytest.mark.e2e
 
 SECRET = "sk-e2e-not-for-logs"
 AUTH = {"authorization": f"Bearer {SECRET}"}

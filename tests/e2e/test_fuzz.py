@@ -9,9 +9,13 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servers import MODEL, Server
+
+from tests.e2e.servers import MODEL, Server
+
+pytestmark = pytest.mark.e2e
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70)

@@ -15,7 +15,10 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from servers import MODEL, ROUTE_MODES, Server, wait_until
+
+from tests.e2e.servers import MODEL, ROUTE_MODES, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 KEY = "sk-test-0123456789"
 AUTH = {"authorization": f"Bearer {KEY}"}

@@ -11,7 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from servers import MAX_MODEL_LEN, MODEL, Server, sse_events
+
+from tests.e2e.servers import MAX_MODEL_LEN, MODEL, Server, sse_events
+
+pytestmark = pytest.mark.e2e
 
 USER = [{"role": "user", "content": "Say something 有趣 🌍"}]
 NO_HANDLER = ("Cannot find suitable handler for request. Expected one of: a chat completion "

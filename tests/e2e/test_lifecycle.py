@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from servers import MODEL, Server, wait_until
+import pytest
+
+from tests.e2e.servers import MODEL, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 USER = [{"role": "user", "content": "hi"}]
 

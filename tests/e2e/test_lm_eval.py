@@ -16,8 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
-from servers import MODEL, Server
+
+from tests.e2e.servers import MODEL, Server
+
+pytestmark = pytest.mark.e2e
 
 QUESTIONS = [
     ("What colour is the sky on a clear day?", ["blue", "green", "red"], 0),

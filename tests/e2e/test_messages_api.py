@@ -15,11 +15,14 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-from features import CALL_BEGIN, EXPECTED_SCRIPT, WEATHER_TOOL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servers import MODEL, Server
-from test_render import RenderServer
+
+from tests.e2e.features import CALL_BEGIN, EXPECTED_SCRIPT, WEATHER_TOOL
+from tests.e2e.servers import MODEL, Server
+from tests.e2e.test_render import RenderServer
+
+pytestmark = pytest.mark.e2e
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city.",
            "input_schema": WEATHER_TOOL["function"]["parameters"]}

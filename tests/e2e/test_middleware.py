@@ -18,8 +18,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from servers import MODEL, Pool, Server
-from test_render import RenderServer
+
+from tests.e2e.servers import MODEL, Pool, Server
+from tests.e2e.test_render import RenderServer
+
+pytestmark = pytest.mark.e2e
 
 ORIGIN = "https://app.example"
 KEY = "edge-key"

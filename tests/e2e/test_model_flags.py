@@ -17,8 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from servers import Server
-from test_render import RenderServer
+
+from tests.e2e.servers import Server
+from tests.e2e.test_render import RenderServer
+
+pytestmark = pytest.mark.e2e
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 PROMPT = "The quick brown fox jumps over the lazy dog"

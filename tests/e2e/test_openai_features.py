@@ -10,8 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from features import EXPECTED_SCRIPT, user
-from servers import MODEL, Server
+
+from tests.e2e.features import EXPECTED_SCRIPT, user
+from tests.e2e.servers import MODEL, Server
+
+pytestmark = pytest.mark.e2e
 
 HELLO = user("Say something 有趣 🌍")
 

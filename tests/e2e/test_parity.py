@@ -9,8 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
-from features import CLOCK_TOOL, WEATHER_TOOL, user
-from servers import MODEL, MODES, Pool, sse_events
+
+from tests.e2e.features import CLOCK_TOOL, WEATHER_TOOL, user
+from tests.e2e.servers import MODEL, MODES, Pool, sse_events
+
+pytestmark = pytest.mark.e2e
 
 CHAT = [{"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Grüße, 世界! 👋🏽 What's 2+2?"}]

@@ -18,7 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import MODEL, REAL_ENGINE_ARGS, ROUTE_MODES, Server, wait_until
+
+from tests.e2e.servers import MODEL, REAL_ENGINE_ARGS, ROUTE_MODES, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 STEP_S = 0.5
 WAIT_S = 2.0

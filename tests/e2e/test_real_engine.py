@@ -16,7 +16,10 @@ from typing import Any
 import anthropic
 import pytest
 import torch
-from servers import MODEL, REAL_ENGINE_ARGS, Server
+
+from tests.e2e.servers import MODEL, REAL_ENGINE_ARGS, Server
+
+pytestmark = pytest.mark.e2e
 
 MAX_TOKENS = 12
 PROMPTS = ["The weather in 北京 today", "def fibonacci(n):", "🌍 hello", "a " * 40]

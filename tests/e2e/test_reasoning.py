@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from features import user
-from servers import MODEL, Server
+
+from tests.e2e.features import user
+from tests.e2e.servers import MODEL, Server
+
+pytestmark = pytest.mark.e2e
 
 # A template of my own without any tool-call or reasoning marker.
 PLAIN = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"

@@ -23,6 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "render_corpus"
 QWEN3_STYLE = CORPUS / "qwen3_style.jinja"

@@ -16,12 +16,15 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from features import EXPECTED_SCRIPT, WEATHER_TOOL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from servers import MODEL, Server
-from test_fuzz import JSON
-from test_render import RenderServer
+
+from tests.e2e.features import EXPECTED_SCRIPT, WEATHER_TOOL
+from tests.e2e.servers import MODEL, Server
+from tests.e2e.test_fuzz import JSON
+from tests.e2e.test_render import RenderServer
+
+pytestmark = pytest.mark.e2e
 
 WEATHER = {"type": "function", **{k: v for k, v in WEATHER_TOOL["function"].items()}}
 CLOCK = {"type": "function", "name": "get_time", "parameters": {}}

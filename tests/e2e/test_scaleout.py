@@ -14,8 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import CLI, ROOT, Server, alive, free_port, wait_until
-from test_data_parallel import complete, owners
+
+from tests.e2e.servers import CLI, ROOT, Server, alive, free_port, wait_until
+from tests.e2e.test_data_parallel import complete, owners
+
+pytestmark = pytest.mark.e2e
 
 
 class Remote:

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import MODEL, ROUTE_MODES, Server, wait_until
+
+from tests.e2e.servers import MODEL, ROUTE_MODES, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 HEADER_TIMEOUT_S = 3.0
 KEEP_ALIVE_S = 1.0

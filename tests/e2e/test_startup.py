@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import ROOT, Server, wait_until
+
+from tests.e2e.servers import ROOT, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 def fake_python(tmp_path: Path, script: str) -> str:

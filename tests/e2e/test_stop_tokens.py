@@ -14,7 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from servers import MODEL, ROUTE_MODES, Server
+
+from tests.e2e.servers import MODEL, ROUTE_MODES, Server
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

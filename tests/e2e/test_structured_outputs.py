@@ -18,9 +18,11 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from servers import MODEL, Server
 
+from tests.e2e.servers import MODEL, Server
 from tests.structured_cases import CHOICES, GRAMMARS, REGEXES, SCHEMAS, check, closing_bias
+
+pytestmark = pytest.mark.e2e
 
 MAX_TOKENS = 120
 USER = [{"role": "user", "content": "Answer in the requested format."}]

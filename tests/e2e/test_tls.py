@@ -14,8 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from certs import Certs, make_certs
-from servers import (
+
+from tests.e2e.certs import Certs, make_certs
+from tests.e2e.servers import (
     CLI,
     MODEL,
     MODES,
@@ -25,6 +26,8 @@ from servers import (
     free_port,
     rust_binary,
 )
+
+pytestmark = pytest.mark.e2e
 
 MESSAGES = [{"role": "user", "content": "hello over TLS"}]
 

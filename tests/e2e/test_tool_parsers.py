@@ -24,8 +24,11 @@ from typing import Any
 
 import httpx
 import pytest
-from features import user
-from servers import MODEL, Server, sse_events
+
+from tests.e2e.features import user
+from tests.e2e.servers import MODEL, Server, sse_events
+
+pytestmark = pytest.mark.e2e
 
 TABLE = Path(__file__).resolve().parents[1] / "parser_cases" / "tools.jsonl"
 CASES = {c["name"]: c for c in map(json.loads, TABLE.read_text(encoding="utf-8").splitlines())}

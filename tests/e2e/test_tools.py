@@ -10,8 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from features import CALL_BEGIN, CALL_END, CLOCK_TOOL, WEATHER_TOOL, user
-from servers import MODEL, Server
+
+from tests.e2e.features import CALL_BEGIN, CALL_END, CLOCK_TOOL, WEATHER_TOOL, user
+from tests.e2e.servers import MODEL, Server
+
+pytestmark = pytest.mark.e2e
 
 TOOLS = [WEATHER_TOOL, CLOCK_TOOL]
 NAMED = {"type": "function", "function": {"name": "get_weather"}}

@@ -19,10 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-from certs import make_certs
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from servers import MODEL, ROUTE_MODES, Server, free_port
+
+from tests.e2e.certs import make_certs
+from tests.e2e.servers import MODEL, ROUTE_MODES, Server, free_port
+
+pytestmark = pytest.mark.e2e
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"

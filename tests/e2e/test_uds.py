@@ -17,8 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from certs import make_certs
-from servers import CLI, MODEL, MODES, ROOT, Server, rust_binary, sse_events, wait_until
+
+from tests.e2e.certs import make_certs
+from tests.e2e.servers import CLI, MODEL, MODES, ROOT, Server, rust_binary, sse_events, wait_until
+
+pytestmark = pytest.mark.e2e
 
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "hello over a Unix socket"}],
         "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}}

@@ -16,7 +16,11 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from servers import MODEL, MODES, Pool, Server, wait_until
+import pytest
+
+from tests.e2e.servers import MODEL, MODES, Pool, Server, wait_until
+
+pytestmark = pytest.mark.e2e
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "server"
                       / "vllm_dashboard_metrics.json").read_text())

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 import torch
-from engine_kit import BUILDERS, build_family
+
+from tests.engine.engine_kit import BUILDERS, build_family
 
 
 @pytest.fixture(scope="session")

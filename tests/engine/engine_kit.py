@@ -4,25 +4,19 @@ save_pretrained, an engine over one, and the transformers reference.
 fp32, vocab 512, two or three layers, with the odd shapes that break engines: GQA
 (4 query heads on 2 or 1 KV heads), Qwen3's head_dim != hidden / heads, tied and
 untied embeddings, Qwen2's q/k/v biases. The fixtures over them are in conftest.py; the
-tests import from here (a name no other test directory uses, so that any set of test
-directories can run in one pytest call).
+tests import from here (``tests.engine.engine_kit``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the wheel
-    sys.path.insert(0, str(REPO_ROOT))
-
-from engine.config import EngineConfig  # noqa: E402
-from engine.runtime.engine import ModelEngine  # noqa: E402
+from engine.config import EngineConfig
+from engine.runtime.engine import ModelEngine
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

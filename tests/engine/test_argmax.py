@@ -7,6 +7,8 @@ import torch
 
 from engine.runtime.argmax import BLOCK, MIN_ELEMENTS, row_argmax
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("width", [BLOCK * 64, BLOCK * 64 + 37, 151936, 3 * BLOCK - 1, 100])
 @pytest.mark.parametrize("rows", [1, 2, 64])

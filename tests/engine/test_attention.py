@@ -21,6 +21,8 @@ from engine.runtime.attention.resident import ResidentBackend
 from engine.runtime.attention.sdpa import SdpaBackend
 from engine.runtime.attention.selection import select_backend
 
+pytestmark = pytest.mark.unit
+
 BS, HEADS, KV_HEADS, DIM = 4, 4, 2, 8
 SCALE = DIM**-0.5
 CPU = torch.device("cpu")

@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 import torch
-from engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
-from test_model_parity import forward_rows, new_request
 
 from engine import protocol as p
+from tests.engine.engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
+from tests.engine.test_model_parity import forward_rows, new_request
+
+pytestmark = pytest.mark.engine
 
 FAMILIES = ("llama", "qwen3")
 NEW_TOKENS = 24

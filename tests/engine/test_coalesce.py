@@ -7,12 +7,15 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import zmq
 
 from engine import protocol as p
 from engine.mock.engine import MockEngine
 from engine.process.coalesce import StepResult, coalesce
 from engine.process.core import EngineCore
+
+pytestmark = pytest.mark.server
 
 
 def _lp(token: int) -> p.TokenLogprobs:

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_kit import make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.runtime.compile import DecoderGraph, compile_choice
+from tests.engine.engine_kit import make_engine, run_to_completion, tokens_of
+
+pytestmark = pytest.mark.engine
 
 
 def test_choice_follows_flags_dtype_and_device(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,8 @@ from engine.config import EngineConfig
 from engine.runtime.engine import ModelEngine
 from tests.structured_cases import SCHEMAS, cases, check, closing_bias, schema_text
 
+pytestmark = pytest.mark.engine
+
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 12]
 
 

@@ -7,11 +7,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
-from engine_kit import hf_greedy, make_engine
 
 from engine import protocol as p
 from engine.process.core import EngineCore
+from tests.engine.engine_kit import hf_greedy, make_engine
+
+pytestmark = pytest.mark.engine
 
 
 def test_model_engine_through_the_zmq_loop(

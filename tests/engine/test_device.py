@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_kit import make_engine
 
 from engine.config import ConfigError
 from engine.runtime.device import (
@@ -20,6 +19,9 @@ from engine.runtime.device import (
     native_bf16,
     resolve_dtype,
 )
+from tests.engine.engine_kit import make_engine
+
+pytestmark = pytest.mark.engine
 
 CPU = torch.device("cpu")
 ZEN4 = frozenset({"fpu", "avx2", "avx512f", "avx512bw", "avx512_bf16"})

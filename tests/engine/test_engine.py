@@ -9,12 +9,20 @@ from typing import Any
 
 import pytest
 import torch
-from engine_kit import hf_greedy, kv_bytes_per_block, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 from engine.config import ConfigError
 from engine.runtime.loader import ModelLoadError
 from engine.runtime.models import UnsupportedArchitectureError
+from tests.engine.engine_kit import (
+    hf_greedy,
+    kv_bytes_per_block,
+    make_engine,
+    run_to_completion,
+    tokens_of,
+)
+
+pytestmark = pytest.mark.engine
 
 
 def greedy(max_tokens: int, **extra: Any) -> p.SamplingParams:

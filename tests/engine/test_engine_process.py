@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 import torch
 import zmq
-from engine_kit import hf_greedy
 
 from engine import protocol as p
 from engine.process.launcher import EngineStartError, start_engines
+from tests.engine.engine_kit import hf_greedy
+
+pytestmark = pytest.mark.e2e
 
 
 class Frontend:

@@ -16,6 +16,8 @@ from engine.grammar.compiler import GrammarCompiler
 from engine.grammar.errors import GrammarError
 from engine.grammar.schema import ENFORCED, check_schema
 
+pytestmark = pytest.mark.unit
+
 VOCAB = 129280  # the demo model's
 EOS = [1]
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine import protocol as p
 from engine.runtime.kv_cache import KVCacheManager, hash_block
 from engine.runtime.request import Request
+
+pytestmark = pytest.mark.unit
 
 
 def make_request(rid: str, prompt: list[int], max_tokens: int = 4) -> Request:

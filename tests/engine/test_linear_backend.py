@@ -10,6 +10,8 @@ from engine.runtime.device import native_bf16
 from engine.runtime.models import decoder
 from engine.runtime.models.decoder import AUTO_CPU_MATMUL, CPU_MATMULS, pick_linear
 
+pytestmark = pytest.mark.unit
+
 CPU = torch.device("cpu")
 ONEDNN = torch.backends.mkldnn.is_available()
 

@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
+from tests.engine.engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
+
+pytestmark = pytest.mark.engine
 
 
 def greedy(max_tokens: int, **extra: Any) -> p.SamplingParams:

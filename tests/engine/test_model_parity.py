@@ -6,8 +6,13 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
-from engine_kit import (
+
+from engine import protocol as p
+from engine.runtime.engine import ModelEngine
+from engine.runtime.request import Request
+from tests.engine.engine_kit import (
     hf_greedy,
     kv_bytes_per_block,
     make_engine,
@@ -15,9 +20,7 @@ from engine_kit import (
     tokens_of,
 )
 
-from engine import protocol as p
-from engine.runtime.engine import ModelEngine
-from engine.runtime.request import Request
+pytestmark = pytest.mark.engine
 
 ATOL = 2e-4
 

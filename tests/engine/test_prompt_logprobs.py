@@ -9,9 +9,17 @@ from typing import Any
 
 import pytest
 import torch
-from engine_kit import hf_greedy, kv_bytes_per_block, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
+from tests.engine.engine_kit import (
+    hf_greedy,
+    kv_bytes_per_block,
+    make_engine,
+    run_to_completion,
+    tokens_of,
+)
+
+pytestmark = pytest.mark.engine
 
 TOL = 1e-4
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 import torch
 
 from engine.runtime.attention.base import StepBatch
 from engine.runtime.attention.resident import ResidentBackend
 from tests.engine.test_attention import BS, DIM, HEADS, KV_HEADS, SCALE, reference_attention
+
+pytestmark = pytest.mark.unit
 
 CPU = torch.device("cpu")
 LAYERS = 2

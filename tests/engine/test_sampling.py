@@ -9,13 +9,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
-from engine_kit import EOS_ID, make_engine, run_to_completion, tokens_of
 
 from engine import protocol as p
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
 from engine.runtime.top_k_top_p import FIRST_WIDTH, top_k_top_p
+from tests.engine.engine_kit import EOS_ID, make_engine, run_to_completion, tokens_of
+
+pytestmark = pytest.mark.engine
 
 VOCAB = 16
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engine import protocol as p
 from engine.runtime.kv_cache import KVCacheManager
 from engine.runtime.request import Request, RequestStatus
 from engine.runtime.scheduler import Scheduler, SchedulerOutput
+
+pytestmark = pytest.mark.unit
 
 
 def make_request(rid: str, n_prompt: int, max_tokens: int, base: int = 0) -> Request:

@@ -9,6 +9,8 @@ import pytest
 
 from engine.mock.demo_model import DEMO_MODEL_CONFIG, build_demo_model, ensure_demo_model
 
+pytestmark = pytest.mark.unit
+
 
 def _digest(directory: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()

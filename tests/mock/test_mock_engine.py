@@ -13,6 +13,8 @@ import zmq
 from engine import protocol as p
 from engine.process.launcher import EngineGroup, EngineStartError, start_engines
 
+pytestmark = pytest.mark.e2e
+
 
 class Frontend:
     """A minimal frontend: input ROUTER + output PULL, as vrs-rs binds them."""

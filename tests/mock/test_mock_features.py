@@ -6,9 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
-from test_mock_engine import Frontend, tokens
 
 from engine.process.launcher import start_engines
+from tests.mock.test_mock_engine import Frontend, tokens
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

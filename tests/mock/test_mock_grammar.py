@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_mock_engine import Frontend, tokens
 
 from engine import protocol as p
 from engine.process.launcher import start_engines
+from tests.mock.test_mock_engine import Frontend, tokens
 from tests.structured_cases import SCHEMAS, cases, check, schema_text
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_mock_engine import Frontend, mock_model  # noqa: F401  (a fixture)
 
 from engine import protocol as p
 from engine.config import ConfigError
 from engine.mock.engine import MockEngine
 from engine.process.launcher import start_engines
+from tests.mock.test_mock_engine import Frontend, mock_model  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.e2e
 
 
 def _engine(max_num_seqs: int) -> MockEngine:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_kit import PythonServer
+
+from tests.server.server_kit import PythonServer
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from processes import terminate, wait_healthy
+
+from tests.processes import terminate, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"

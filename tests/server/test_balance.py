@@ -8,6 +8,8 @@ import pytest
 from engine import protocol as p
 from server.engine_client.balance import least_loaded
 
+pytestmark = pytest.mark.unit
+
 E0, E1, E2 = (p.engine_identity(i) for i in range(3))
 
 

@@ -9,7 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from server_kit import MODEL, PythonServer
+
+from tests.server.server_kit import MODEL, PythonServer
+
+pytestmark = pytest.mark.e2e
 
 # The first prompt gets the scripted reply "sure" (then EOS); the others random tokens.
 PROMPTS: list[Any] = ["please echo me", "x y z", "日本"]

@@ -12,6 +12,8 @@ from server.output.choice import ChatDelta
 from server.output.content_chunk import ChunkFrame
 from server.parsers.tools import CallDelta
 
+pytestmark = pytest.mark.unit
+
 _encode = msgspec.json.Encoder().encode
 
 TEXTS = ["hello", " world", "", "\u4f60\u597d", "\U0001f600", 'quote " and \\ and \n\t',

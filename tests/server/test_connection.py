@@ -22,6 +22,8 @@ from server.edge.listener import Listener, ListenError, bind_listener, bind_unix
 from server.edge.listener.conn import http_server
 from server.http_args import HttpArgs
 
+pytestmark = pytest.mark.server
+
 REQUEST = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n"
 
 

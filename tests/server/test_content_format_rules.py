@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from case_tables import case_table
 
 from server.text.content_format import apply, check_option, detect, resolve
+from tests.server.case_tables import case_table
+
+pytestmark = pytest.mark.unit
 
 CASES = case_table("content_format")
 

@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 import tokenizers
-from server_kit import PythonServer
-from test_batch_http import sse
+
+from tests.server.server_kit import PythonServer
+from tests.server.test_batch_http import sse
+
+pytestmark = pytest.mark.e2e
 
 TEXT = "Hello there, 世界"
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from server import openai as s
 from server.edge.error import APIError, Dialect, ErrorKind
 from server.output.choice import ChatChoice
@@ -14,6 +16,8 @@ from server.parsers.reasoning import markers_of
 from server.parsers.tools import ToolSettings
 from server.routes.messages.events import MessageShapes, stop_reason, tool_input
 from server.validate.prompt import ChatOutput
+
+pytestmark = pytest.mark.unit
 
 BEGIN, END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]

@@ -11,6 +11,8 @@ import pytest
 from server.edge.error import APIError
 from server.routes.messages.request import translate
 
+pytestmark = pytest.mark.unit
+
 BASE = {"model": "demo", "max_tokens": 64}
 WEATHER = {"name": "get_weather", "description": "The weather.",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}

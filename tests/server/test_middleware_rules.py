@@ -15,6 +15,8 @@ from server.edge.cors import Cors, CorsSettings, check
 from server.edge.middleware import wrap
 from server.output.sse import keep_alive
 
+pytestmark = pytest.mark.e2e
+
 Headers = dict[bytes, bytes]
 
 

@@ -26,6 +26,8 @@ from server.parsers.tools import (
     tool_settings,
 )
 
+pytestmark = pytest.mark.unit
+
 DEMO = TOOL_CALL_PARSERS["demo"]
 TOOLS = [{"type": "function", "function": {"name": n}} for n in ("f", "g")]
 

@@ -11,6 +11,8 @@ from server.edge.error import APIError, QueueTimeoutError
 from server.edge.metrics import Rejection
 from server.edge.queue import Queue
 
+pytestmark = pytest.mark.e2e
+
 
 def test_off_without_limits() -> None:
     queue = Queue()

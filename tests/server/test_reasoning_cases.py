@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from case_tables import case_table
 
 from server.parsers.markers import find_any, held_suffix_any, rfind_any
 from server.parsers.reasoning import (
@@ -16,6 +15,9 @@ from server.parsers.reasoning import (
     markers_of,
     starts_inside,
 )
+from tests.server.case_tables import case_table
+
+pytestmark = pytest.mark.unit
 
 CASES = case_table("reasoning")
 

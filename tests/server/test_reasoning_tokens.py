@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from case_tables import case_table
 
 from server.output.reasoning_tokens import ReasoningTokens
 from server.parsers.reasoning import ReasoningParser, markers_of
+from tests.server.case_tables import case_table
+
+pytestmark = pytest.mark.unit
 
 CASES = case_table("reasoning_tokens")
 

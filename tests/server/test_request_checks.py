@@ -13,6 +13,8 @@ from server.edge.error import APIError, mib, payload_too_large
 from server.routes.invocations import NO_HANDLER, is_chat
 from server.validate import params
 
+pytestmark = pytest.mark.unit
+
 USER = [{"role": "user", "content": "hi"}]
 
 

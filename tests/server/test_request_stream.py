@@ -12,6 +12,8 @@ from engine import protocol as p
 from server.edge.error import APIError
 from server.engine_client import ClientDisconnected, RequestStream
 
+pytestmark = pytest.mark.unit
+
 
 def _out(token: int) -> p.EngineCoreOutput:
     return p.EngineCoreOutput("r", [token])

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from server import openai as s
 from server.edge.error import APIError, ErrorKind
 from server.output.choice import ChatChoice
@@ -17,6 +19,8 @@ from server.parsers.tools.formats import DEMO_BEGIN, DEMO_END
 from server.routes.responses.events import ResponseShapes
 from server.routes.responses.request import Echo
 from server.validate.prompt import ChatOutput
+
+pytestmark = pytest.mark.unit
 
 WEATHER = {"type": "function", "function": {"name": "get_weather"}}
 REPLY = ("Two plus two.</think>Let me check." + DEMO_BEGIN

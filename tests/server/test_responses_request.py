@@ -12,6 +12,8 @@ import pytest
 from server.edge.error import APIError
 from server.routes.responses.request import Translated, translate
 
+pytestmark = pytest.mark.unit
+
 FC = {"type": "function_call", "call_id": "call_1", "name": "get_weather",
       "arguments": '{"city": "Paris"}'}
 CALL = {"id": "call_1", "type": "function",

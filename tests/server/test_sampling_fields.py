@@ -18,10 +18,12 @@ from typing import Any
 import httpx
 import pytest
 import tokenizers
-from processes import terminate, wait_healthy
-from server_kit import ROOT, PythonServer, free_port
 
 from server.validate.sampling import bad_words_ids
+from tests.processes import terminate, wait_healthy
+from tests.server.server_kit import ROOT, PythonServer, free_port
+
+pytestmark = pytest.mark.e2e
 
 USER = [{"role": "user", "content": "hi"}]
 VOCAB = 129280  # the demo model's vocab_size

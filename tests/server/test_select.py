@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from case_tables import case_table
 
 from server.parsers.select import (
     Choice,
@@ -17,6 +16,9 @@ from server.parsers.select import (
     reasoning_parser,
     tool_parser,
 )
+from tests.server.case_tables import case_table
+
+pytestmark = pytest.mark.unit
 
 CASES = case_table("select")
 

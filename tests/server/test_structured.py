@@ -15,6 +15,8 @@ from engine import protocol as p
 from server.edge.error import APIError
 from server.validate import params, structured
 
+pytestmark = pytest.mark.unit
+
 USER = [{"role": "user", "content": "hi"}]
 SO = "structured_outputs"
 TYPES = "the accepted types are `text`, `json_object` and `json_schema`"

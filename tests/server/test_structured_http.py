@@ -9,7 +9,11 @@ import json
 from typing import Any
 
 import httpx
-from server_kit import MODEL, PythonServer
+import pytest
+
+from tests.server.server_kit import MODEL, PythonServer
+
+pytestmark = pytest.mark.e2e
 
 USER = [{"role": "user", "content": "A person as JSON."}]
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

@@ -19,6 +19,8 @@ from server.text import (
     TemplateError,
 )
 
+pytestmark = pytest.mark.unit
+
 TEXTS = [
     "Hello, world! How are you today?",
     "你好世界，今天天气很好。我们去公园散步吧！",

@@ -11,9 +11,11 @@ import re
 from typing import Any
 
 import pytest
-from case_tables import case_table
 
 from server.parsers.tools import CallAccumulator, CallDelta, ToolCallParser, ToolSettings
+from tests.server.case_tables import case_table
+
+pytestmark = pytest.mark.unit
 
 CASES = case_table("tools")
 CALL_ID = re.compile(r"call_[0-9a-f]{24}")

@@ -33,6 +33,8 @@ from server.parsers.tools import (
 from server.text import ModelText
 from server.validate.prompt import PromptBuilder
 
+pytestmark = pytest.mark.unit
+
 USER = [{"role": "user", "content": "hi"}]
 SO = "structured_outputs"
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

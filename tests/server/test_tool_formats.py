@@ -17,6 +17,8 @@ from server.parsers.tools.json_call import (
 from server.parsers.tools.pythonic import Incomplete, Malformed, literal
 from server.parsers.tools.typed import typed
 
+pytestmark = pytest.mark.unit
+
 NAMES = frozenset({"f"})
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from server.edge.trace import begin, check_client_certificate, traces_url
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.parametrize(("endpoint", "url"), [
     ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),

@@ -10,7 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from server_kit import MODEL, PythonServer
+
+from tests.server.server_kit import MODEL, PythonServer
+
+pytestmark = pytest.mark.e2e
 
 NONE_CACHED = {"cached_tokens": 0}
 MESSAGES = [{"role": "user", "content": "hello there"}]

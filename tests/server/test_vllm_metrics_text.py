@@ -3,8 +3,12 @@ rust/server/src/edge/vllm_metrics.rs)."""
 
 from __future__ import annotations
 
+import pytest
+
 from engine import protocol as p
 from server.edge.vllm_metrics import Siblings, VllmMetrics
+
+pytestmark = pytest.mark.unit
 
 
 def rendered(m: VllmMetrics, stats: dict[int, p.SchedulerStats]) -> list[str]:
