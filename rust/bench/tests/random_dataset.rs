@@ -30,7 +30,7 @@ fn demo_model_dir() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn prompts_have_exactly_the_asked_token_count() {
     let tokenizer = load_tokenizer(&demo_model_dir()).unwrap();

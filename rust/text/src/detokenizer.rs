@@ -135,7 +135,7 @@ mod tests {
         "<｜User｜>special<｜end▁of▁sentence｜> tokens<｜Assistant｜>",
     ];
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn tokens_really_split_characters() {
         // Byte-level pieces: some single tokens decode to an incomplete character.
@@ -147,7 +147,7 @@ mod tests {
         assert!(partial.count() >= 2, "expected split characters in {ids:?}");
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn concatenation_equals_full_decode() {
         let tok = deepseek();
@@ -174,7 +174,7 @@ mod tests {
         }
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn first_token_spacing_comes_from_the_prompt() {
         let tok = deepseek();
@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(chunks.concat(), " forty two");
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn random_ids_including_partial_bytes_and_specials() {
         let tok = deepseek();
@@ -224,7 +224,7 @@ mod tests {
         }
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn multi_token_pushes_and_held_back_tail() {
         let tok = deepseek();
@@ -243,7 +243,7 @@ mod tests {
         assert_eq!(d.finish().unwrap(), tok.decode(&crab[..1], false).unwrap());
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn long_streams_keep_working_after_compaction() {
         let tok = deepseek();

@@ -277,7 +277,7 @@ pub(crate) mod tests {
             .clone()
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn loads_deepseek_with_special_tokens() {
         let tok = deepseek();
@@ -293,7 +293,7 @@ pub(crate) mod tests {
         let _: &(dyn Send + Sync) = &tok;
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn encode_decode_round_trip() {
         let tok = deepseek();
@@ -313,7 +313,7 @@ pub(crate) mod tests {
         );
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn ids_match_python_transformers() {
         let texts = [

@@ -439,7 +439,7 @@ struct ManifestEntry {
     canonical: bool,
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn python_fixtures_decode_and_reencode_identically() {
     let dir = fresh_dir("wire-fixtures");
@@ -491,7 +491,7 @@ fn python_fixtures_decode_and_reencode_identically() {
     );
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn rust_encoded_messages_decode_in_python() {
     let dir = fresh_dir("wire-rust-encoded");

@@ -89,7 +89,7 @@ impl ByteDecoder {
 mod tests {
     use crate::tokenizer::tests::deepseek_dir;
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn decodes_like_tokenizers() {
         let path = deepseek_dir().join("tokenizer.json");
@@ -123,7 +123,7 @@ mod tests {
         }
     }
 
-    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+    #[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
     #[test]
     fn other_decoders_are_left_to_tokenizers() {
         let path = deepseek_dir().join("tokenizer.json");

@@ -123,7 +123,7 @@ fn assert_same_as_transformers(template: &str, cases: &[ChatTemplateInput]) {
     }
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn custom_template_matches_transformers() {
     let mut kwargs = serde_json::Map::new();
@@ -170,7 +170,7 @@ fn custom_template_matches_transformers() {
     assert!(matches!(ct.render(&cases[3]), Err(TextError::Template(m)) if m == "bad role: bad"));
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn demo_template_matches_transformers() {
     // The checkout cargo runs the test from: a compile-time `env!` path may name another
@@ -309,7 +309,7 @@ fn strftime_now_and_generation_tags() {
     );
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn loads_from_config_and_picks_tool_use() {
     let config = TokenizerConfig::from_json(&json!({
@@ -371,7 +371,7 @@ print(json.dumps(out))
 
 /// Snippets of what HF templates use, rendered by both; known differences (see the
 /// module docs) are left out.
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn snippets_match_jinja2() {
     let snippets = [

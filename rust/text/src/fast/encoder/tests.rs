@@ -222,13 +222,13 @@ fn check_generated(json: &Value, seed: u64, count: usize) {
     }
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn deepseek_gives_tokenizers_ids_on_generated_text() {
     check_generated(deepseek_json(), 0x9e37_79b9_7f4a_7c15, 3000);
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn deepseek_gives_tokenizers_ids_on_decoded_random_tokens() {
     // What `vrs bench serve --dataset random` sends: random ids decoded to text.
@@ -241,7 +241,7 @@ fn deepseek_gives_tokenizers_ids_on_decoded_random_tokens() {
     }
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn gpt2_pre_tokenizer_gives_tokenizers_ids() {
     let json = with_pre_tokenizer(
@@ -250,7 +250,7 @@ fn gpt2_pre_tokenizer_gives_tokenizers_ids() {
     check_generated(&json, 11, 1500);
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn qwen2_pre_tokenizer_gives_tokenizers_ids() {
     let json = with_pre_tokenizer(json!({"type": "Sequence", "pretokenizers": [
@@ -260,7 +260,7 @@ fn qwen2_pre_tokenizer_gives_tokenizers_ids() {
     check_generated(&json, 13, 1500);
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn nfc_normalizer_encodes_nfc_text_and_declines_the_rest() {
     // Qwen2's shape: NFC, then the Qwen2 split.
@@ -283,7 +283,7 @@ fn nfc_normalizer_encodes_nfc_text_and_declines_the_rest() {
     );
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn ignore_merges_takes_whole_words_from_the_vocabulary() {
     let mut json = deepseek_json().clone();
@@ -291,7 +291,7 @@ fn ignore_merges_takes_whole_words_from_the_vocabulary() {
     check_generated(&json, 17, 1000);
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn long_pieces_merge_like_short_ones() {
     // Pieces over the scan limit go through the heap; both must agree with tokenizers.
@@ -308,7 +308,7 @@ fn long_pieces_merge_like_short_ones() {
     }
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn shapes_it_cannot_match_exactly_are_refused() {
     let refused = |json: Value| {
@@ -342,7 +342,7 @@ fn shapes_it_cannot_match_exactly_are_refused() {
     assert!(refused(removed).contains("pre-tokenizer step"));
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn the_probe_check_catches_a_wrong_encoder() {
     // An encoder built for another pre-tokenizer disagrees with the shipped tokenizer.
@@ -355,7 +355,7 @@ fn the_probe_check_catches_a_wrong_encoder() {
     assert!(wrong.agrees_with(&hf).unwrap_err().contains("ids differ"));
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn a_bos_adding_post_processor_applies_to_fast_ids() {
     // Llama 3's shape: TemplateProcessing puts BOS in front when special tokens are asked.
@@ -390,7 +390,7 @@ fn a_bos_adding_post_processor_applies_to_fast_ids() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn concurrent_encodes_share_the_encoder_safely() {
     // Each call takes a set of regex caches from the shared stack and puts it back.
@@ -419,7 +419,7 @@ fn concurrent_encodes_share_the_encoder_safely() {
     assert!(!fast.caches.lock().unwrap().is_empty());
 }
 
-#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python: --features python-tests")]
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
 #[test]
 fn every_code_point_splits_as_onig_splits_it() {
     // The regex crate and onig must agree on every character class the patterns use
