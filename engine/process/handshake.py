@@ -90,9 +90,18 @@ def run_headless(handshake_address: str, engine_index: int) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    # The input thread may still block in recv when serve_engine returns: the context is
+    # left alone and the caller exits the process (engine.__main__ uses os._exit).
+    return serve_engine(zmq.Context(), handshake_address, engine_index, stop)
 
+
+def serve_engine(ctx: zmq.Context[zmq.Socket[bytes]], handshake_address: str,
+                 engine_index: int, stop: threading.Event) -> int:
+    """Join the launcher at ``handshake_address`` as engine ``engine_index`` (HELLO, INIT,
+    READY or FAILED), then serve until ``stop`` is set; returns the exit code. Its sockets
+    are ``ctx``'s: the caller owns the context (run_headless's process exits; an engine on
+    a thread of the tests, tests/engine_threads.py, destroys it)."""
     identity = p.engine_identity(engine_index)
-    ctx = zmq.Context()
     handshake = ctx.socket(zmq.DEALER)
     handshake.setsockopt(zmq.IDENTITY, identity)
     handshake.setsockopt(zmq.LINGER, 2000)
@@ -160,7 +169,5 @@ def run_headless(handshake_address: str, engine_index: int) -> int:
         logger.exception("engine %d: fatal error", engine_index)
         core.send_dead_sentinel()
         code = 1
-    # The input thread may still block in recv: leave the context alone and let the
-    # caller exit the process (engine.__main__ uses os._exit) once the outputs are flushed.
-    output_socket.close(linger=500)
+    output_socket.close(linger=500)  # the outputs are flushed before the caller goes on
     return code

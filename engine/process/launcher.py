@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import zmq
 
@@ -27,6 +28,23 @@ logger = logging.getLogger("vrs.launcher")
 
 class EngineStartError(RuntimeError):
     """An engine failed to start, exited early, or missed the ready timeout."""
+
+
+class Engines(Protocol):
+    """Engines that passed the handshake (their READY messages by index), as their
+    frontend watches and stops them: an EngineGroup of processes, or engines on threads of
+    the test process (tests/engine_threads.py)."""
+
+    readies: dict[int, p.Ready]
+
+    def exited(self) -> tuple[int, int] | None:
+        """(engine_index, exit code) of an engine that has stopped on its own, if any."""
+        ...
+
+    def stop(self, grace_s: float = 5.0) -> None: ...
+
+
+StartedEngines = TypeVar("StartedEngines", bound=Engines)
 
 
 @dataclass
@@ -103,6 +121,31 @@ def start_engines(
     frontend's terminal do not reach it and it can be stopped as a group. On any failure
     every engine started here is stopped before the error is raised.
     """
+    group = EngineGroup()
+
+    def launch(address: str, index: int) -> None:
+        group.processes[index] = subprocess.Popen(
+            engine_command(python, address, index), start_new_session=True
+        )
+
+    return join_engines(group, launch, engine_config, input_address, output_address,
+                        range(start_index, start_index + count), handshake_address, remote)
+
+
+def join_engines(
+    engines: StartedEngines,
+    launch: Callable[[str, int], None],
+    engine_config: dict[str, Any],
+    input_address: str,
+    output_address: str,
+    indices: range,
+    handshake_address: str | None = None,
+    remote: int = 0,
+) -> StartedEngines:
+    """Bind the handshake ROUTER (at ``handshake_address``, else ipc:// in a private temp
+    dir), ``launch(address, index)`` each engine of ``indices`` (into ``engines``), run the
+    handshake with them and ``remote`` more, return ``engines`` ready. On any failure
+    ``engines`` are stopped before the error is raised."""
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
@@ -111,16 +154,13 @@ def start_engines(
         tmpdir = tempfile.mkdtemp(prefix="vrs-hs-")
         handshake_address = f"ipc://{tmpdir}/handshake"
     router.bind(handshake_address)
-    group = EngineGroup()
     try:
-        for index in range(start_index, start_index + count):
-            group.processes[index] = subprocess.Popen(
-                engine_command(python, handshake_address, index), start_new_session=True
-            )
-        expected = range(start_index, start_index + count + remote)
-        _handshake(router, group, engine_config, input_address, output_address, expected)
+        for index in indices:
+            launch(handshake_address, index)
+        expected = range(indices.start, indices.stop + remote)
+        _handshake(router, engines, engine_config, input_address, output_address, expected)
     except BaseException:
-        group.stop(grace_s=2.0)
+        engines.stop(grace_s=2.0)
         raise
     finally:
         router.close(linger=0)
@@ -128,10 +168,10 @@ def start_engines(
             for name in os.listdir(tmpdir):
                 os.unlink(os.path.join(tmpdir, name))
             os.rmdir(tmpdir)
-    return group
+    return engines
 
 
-def _handshake(router: zmq.Socket[bytes], group: EngineGroup, engine_config: dict[str, Any],
+def _handshake(router: zmq.Socket[bytes], group: Engines, engine_config: dict[str, Any],
                input_address: str, output_address: str, expected: range) -> None:
     timeout = ready_timeout_s()
     deadline = time.monotonic() + timeout

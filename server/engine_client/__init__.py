@@ -23,7 +23,7 @@ from collections.abc import Callable
 import zmq
 
 from engine import protocol as p
-from engine.process.launcher import EngineGroup
+from engine.process.launcher import Engines
 from server.edge.error import APIError, ErrorKind, engine_dead
 from server.engine_client.balance import least_loaded
 
@@ -126,7 +126,7 @@ class EngineClient:
         self.stats: dict[int, p.SchedulerStats] = {}
         self.readies: dict[int, p.Ready] = {}
         self.dead_reason: str | None = None
-        self._group: EngineGroup | None = None
+        self._group: Engines | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._on_dead: Callable[[str], None] | None = None
         self.max_model_len = 0  # from READY (the smallest over the engines)
@@ -135,9 +135,10 @@ class EngineClient:
 
     # ------------------------------------------------------------------ startup
 
-    def wait_engines(self, group: EngineGroup, timeout_s: float) -> None:
-        """Block until every engine of ``group`` has sent READY on the input socket."""
-        expected = {p.engine_identity(index) for index in group.processes}
+    def wait_engines(self, group: Engines, timeout_s: float) -> None:
+        """Block until every engine of ``group`` (each that sent READY on the handshake) has
+        sent READY on the input socket."""
+        expected = {p.engine_identity(index) for index in group.readies}
         deadline = time.monotonic() + timeout_s
         while expected - set(self._load):
             gone = group.exited()

@@ -9,10 +9,10 @@ Order of events (docs/internals.md, "Processes: bind first, hand over second"):
    on the input socket, while the tokenizer loads in a worker thread;
 4. serve HTTP with uvicorn (uvloop, httptools) on the pre-bound socket.
 
-Exit: SIGINT/SIGTERM stop accepting, drain in-flight requests for up to
-``shutdown_timeout`` seconds, stop the engines, exit 0. An engine's death fails the open
-requests (503 / an SSE error event), closes the server and exits 1. A startup failure
-exits 1, bad arguments 2.
+Exit: SIGINT/SIGTERM (or ``stop``, for a server on a thread) stop accepting, drain
+in-flight requests for up to ``shutdown_timeout`` seconds, stop the engines, exit 0. An
+engine's death fails the open requests (503 / an SSE error event), closes the server and
+exits 1. A startup failure exits 1, bad arguments 2.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import socket
 import ssl
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
@@ -33,6 +34,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from engine.process.launcher import Engines
 from server.args import Config, parse_args
 from server.edge import Handler
 from server.edge.listener import Listener, ListenError, bind_listener, ssl_context
@@ -61,6 +63,9 @@ DEATH_DRAIN_S = 3.0
 CUT_OFF_FLUSH_S = 1.0
 PY_LEVELS = {"trace": "DEBUG", "warn": "WARNING"}
 Parsed = TypeVar("Parsed")
+# Starts the engines and runs the handshake: (engine_config, input address, output
+# address, count) -> the engines, ready.
+EngineStarter = Callable[[dict[str, Any], str, str, int], Engines]
 
 
 class _Interrupted(BaseException):
@@ -107,8 +112,28 @@ def http_server(app: Handler, level: str, graceful_shutdown_s: float, http: Http
                            graceful_shutdown_s, http, tls)
 
 
-def serve(args: dict[str, Any]) -> int:
-    """Run the Python frontend with its engine(s); returns the process exit code."""
+def engine_processes(python: str) -> EngineStarter:
+    """The engines of ``vrs serve``: ``python -m engine`` children (engine/process/launcher.py)."""
+    from engine.process.launcher import start_engines
+
+    def start(engine_config: dict[str, Any], input_address: str, output_address: str,
+              count: int) -> Engines:
+        return start_engines(engine_config, input_address, output_address, count=count,
+                             python=python)
+
+    return start
+
+
+def serve(args: dict[str, Any], start_engines: EngineStarter | None = None,
+          stop: threading.Event | None = None) -> int:
+    """Run the Python frontend with its engine(s); returns the process exit code.
+
+    As the process (``python -m server``) it starts its engines as ``python -m engine``
+    children and stops on SIGINT/SIGTERM. Run on another thread (the in-process tests,
+    tests/server/server_kit.py), it is given ``stop``, which stops it as SIGTERM does, and
+    leaves the signal handlers alone; ``start_engines`` starts the engines otherwise
+    (tests/engine_threads.py: on threads of the process, on the same wire).
+    """
     config = checked_args("frontend", parse_args, args)
     if config is None:
         return EXIT_USAGE
@@ -121,9 +146,12 @@ def serve(args: dict[str, Any]) -> int:
         logger.error("%s", exc)
         return EXIT_FAILURE
     tmpdir = tempfile.mkdtemp(prefix="vrs-frontend-")
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # The signals this server handles: none where it is stopped by ``stop``.
+    signals = (signal.SIGINT, signal.SIGTERM) if stop is None else ()
+    previous = {sig: signal.getsignal(sig) for sig in signals}
+    start = start_engines or engine_processes(config.python_executable)
     try:
-        return _serve(config, listener, tls, tmpdir)
+        return _serve(config, listener, tls, tmpdir, start, signals, stop)
     except _Interrupted as exc:
         logger.info("%s during startup: stopped", exc)
         return EXIT_OK
@@ -138,11 +166,13 @@ def _raise_interrupted(sig: int, frame: FrameType | None) -> None:
     raise _Interrupted(signal.Signals(sig).name)
 
 
-def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdir: str) -> int:
+def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdir: str,
+           start_engines: EngineStarter, signals: tuple[signal.Signals, ...],
+           stop: threading.Event | None) -> int:
     from engine.process.handshake import ready_timeout_s
-    from engine.process.launcher import EngineStartError, start_engines
+    from engine.process.launcher import EngineStartError
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in signals:
         signal.signal(sig, _raise_interrupted)
     executor = text_executor()
     client = EngineClient(f"ipc://{tmpdir}/input", f"ipc://{tmpdir}/output")
@@ -153,8 +183,7 @@ def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdi
                                       config.content_format)
         try:
             group = start_engines(config.engine_config, client.input_address,
-                                  client.output_address, python=config.python_executable,
-                                  count=config.data_parallel_size)
+                                  client.output_address, config.data_parallel_size)
             client.wait_engines(group, ready_timeout_s())
             text = text_future.result()
         except (EngineStartError, EngineConnectError, TextError) as exc:
@@ -181,9 +210,9 @@ def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdi
                             config.served_model_name)
         app = App(State(client, text, config.served_model_name, config.model, executor,
                         options, traces))
-        return _run_http(config, listener.sock, tls, app, client)
+        return _run_http(config, listener.sock, tls, app, client, signals, stop)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):  # stopping already; bounded below
+        for sig in signals:  # stopping already; bounded below
             signal.signal(sig, signal.SIG_IGN)
         if group is not None:
             group.stop(ENGINE_STOP_GRACE_S)
@@ -194,7 +223,8 @@ def _serve(config: Config, listener: Listener, tls: ssl.SSLContext | None, tmpdi
 
 
 def _run_http(config: Config, sock: socket.socket, tls: ssl.SSLContext | None, app: App,
-              client: EngineClient) -> int:
+              client: EngineClient, signals: tuple[signal.Signals, ...],
+              stop: threading.Event | None) -> int:
     import uvloop
 
     # Open streams are cut off with an error event at shutdown_timeout (below); uvicorn
@@ -203,7 +233,7 @@ def _run_http(config: Config, sock: socket.socket, tls: ssl.SSLContext | None, a
                          config.shutdown_timeout + CUT_OFF_FLUSH_S, config.http, tls)
     # From here on a signal means "drain and stop" (uvicorn installs the same handler
     # while it serves); one that arrives before uvicorn starts is not lost.
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in signals:
         signal.signal(sig, server.handle_exit)
     died: list[str] = []
 
@@ -228,13 +258,25 @@ def _run_http(config: Config, sock: socket.socket, tls: ssl.SSLContext | None, a
             await asyncio.sleep(0.05)
         client.cut_off("the server is shutting down")
 
+    async def stop_when_asked(stop: threading.Event) -> None:
+        """``stop`` set (by another thread): drain and stop, as at SIGTERM."""
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        if not server.should_exit:
+            logger.info("asked to stop: draining (up to %.0f s)",
+                        server.config.timeout_graceful_shutdown or 0)
+            server.should_exit = True
+
     async def main() -> None:
         client.start(on_dead)
-        cut_off = asyncio.create_task(cut_off_at_timeout(), name="vrs-cut-off")
+        tasks = [asyncio.create_task(cut_off_at_timeout(), name="vrs-cut-off")]
+        if stop is not None:
+            tasks.append(asyncio.create_task(stop_when_asked(stop), name="vrs-stop"))
         try:
             await server.serve(sockets=[sock])
         finally:
-            cut_off.cancel()
+            for task in tasks:
+                task.cancel()
             await client.stop()
 
     uvloop.run(main())

@@ -1,24 +1,26 @@
-"""A Python frontend (``python -m server``) with the mock engine on a loopback port, for
-the HTTP tests of this directory (the shared one is conftest.py's ``python_server``). The
+"""The Python frontend with the mock engine, in the test process, on a loopback port: the
+HTTP tests of this directory (the shared one is conftest.py's ``python_server``). The
 tests import from here, a name no other test directory uses."""
 
 from __future__ import annotations
 
-import json
-import os
+import logging
 import socket
-import subprocess
-import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.processes import terminate, wait_healthy
+from server.lifecycle import serve
+from tests.engine_threads import start_engine_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
 MAX_MODEL_LEN = 2048
+# The loggers of the server and its engines, which PythonServer writes to its log.
+LOGGERS = ("vrs", "uvicorn")
 
 
 def free_port() -> int:
@@ -28,7 +30,11 @@ def free_port() -> int:
 
 
 class PythonServer:
-    """``python -m server --args-json ...`` with the mock engine; its log in ``log_path``."""
+    """``server.lifecycle.serve`` (what ``python -m server --args-json ...`` runs) on a
+    thread of the test process, its mock engine(s) on threads too, on the real wire
+    (tests/engine_threads.py); stopped by ``stop()`` as by SIGTERM. Its log in ``log_path``:
+    what the ``vrs`` and ``uvicorn`` loggers say while it runs (another server running at
+    the same time in this process writes there too)."""
 
     def __init__(self, model_dir: Path, log_path: Path, **args: Any) -> None:
         self.port = free_port()
@@ -49,23 +55,44 @@ class PythonServer:
             "port": self.port,
             "log_level": "info",
             "shutdown_timeout": 5.0,
-            "python_executable": sys.executable,
             "engine_config": engine,
             **args,
         }
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        }
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "--args-json", json.dumps(document)],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_healthy(self.proc, self.url, self.log_path)
+        self._log = logging.FileHandler(log_path)
+        self._log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s "
+                                                 "[%(threadName)s] %(message)s"))
+        for name in LOGGERS:
+            logging.getLogger(name).addHandler(self._log)
+        self.returncode: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(document,),
+                                        name=f"vrs-server-{self.port}", daemon=True)
+        self._thread.start()
+        self._wait_healthy()
+
+    def _serve(self, document: dict[str, Any]) -> None:
+        try:
+            self.returncode = serve(document, start_engines=start_engine_threads,
+                                    stop=self._stop)
+        except BaseException:
+            logging.getLogger("vrs.tests").exception("the server on a thread raised")
+            raise
+
+    def _wait_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self._thread.is_alive():
+                self._close_log()
+                raise AssertionError(f"the server stopped ({self.returncode}):\n{self.log()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"{self.url} not healthy in {timeout:g} s:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -73,7 +100,15 @@ class PythonServer:
     def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return httpx.post(f"{self.url}{path}", json=body, timeout=60)
 
-    def stop(self) -> int:
-        terminate(self.proc)
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """Stop it as SIGTERM does, wait up to ``timeout`` s; its exit code (None: still
+        running, or it raised)."""
+        self._stop.set()
+        self._thread.join(timeout)
+        self._close_log()
+        return self.returncode
+
+    def _close_log(self) -> None:
+        for name in LOGGERS:
+            logging.getLogger(name).removeHandler(self._log)
         self._log.close()
-        return self.proc.returncode

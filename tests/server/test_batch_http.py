@@ -1,4 +1,4 @@
-"""Batched completions prompts over HTTP (``python -m server``, the mock engine): choice
+"""Batched completions prompts over HTTP (the Python server in-process, the mock engine): choice
 ``i * n + j``, usage counting each prompt once, streamed and not, and the ``prompt``
 errors (``--max-batch-prompts`` is 4 on the shared server)."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.server.server_kit import MODEL, PythonServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 # The first prompt gets the scripted reply "sure" (then EOS); the others random tokens.
 PROMPTS: list[Any] = ["please echo me", "x y z", "日本"]

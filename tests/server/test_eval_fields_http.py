@@ -1,4 +1,4 @@
-"""The evaluation fields over HTTP (``python -m server``, the mock engine, whose prompt
+"""The evaluation fields over HTTP (the Python server in-process, the mock engine, whose prompt
 logprobs are synthetic but well formed): echo with logprobs, ``max_tokens`` 0 with echo,
 ``prompt_logprobs`` on completions and chat, chat ``echo``, continuous usage stats."""
 
@@ -13,7 +13,7 @@ import tokenizers
 from tests.server.server_kit import PythonServer
 from tests.server.test_batch_http import sse
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 TEXT = "Hello there, 世界"
 

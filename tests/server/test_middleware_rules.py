@@ -15,7 +15,7 @@ from server.edge.cors import Cors, CorsSettings, check
 from server.edge.middleware import wrap
 from server.output.sse import keep_alive
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.unit
 
 Headers = dict[bytes, bytes]
 

@@ -11,7 +11,7 @@ from server.edge.error import APIError, QueueTimeoutError
 from server.edge.metrics import Rejection
 from server.edge.queue import Queue
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.unit
 
 
 def test_off_without_limits() -> None:

@@ -1,4 +1,4 @@
-"""Structured outputs over HTTP (``python -m server``, the mock engine): constrained
+"""Structured outputs over HTTP (the Python server in-process, the mock engine): constrained
 requests, streamed or not, with ``n`` > 1 and batched prompts, get their answers (a
 constrained stream opens once the engine's first output is in), and the refusals come back
 as JSON 400s naming the field."""
@@ -13,7 +13,7 @@ import pytest
 
 from tests.server.server_kit import MODEL, PythonServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 USER = [{"role": "user", "content": "A person as JSON."}]
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

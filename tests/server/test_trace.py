@@ -7,7 +7,7 @@ import pytest
 
 from server.edge.trace import begin, check_client_certificate, traces_url
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(("endpoint", "url"), [

@@ -1,4 +1,4 @@
-"""The usage shapes over HTTP (``python -m server``, the mock engine, which has no prefix
+"""The usage shapes over HTTP (the Python server in-process, the mock engine, which has no prefix
 cache: every count is 0): ``prompt_tokens_details.cached_tokens`` in every chat and
 completions usage, whole and streamed; ``input_tokens_details`` in the Responses API;
 Anthropic's cache split in the Messages API (``message_start`` without it)."""
@@ -13,7 +13,7 @@ import pytest
 
 from tests.server.server_kit import MODEL, PythonServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 NONE_CACHED = {"cached_tokens": 0}
 MESSAGES = [{"role": "user", "content": "hello there"}]
