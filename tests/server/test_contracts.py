@@ -1,6 +1,7 @@
 """The cross-language contracts in server/contracts/ (read by both frontends; the Rust
-twins of these checks are in rust/server/src/edge/metric_contract.rs): what the Python
-server writes comes from the files, read here with plain ``json``, not through the loaders."""
+twins of these checks are in rust/server/src/edge/metric_contract.rs and
+rust/server/src/parsers/tools/formats/tests.rs): what the Python server writes and
+parses comes from the files, read here with plain ``json``, not through the loaders."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import server
 from engine import protocol as p
 from server.edge.metrics import Metrics, Rejection
+from server.parsers.tools import formats, json_formats
 
 pytestmark = pytest.mark.unit
 
@@ -83,3 +85,29 @@ def test_token_count_buckets_stop_at_the_context_length_where_the_file_says() ->
             assert les == [b for b in contract["buckets"][f["buckets"]]
                            if not f.get("capped_at_max_model_len") or float(b) <= 100
                            ] + ["+Inf"], f["name"]
+
+
+def test_the_tool_formats_and_markers_are_the_files() -> None:
+    specs = load("tool_formats.json")["formats"]
+    by_name = {s["name"]: s for s in specs}
+    assert list(formats.TOOL_CALL_PARSERS) == [s["name"] for s in specs]
+    for s in specs:
+        fmt = formats.TOOL_CALL_PARSERS[s["name"]]
+        assert (fmt.begin, fmt.end) == (s["begin"], s["end"])
+    assert formats.NATIVE_FORCING == tuple(s["name"] for s in specs if s.get("native"))
+    ds = by_name["deepseek_v3"]
+    assert (formats.MISTRAL_ARGS, formats.DEEPSEEK_SEP) == (by_name["mistral"]["args"], ds["sep"])
+    assert (json_formats.DS_CALL_BEGIN, json_formats.DS_CALL_END) == (ds["call_begin"],
+                                                                      ds["call_end"])
+
+
+def test_every_marker_is_in_a_shared_case_of_its_parser() -> None:
+    """The file against the literal bytes of tests/parser_cases/tools.jsonl (which both
+    frontends' parsers must parse): a changed marker fails here or there."""
+    cases = [json.loads(line) for line in
+             (ROOT / "tests" / "parser_cases" / "tools.jsonl").read_text().splitlines() if line]
+    for s in load("tool_formats.json")["formats"]:
+        texts = [c["text"] for c in cases if c["parser"] == s["name"] and c["calls"]]
+        for key in ("begin", "end", "args", "call_begin", "call_end", "sep"):
+            if s.get(key):
+                assert any(s[key] in t for t in texts), (s["name"], key)
