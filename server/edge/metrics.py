@@ -1,7 +1,8 @@
 """``GET /metrics``: Prometheus text format (version 0.0.4), written by hand.
 
-Mirrors ``rust/server/src/edge/metrics.rs``: the same metric names, labels, help texts and
-buckets. Frontend metrics are counted here; the engine's come from the latest
+Mirrors ``rust/server/src/edge/metrics.rs``; each family's type, help text, label names and
+buckets are ``server/contracts/metrics.json``'s (:mod:`server.edge.metric_contract`), which
+both frontends read. Frontend metrics are counted here; the engine's come from the latest
 ``SchedulerStats`` each engine sent (one ``engine`` label per engine). vLLM's names
 (``vllm:*``) come from :mod:`server.edge.vllm_metrics`, always served next to these.
 """
@@ -11,20 +12,14 @@ from __future__ import annotations
 import enum
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from engine import protocol as p
+from server.edge.metric_contract import buckets, family, header
 from server.edge.vllm_metrics import VllmMetrics
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
-# Seconds. Small buckets first: a frontend in front of the mock engine works in
-# microseconds to milliseconds.
-LATENCY_BUCKETS = ("0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
-                   "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60",
-                   "120", "300")
-TEXT_BUCKETS = ("0.00001", "0.000025", "0.00005", "0.0001", "0.00025", "0.0005", "0.001",
-                "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1")
 KNOWN_ENDPOINTS = frozenset({
     "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/load",
     "/version", "/tokenize", "/detokenize", "/ping", "/invocations", "/v1/responses",
@@ -47,10 +42,10 @@ class Histogram:
 
     __slots__ = ("name", "help", "labels", "bounds", "counts", "total", "count", "_lock")
 
-    def __init__(self, name: str, help_text: str, labels: Iterable[str]) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.help = help_text
-        self.labels = tuple(labels)
+        self.help = family(name).help
+        self.labels = buckets(name)
         self.bounds = tuple(float(b) for b in self.labels)
         self.counts = [0] * len(self.bounds)
         self.total = 0.0
@@ -67,7 +62,7 @@ class Histogram:
             self.count += 1
 
     def render(self, out: list[str]) -> None:
-        _header(out, self.name, self.help, "histogram")
+        header(out, self.name)
         with self._lock:
             counts, total, count = list(self.counts), self.total, self.count
         running = 0
@@ -77,10 +72,6 @@ class Histogram:
         out.append(f'{self.name}_bucket{{le="+Inf"}} {count}\n')
         out.append(f"{self.name}_sum {_float(total)}\n")
         out.append(f"{self.name}_count {count}\n")
-
-
-def _header(out: list[str], name: str, help_text: str, kind: str) -> None:
-    out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
 
 
 def _float(value: float) -> str:
@@ -95,20 +86,11 @@ class Metrics:
         self.http: dict[tuple[str, int], int] = {}
         self.prompt_tokens = 0
         self.generation_tokens = 0
-        self.ttft = Histogram("vrs:time_to_first_token_seconds",
-                              "Time from request arrival to its first generated token.",
-                              LATENCY_BUCKETS)
-        self.itl = Histogram("vrs:inter_token_latency_seconds",
-                             "Time between consecutive engine outputs of a request.",
-                             LATENCY_BUCKETS)
-        self.e2e = Histogram("vrs:e2e_request_latency_seconds",
-                             "Time from request arrival to its last token.", LATENCY_BUCKETS)
-        self.tokenize = Histogram("vrs:tokenize_latency_seconds",
-                                  "Chat template and tokenization time of one prompt.",
-                                  TEXT_BUCKETS)
-        self.detokenize = Histogram("vrs:detokenize_latency_seconds",
-                                    "Incremental detokenization time of one engine output.",
-                                    TEXT_BUCKETS)
+        self.ttft = Histogram("vrs:time_to_first_token_seconds")
+        self.itl = Histogram("vrs:inter_token_latency_seconds")
+        self.e2e = Histogram("vrs:e2e_request_latency_seconds")
+        self.tokenize = Histogram("vrs:tokenize_latency_seconds")
+        self.detokenize = Histogram("vrs:detokenize_latency_seconds")
         self.vllm = VllmMetrics()  # the vllm:* series a vLLM Grafana dashboard queries
         self.rejected = dict.fromkeys(Rejection, 0)
 
@@ -131,57 +113,47 @@ class Metrics:
                routed: Mapping[int, int] | None = None) -> bytes:
         """The text format; ``routed``: requests routed to each engine (data parallel)."""
         out: list[str] = []
-        _header(out, "vrs:http_requests_total", "HTTP requests by endpoint and status.",
-                "counter")
+        header(out, "vrs:http_requests_total")
         with self._lock:
             http = sorted(self.http.items())
             prompt, generation = self.prompt_tokens, self.generation_tokens
         for (endpoint, status), n in http:
             out.append(f'vrs:http_requests_total{{endpoint="{endpoint}",status="{status}"}} '
                        f"{n}\n")
-        _header(out, "vrs:prompt_tokens_total", "Prompt tokens of accepted requests.",
-                "counter")
+        header(out, "vrs:prompt_tokens_total")
         out.append(f"vrs:prompt_tokens_total {prompt}\n")
-        _header(out, "vrs:generation_tokens_total", "Tokens generated.", "counter")
+        header(out, "vrs:generation_tokens_total")
         out.append(f"vrs:generation_tokens_total {generation}\n")
-        _header(out, "vrs:requests_in_flight", "Generation requests being served.", "gauge")
+        header(out, "vrs:requests_in_flight")
         out.append(f"vrs:requests_in_flight {in_flight}\n")
-        _header(out, "vrs:requests_rejected_total",
-                "Generation requests refused or shed for overload, by reason.", "counter")
+        header(out, "vrs:requests_rejected_total")
         for reason, n in self.rejected.items():
             out.append(f'vrs:requests_rejected_total{{reason="{reason.value}"}} {n}\n')
         for histogram in (self.ttft, self.itl, self.e2e, self.tokenize, self.detokenize):
             histogram.render(out)
         _engine_metrics(out, stats)
-        _header(out, "vrs:engine_requests_routed_total",
-                "Requests the frontend routed to the engine.", "counter")
+        header(out, "vrs:engine_requests_routed_total")
         for index, n in sorted((routed or {}).items()):
             out.append(f'vrs:engine_requests_routed_total{{engine="{index}"}} {n}\n')
         return "".join(out).encode()
 
 
-# (name, kind, help, the value's text from an engine's stats)
-_ENGINE: tuple[tuple[str, str, str, Callable[[p.SchedulerStats], str]], ...] = (
-    ("vrs:num_requests_running", "gauge", "Requests the engine is running.",
-     lambda s: str(s.num_running)),
-    ("vrs:num_requests_waiting", "gauge", "Requests waiting in the engine.",
-     lambda s: str(s.num_waiting)),
-    ("vrs:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0 to 1).",
-     lambda s: _float(s.kv_cache_usage)),
-    ("vrs:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-     lambda s: str(s.prefix_cache_queries)),
-    ("vrs:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
-     lambda s: str(s.prefix_cache_hits)),
-    ("vrs:prefix_cache_hit_rate", "gauge", "prefix_cache_hits / prefix_cache_queries.",
+# (name, the value's text from an engine's stats)
+_ENGINE: tuple[tuple[str, Callable[[p.SchedulerStats], str]], ...] = (
+    ("vrs:num_requests_running", lambda s: str(s.num_running)),
+    ("vrs:num_requests_waiting", lambda s: str(s.num_waiting)),
+    ("vrs:kv_cache_usage_perc", lambda s: _float(s.kv_cache_usage)),
+    ("vrs:prefix_cache_queries_total", lambda s: str(s.prefix_cache_queries)),
+    ("vrs:prefix_cache_hits_total", lambda s: str(s.prefix_cache_hits)),
+    ("vrs:prefix_cache_hit_rate",
      lambda s: _float(s.prefix_cache_hits / s.prefix_cache_queries
                       if s.prefix_cache_queries else 0.0)),
-    ("vrs:num_preemptions_total", "counter", "Requests preempted by the engine.",
-     lambda s: str(s.num_preemptions)),
+    ("vrs:num_preemptions_total", lambda s: str(s.num_preemptions)),
 )
 
 
 def _engine_metrics(out: list[str], stats: Mapping[int, p.SchedulerStats]) -> None:
-    for name, kind, help_text, value in _ENGINE:
-        _header(out, name, help_text, kind)
+    for name, value in _ENGINE:
+        header(out, name)
         for index in sorted(stats):
             out.append(f'{name}{{engine="{index}"}} {value(stats[index])}\n')

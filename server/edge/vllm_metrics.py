@@ -1,10 +1,11 @@
 """vLLM's metric names (``vllm:*``) on ``GET /metrics``, so a vLLM Grafana dashboard works
 against vrs.
 
-Mirrors ``rust/server/src/edge/vllm_metrics.rs``: the same names, help texts, buckets and
-labels (``model_name`` and ``engine`` on every series, as vLLM's
-``vllm/v1/metrics/loggers.py`` has them). Counters follow ``prometheus_client``: the
-``# TYPE`` line names the base name, the sample carries ``_total``.
+Mirrors ``rust/server/src/edge/vllm_metrics.rs``; names, types, help texts, buckets and
+label names are ``server/contracts/metrics.json``'s (``model_name`` and ``engine`` on every
+series, as vLLM's ``vllm/v1/metrics/loggers.py`` has them). Counters follow
+``prometheus_client``: the ``# TYPE`` line names the base name, the sample carries
+``_total``.
 
 Per-request series are measured here in the frontend, per engine the request was routed
 to; engine state comes from each engine's latest ``SchedulerStats``. The queue and
@@ -21,63 +22,49 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from engine import protocol as p
+import msgspec
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-TOKEN_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
-                         2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                   50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-# Token counts: 1, 2, 5, 10, 20, 50, ... rendered up to the model's context length.
-COUNT_BUCKETS = tuple(float(m * 10**e) for e in range(9) for m in (1, 2, 5)) + (1e9,)
+from engine import protocol as p
+from server.edge.metric_contract import buckets, family, header
+
 REASONS = ("stop", "length", "abort")  # what vLLM pre-creates for vllm:request_success
+
+
+class _Histogram(msgspec.Struct, frozen=True):
+    """A histogram's name, bounds, their ``le`` labels, and whether bounds are token counts
+    (rendered up to the model's context length)."""
+
+    name: str
+    bounds: tuple[float, ...]
+    labels: tuple[str, ...]
+    capped: bool
+
+
+def _histogram(name: str) -> _Histogram:
+    labels = buckets(name)
+    return _Histogram(name, tuple(float(b) for b in labels), labels,
+                      family(name).capped_at_max_model_len)
+
 
 # vLLM's own order (vllm/v1/metrics/loggers.py), as vrs-rs writes them.
 (TTFT, ITL, E2E, QUEUE, INFERENCE, PREFILL, DECODE, PROMPT_LEN, GENERATION_LEN,
  MAX_GENERATION) = range(10)
-# (name, help, bounds, bounds are token counts)
-HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
-    ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-     TTFT_BUCKETS, False),
-    ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-     TOKEN_LATENCY_BUCKETS, False),
-    ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-     REQUEST_BUCKETS, False),
-    ("vllm:request_queue_time_seconds",
-     "Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS, False),
-    ("vllm:request_inference_time_seconds",
-     "Histogram of time spent in RUNNING phase for request.", REQUEST_BUCKETS, False),
-    ("vllm:request_prefill_time_seconds",
-     "Histogram of time spent in PREFILL phase for request.", REQUEST_BUCKETS, False),
-    ("vllm:request_decode_time_seconds",
-     "Histogram of time spent in DECODE phase for request.", REQUEST_BUCKETS, False),
-    ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", COUNT_BUCKETS, True),
-    ("vllm:request_generation_tokens", "Number of generation tokens processed.",
-     COUNT_BUCKETS, True),
-    ("vllm:request_max_num_generation_tokens",
-     "Histogram of maximum number of requested generation tokens.", COUNT_BUCKETS, True),
-)
+HISTOGRAMS = tuple(_histogram(name) for name in (
+    "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+    "vllm:request_inference_time_seconds", "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens", "vllm:request_max_num_generation_tokens"))
 
-# Engine state from SchedulerStats: (name, type, help, value).
-_ENGINE: tuple[tuple[str, str, str, Callable[[p.SchedulerStats], str]], ...] = (
-    ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-     lambda s: str(s.num_running)),
-    ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-     lambda s: str(s.num_waiting)),
-    ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-     lambda s: repr(float(s.kv_cache_usage))),
-    ("vllm:gpu_cache_usage_perc", "gauge",
-     "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use "
-     "vllm:kv_cache_usage_perc instead.", lambda s: repr(float(s.kv_cache_usage))),
-    ("vllm:prefix_cache_queries", "counter",
-     "Prefix cache queries, in terms of number of queried tokens.",
-     lambda s: str(s.prefix_cache_queries)),
-    ("vllm:prefix_cache_hits", "counter",
-     "Prefix cache hits, in terms of number of cached tokens.",
-     lambda s: str(s.prefix_cache_hits)),
-    ("vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine.",
-     lambda s: str(s.num_preemptions)),
+# Engine state from SchedulerStats: (name, value).
+_ENGINE: tuple[tuple[str, Callable[[p.SchedulerStats], str]], ...] = (
+    ("vllm:num_requests_running", lambda s: str(s.num_running)),
+    ("vllm:num_requests_waiting", lambda s: str(s.num_waiting)),
+    ("vllm:kv_cache_usage_perc", lambda s: repr(float(s.kv_cache_usage))),
+    ("vllm:gpu_cache_usage_perc", lambda s: repr(float(s.kv_cache_usage))),
+    ("vllm:prefix_cache_queries", lambda s: str(s.prefix_cache_queries)),
+    ("vllm:prefix_cache_hits", lambda s: str(s.prefix_cache_hits)),
+    ("vllm:num_preemptions", lambda s: str(s.num_preemptions)),
 )
 
 
@@ -96,11 +83,11 @@ class _PerEngine:
     generation_tokens: int = 0
     success: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     histograms: list[_Counts] = field(
-        default_factory=lambda: [_Counts([0] * len(h[2])) for h in HISTOGRAMS])
+        default_factory=lambda: [_Counts([0] * len(h.bounds)) for h in HISTOGRAMS])
 
     def observe(self, which: int, value: float) -> None:
         counts = self.histograms[which]
-        bounds = HISTOGRAMS[which][2]
+        bounds = HISTOGRAMS[which].bounds
         i = bisect_left(bounds, value)  # the first bound >= value (none for NaN)
         if i < len(bounds) and value <= bounds[i]:
             counts.buckets[i] += 1
@@ -194,41 +181,36 @@ class VllmMetrics:
         def labels(index: int) -> str:
             return f'model_name="{model}",engine="{index}"'
 
-        for name, kind, help_text, value in _ENGINE:
-            _header(out, name, help_text, kind)
-            sample = f"{name}_total" if kind == "counter" else name
+        for name, value in _ENGINE:
+            header(out, name)
+            sample = f"{name}_total" if family(name).type == "counter" else name
             for index in sorted(stats):
                 out.append(f"{sample}{{{labels(index)}}} {value(stats[index])}\n")
         engines = sorted(measured.items())
-        for name, help_text, attr in (
-                ("vllm:prompt_tokens", "Number of prefill tokens processed.", "prompt_tokens"),
-                ("vllm:generation_tokens", "Number of generation tokens processed.",
-                 "generation_tokens")):
-            _header(out, name, help_text, "counter")
+        for name, attr in (("vllm:prompt_tokens", "prompt_tokens"),
+                           ("vllm:generation_tokens", "generation_tokens")):
+            header(out, name)
             for index, e in engines:
                 out.append(f"{name}_total{{{labels(index)}}} {getattr(e, attr)}\n")
         name = "vllm:request_success"
-        _header(out, name, "Count of successfully processed requests.", "counter")
+        header(out, name)
         for index, e in engines:
             for reason, n in sorted(e.success.items()):
                 out.append(f'{name}_total{{{labels(index)},finished_reason="{reason}"}} {n}\n')
-        for which, (name, help_text, bounds, counts) in enumerate(HISTOGRAMS):
-            _header(out, name, help_text, "histogram")
+        for which, h in enumerate(HISTOGRAMS):
+            name = h.name
+            header(out, name)
             for index, e in engines:
                 c = e.histograms[which]
                 running = 0
-                for bound, n in zip(bounds, c.buckets, strict=True):
+                for bound, le, n in zip(h.bounds, h.labels, c.buckets, strict=True):
                     running += n
-                    if counts and bound > max_model_len:
+                    if h.capped and bound > max_model_len:
                         break
-                    out.append(f'{name}_bucket{{{labels(index)},le="{bound!r}"}} {running}\n')
+                    out.append(f'{name}_bucket{{{labels(index)},le="{le}"}} {running}\n')
                 out.append(f'{name}_bucket{{{labels(index)},le="+Inf"}} {c.count}\n')
                 out.append(f"{name}_sum{{{labels(index)}}} {c.total!r}\n")
                 out.append(f"{name}_count{{{labels(index)}}} {c.count}\n")
-
-
-def _header(out: list[str], name: str, help_text: str, kind: str) -> None:
-    out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
 
 
 def _escape(value: str) -> str:

@@ -2,34 +2,17 @@
 marker strings, plus the prefill of the formats that force a call natively.
 Rust: rust/server/src/parsers/tools/formats.rs.
 
-The byte-level facts, per format (the parsers' modules hold the grammar):
-
-* ``demo``: the demo template's ``<｜tool▁call▁begin｜>`` BODY ``<｜tool▁call▁end｜>``;
-* ``hermes``: ``<tool_call>`` BODY ``</tool_call>`` (Hermes 2 Pro model card,
-  https://huggingface.co/NousResearch/Hermes-2-Pro-Llama-3-8B; Qwen2.5 / Qwen3 chat
-  templates, https://qwen.readthedocs.io/en/latest/framework/function_call.html);
-* ``llama3_json``: an output starting with ``<|python_tag|>`` or ``{`` (Llama 3.1 model
-  card, "JSON based tool calling",
-  https://www.llama.com/docs/model-cards-and-prompt-formats/llama3_1/);
-* ``mistral``: ``[TOOL_CALLS]`` (mistral-common tokenizer docs,
-  https://docs.mistral.ai/guides/tokenization/; v11+ adds ``[ARGS]``);
-* ``deepseek_v3``: ``<｜tool▁calls▁begin｜>`` ... ``<｜tool▁sep｜>`` (DeepSeek-V3 chat
-  template, https://huggingface.co/deepseek-ai/DeepSeek-V3);
-* ``granite``: ``<|tool_call|>`` (IBM Granite 3.x model card,
-  https://www.ibm.com/granite/docs/models/granite/);
-* ``qwen3_coder``: ``<tool_call>`` ``<function=NAME>`` ``<parameter=P>`` (Qwen3-Coder model
-  card, https://huggingface.co/Qwen/Qwen3-Coder-30B-A3B-Instruct);
-* ``pythonic``: ``[f(a=1)]``, optionally in ``<|python_start|>`` / ``<|python_end|>``
-  (Llama 3.2 / Llama 4 model cards, https://www.llama.com/docs/model-cards-and-prompt-formats/).
-
-Only ``demo`` and ``hermes`` force a call natively (a prefill of the begin marker, see
-:func:`prefill`); the others use the format-independent JSON forcing of
-:mod:`server.parsers.tools.grammar`.
+The names, their order and every marker (with the source of its bytes) are
+``server/contracts/tool_formats.json``'s, which both frontends read; the parsers' modules
+hold the grammar. Only the ``native`` formats there (``demo``, ``hermes``) force a call
+natively (a prefill of the begin marker, see :func:`prefill`); the others use the
+format-independent JSON forcing of :mod:`server.parsers.tools.grammar`.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import msgspec
 
@@ -43,27 +26,44 @@ class ToolFormat(msgspec.Struct, frozen=True):
     end: str
 
 
-DEMO_BEGIN, DEMO_END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
-HERMES_BEGIN, HERMES_END = "<tool_call>", "</tool_call>"
-PYTHON_TAG = "<|python_tag|>"
-MISTRAL_CALLS, MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
-DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
-DEEPSEEK_SEP = "<｜tool▁sep｜>"
-GRANITE_CALL = "<|tool_call|>"
-PYTHON_START, PYTHON_END = "<|python_start|>", "<|python_end|>"
+class FormatSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One format of the contract file (empty strings: the format has no such marker)."""
 
+    name: str
+    begin: str
+    end: str
+    source: str
+    native: bool = False
+    args: str = ""
+    call_begin: str = ""
+    call_end: str = ""
+    sep: str = ""
+
+
+class _Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    about: str
+    formats: tuple[FormatSpec, ...]
+
+
+PATH = Path(__file__).resolve().parents[2] / "contracts" / "tool_formats.json"
+SPECS = {f.name: f for f in msgspec.json.decode(PATH.read_bytes(), type=_Contract).formats}
+
+DEMO_BEGIN, DEMO_END = SPECS["demo"].begin, SPECS["demo"].end
+HERMES_BEGIN, HERMES_END = SPECS["hermes"].begin, SPECS["hermes"].end
+PYTHON_TAG = SPECS["llama3_json"].begin
+MISTRAL_CALLS, MISTRAL_ARGS = SPECS["mistral"].begin, SPECS["mistral"].args
+_DEEPSEEK = SPECS["deepseek_v3"]
+DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALLS_END = _DEEPSEEK.begin, _DEEPSEEK.end
+DEEPSEEK_CALL_BEGIN, DEEPSEEK_CALL_END = _DEEPSEEK.call_begin, _DEEPSEEK.call_end
+DEEPSEEK_SEP = _DEEPSEEK.sep
+GRANITE_CALL = SPECS["granite"].begin
+PYTHON_START, PYTHON_END = SPECS["pythonic"].begin, SPECS["pythonic"].end
+
+# In the file's order.
 TOOL_CALL_PARSERS: dict[str, ToolFormat] = {
-    "demo": ToolFormat(DEMO_BEGIN, DEMO_END),
-    "hermes": ToolFormat(HERMES_BEGIN, HERMES_END),
-    "llama3_json": ToolFormat(PYTHON_TAG, ""),
-    "mistral": ToolFormat(MISTRAL_CALLS, ""),
-    "deepseek_v3": ToolFormat(DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALLS_END),
-    "qwen3_coder": ToolFormat(HERMES_BEGIN, HERMES_END),
-    "pythonic": ToolFormat(PYTHON_START, PYTHON_END),
-    "granite": ToolFormat(GRANITE_CALL, ""),
-}
+    name: ToolFormat(spec.begin, spec.end) for name, spec in SPECS.items()}
 # The formats whose forced calls use their own markers (prefill + structural tag).
-NATIVE_FORCING = ("demo", "hermes")
+NATIVE_FORCING = tuple(name for name, spec in SPECS.items() if spec.native)
 
 
 def forces_natively(parser: str) -> bool:

@@ -50,7 +50,7 @@ from server.parsers.tools.scanner import Scanner, Sink, is_partial, scan_content
 from server.parsers.tools.settings import ToolSettings
 
 CONTENT, PENDING, OBJECT, STRING, CLOSE, ALL = range(6)
-DS_CALL_BEGIN, DS_CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
+DS_CALL_BEGIN, DS_CALL_END = f.DEEPSEEK_CALL_BEGIN, f.DEEPSEEK_CALL_END
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 HeadReader = Callable[[str, bool], Head]

@@ -1,6 +1,6 @@
 //! `GET /metrics`: Prometheus text format (version 0.0.4), written by hand. Mirrors
-//! `server/edge/metrics.py`: the same names, labels, help texts and buckets.
-//! Frontend metrics are counted here; the engine's come from its latest
+//! `server/edge/metrics.py`; each family's type, help text, label names and buckets are
+//! `server/contracts/metrics.json`'s ([`super::metric_contract`]). Frontend metrics are counted here; the engine's come from its latest
 //! `SchedulerStats` (label `engine`). vLLM's names (`vllm:*`) come from
 //! [`super::vllm_metrics`], always served next to these.
 
@@ -12,19 +12,11 @@ use std::time::Duration;
 
 use vrs_wire::SchedulerStats;
 
-use super::vllm_metrics::{float, header, VllmMetrics};
+use super::metric_contract::{buckets, header};
+use super::vllm_metrics::{float, VllmMetrics};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Seconds; small buckets first (a frontend works in microseconds to milliseconds).
-const LATENCY_BUCKETS: &[&str] = &[
-    "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
-    "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "120", "300",
-];
-const TEXT_BUCKETS: &[&str] = &[
-    "0.00001", "0.000025", "0.00005", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
-    "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1",
-];
 const KNOWN_ENDPOINTS: &[&str] = &[
     "/v1/chat/completions",
     "/v1/responses",
@@ -77,8 +69,7 @@ impl Rejection {
 /// A cumulative histogram with fixed bounds; observing is lock-free.
 pub struct Histogram {
     name: &'static str,
-    help: &'static str,
-    labels: &'static [&'static str],
+    labels: &'static [String],
     bounds: Vec<f64>,
     counts: Vec<AtomicU64>,
     sum_bits: AtomicU64,
@@ -86,16 +77,13 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    fn new(name: &'static str, help: &'static str, labels: &'static [&'static str]) -> Self {
+    fn new(name: &'static str) -> Self {
+        let buckets = buckets(name);
         Self {
             name,
-            help,
-            labels,
-            bounds: labels
-                .iter()
-                .map(|l| l.parse().unwrap_or(f64::MAX))
-                .collect(),
-            counts: labels.iter().map(|_| AtomicU64::new(0)).collect(),
+            labels: buckets.labels,
+            counts: buckets.labels.iter().map(|_| AtomicU64::new(0)).collect(),
+            bounds: buckets.bounds,
             sum_bits: AtomicU64::new(0f64.to_bits()),
             count: AtomicU64::new(0),
         }
@@ -123,7 +111,7 @@ impl Histogram {
     }
 
     fn render(&self, out: &mut String) {
-        header(out, self.name, self.help, "histogram");
+        header(out, self.name);
         let mut running = 0;
         for (label, n) in self.labels.iter().zip(&self.counts) {
             running += n.load(Ordering::Relaxed);
@@ -160,31 +148,11 @@ impl Default for Metrics {
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             rejected: Default::default(),
-            ttft: Histogram::new(
-                "vrs:time_to_first_token_seconds",
-                "Time from request arrival to its first generated token.",
-                LATENCY_BUCKETS,
-            ),
-            itl: Histogram::new(
-                "vrs:inter_token_latency_seconds",
-                "Time between consecutive engine outputs of a request.",
-                LATENCY_BUCKETS,
-            ),
-            e2e: Histogram::new(
-                "vrs:e2e_request_latency_seconds",
-                "Time from request arrival to its last token.",
-                LATENCY_BUCKETS,
-            ),
-            tokenize: Histogram::new(
-                "vrs:tokenize_latency_seconds",
-                "Chat template and tokenization time of one prompt.",
-                TEXT_BUCKETS,
-            ),
-            detokenize: Histogram::new(
-                "vrs:detokenize_latency_seconds",
-                "Incremental detokenization time of one engine output.",
-                TEXT_BUCKETS,
-            ),
+            ttft: Histogram::new("vrs:time_to_first_token_seconds"),
+            itl: Histogram::new("vrs:inter_token_latency_seconds"),
+            e2e: Histogram::new("vrs:e2e_request_latency_seconds"),
+            tokenize: Histogram::new("vrs:tokenize_latency_seconds"),
+            detokenize: Histogram::new("vrs:detokenize_latency_seconds"),
             vllm: VllmMetrics::default(),
         }
     }
@@ -220,12 +188,7 @@ impl Metrics {
     /// The text format; `engines` are (index, latest stats).
     pub fn render(&self, engines: &[(u32, SchedulerStats)], in_flight: usize) -> String {
         let mut out = String::with_capacity(8192);
-        header(
-            &mut out,
-            "vrs:http_requests_total",
-            "HTTP requests by endpoint and status.",
-            "counter",
-        );
+        header(&mut out, "vrs:http_requests_total");
         let http = self.http.lock().map(|h| h.clone()).unwrap_or_default();
         for ((endpoint, status), n) in http {
             let _ = writeln!(
@@ -233,35 +196,15 @@ impl Metrics {
                 "vrs:http_requests_total{{endpoint=\"{endpoint}\",status=\"{status}\"}} {n}"
             );
         }
-        header(
-            &mut out,
-            "vrs:prompt_tokens_total",
-            "Prompt tokens of accepted requests.",
-            "counter",
-        );
+        header(&mut out, "vrs:prompt_tokens_total");
         let prompt = self.prompt_tokens.load(Ordering::Relaxed);
         let _ = writeln!(out, "vrs:prompt_tokens_total {prompt}");
-        header(
-            &mut out,
-            "vrs:generation_tokens_total",
-            "Tokens generated.",
-            "counter",
-        );
+        header(&mut out, "vrs:generation_tokens_total");
         let generation = self.generation_tokens.load(Ordering::Relaxed);
         let _ = writeln!(out, "vrs:generation_tokens_total {generation}");
-        header(
-            &mut out,
-            "vrs:requests_in_flight",
-            "Generation requests being served.",
-            "gauge",
-        );
+        header(&mut out, "vrs:requests_in_flight");
         let _ = writeln!(out, "vrs:requests_in_flight {in_flight}");
-        header(
-            &mut out,
-            "vrs:requests_rejected_total",
-            "Generation requests refused or shed for overload, by reason.",
-            "counter",
-        );
+        header(&mut out, "vrs:requests_rejected_total");
         for (reason, n) in Rejection::ALL.iter().zip(&self.rejected) {
             let _ = writeln!(
                 out,
@@ -286,65 +229,32 @@ impl Metrics {
 
 type EngineValue = fn(&SchedulerStats) -> String;
 
-const ENGINE: &[(&str, &str, &str, EngineValue)] = &[
-    (
-        "vrs:num_requests_running",
-        "gauge",
-        "Requests the engine is running.",
-        |s| s.num_running.to_string(),
-    ),
-    (
-        "vrs:num_requests_waiting",
-        "gauge",
-        "Requests waiting in the engine.",
-        |s| s.num_waiting.to_string(),
-    ),
-    (
-        "vrs:kv_cache_usage_perc",
-        "gauge",
-        "Fraction of KV-cache blocks in use (0 to 1).",
-        |s| float(s.kv_cache_usage),
-    ),
-    (
-        "vrs:prefix_cache_queries_total",
-        "counter",
-        "Prompt tokens looked up in the prefix cache.",
-        |s| s.prefix_cache_queries.to_string(),
-    ),
-    (
-        "vrs:prefix_cache_hits_total",
-        "counter",
-        "Prompt tokens found in the prefix cache.",
-        |s| s.prefix_cache_hits.to_string(),
-    ),
-    (
-        "vrs:prefix_cache_hit_rate",
-        "gauge",
-        "prefix_cache_hits / prefix_cache_queries.",
-        |s| {
-            float(if s.prefix_cache_queries > 0 {
-                s.prefix_cache_hits as f64 / s.prefix_cache_queries as f64
-            } else {
-                0.0
-            })
-        },
-    ),
-    (
-        "vrs:num_preemptions_total",
-        "counter",
-        "Requests preempted by the engine.",
-        |s| s.num_preemptions.to_string(),
-    ),
+/// Engine state from `SchedulerStats`: (name, value).
+const ENGINE: &[(&str, EngineValue)] = &[
+    ("vrs:num_requests_running", |s| s.num_running.to_string()),
+    ("vrs:num_requests_waiting", |s| s.num_waiting.to_string()),
+    ("vrs:kv_cache_usage_perc", |s| float(s.kv_cache_usage)),
+    ("vrs:prefix_cache_queries_total", |s| {
+        s.prefix_cache_queries.to_string()
+    }),
+    ("vrs:prefix_cache_hits_total", |s| {
+        s.prefix_cache_hits.to_string()
+    }),
+    ("vrs:prefix_cache_hit_rate", |s| {
+        float(if s.prefix_cache_queries > 0 {
+            s.prefix_cache_hits as f64 / s.prefix_cache_queries as f64
+        } else {
+            0.0
+        })
+    }),
+    ("vrs:num_preemptions_total", |s| {
+        s.num_preemptions.to_string()
+    }),
 ];
 
 /// Appends the data parallel routing counter: requests routed to each (index, count).
 pub fn routed_metrics(out: &mut String, routed: &[(u32, usize)]) {
-    header(
-        out,
-        "vrs:engine_requests_routed_total",
-        "Requests the frontend routed to the engine.",
-        "counter",
-    );
+    header(out, "vrs:engine_requests_routed_total");
     for (index, n) in routed {
         let _ = writeln!(
             out,
@@ -354,8 +264,8 @@ pub fn routed_metrics(out: &mut String, routed: &[(u32, usize)]) {
 }
 
 fn engine_metrics(out: &mut String, engines: &[(u32, SchedulerStats)]) {
-    for (name, kind, help, value) in ENGINE {
-        header(out, name, help, kind);
+    for (name, value) in ENGINE {
+        header(out, name);
         for (index, stats) in engines {
             let _ = writeln!(out, "{name}{{engine=\"{index}\"}} {}", value(stats));
         }

@@ -1,7 +1,8 @@
 //! vLLM's metric names (`vllm:*`) on `GET /metrics`, so a vLLM Grafana dashboard works
-//! against vrs. Mirrors `server/edge/vllm_metrics.py`: the same names, help texts, buckets
-//! and labels (`model_name` and `engine` on every series, as vLLM's
-//! `vllm/v1/metrics/loggers.py` has them). Counters follow `prometheus_client`: the
+//! against vrs. Mirrors `server/edge/vllm_metrics.py`; names, types, help texts, buckets
+//! and label names are `server/contracts/metrics.json`'s ([`super::metric_contract`]):
+//! `model_name` and `engine` on every series, as vLLM's `vllm/v1/metrics/loggers.py` has
+//! them. Counters follow `prometheus_client`: the
 //! `# TYPE` line names the base name, the sample carries `_total`.
 //!
 //! Per-request series are measured here in the frontend, per engine the request was
@@ -15,34 +16,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use vrs_wire::SchedulerStats;
 
+use super::metric_contract::{buckets, family, header, Buckets};
 use engine::ENGINE;
 
 mod engine;
-
-/// vLLM's TTFT buckets (seconds).
-const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-];
-/// vLLM's per-output-token buckets (seconds).
-const TOKEN_LATENCY_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0,
-];
-/// vLLM's request latency buckets (seconds).
-const REQUEST_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-];
-/// Token counts: 1, 2, 5, 10, 20, 50, ... rendered up to the model's context length.
-const COUNT_BUCKETS: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5,
-    5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9,
-];
 
 /// The finish reasons vLLM pre-creates for `vllm:request_success`.
 const REASONS: &[&str] = &["stop", "length", "abort"];
@@ -62,69 +43,23 @@ enum H {
     MaxGeneration,
 }
 
-/// (name, help, bounds, bounds are token counts)
-const HISTOGRAMS: &[(&str, &str, &[f64], bool)] = &[
-    (
-        "vllm:time_to_first_token_seconds",
-        "Histogram of time to first token in seconds.",
-        TTFT_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:inter_token_latency_seconds",
-        "Histogram of inter-token latency in seconds.",
-        TOKEN_LATENCY_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:e2e_request_latency_seconds",
-        "Histogram of e2e request latency in seconds.",
-        REQUEST_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:request_queue_time_seconds",
-        "Histogram of time spent in WAITING phase for request.",
-        REQUEST_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:request_inference_time_seconds",
-        "Histogram of time spent in RUNNING phase for request.",
-        REQUEST_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:request_prefill_time_seconds",
-        "Histogram of time spent in PREFILL phase for request.",
-        REQUEST_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:request_decode_time_seconds",
-        "Histogram of time spent in DECODE phase for request.",
-        REQUEST_BUCKETS,
-        false,
-    ),
-    (
-        "vllm:request_prompt_tokens",
-        "Number of prefill tokens processed.",
-        COUNT_BUCKETS,
-        true,
-    ),
-    (
-        "vllm:request_generation_tokens",
-        "Number of generation tokens processed.",
-        COUNT_BUCKETS,
-        true,
-    ),
-    (
-        "vllm:request_max_num_generation_tokens",
-        "Histogram of maximum number of requested generation tokens.",
-        COUNT_BUCKETS,
-        true,
-    ),
+/// The histograms, in [`H`]'s order (vLLM's own, `vllm/v1/metrics/loggers.py`).
+const HISTOGRAMS: [&str; 10] = [
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_inference_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds",
+    "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens",
+    "vllm:request_max_num_generation_tokens",
 ];
+
+/// Each histogram's buckets (from the contract), in [`H`]'s order.
+static BUCKETS: LazyLock<Vec<Buckets>> =
+    LazyLock::new(|| HISTOGRAMS.iter().map(|name| buckets(name)).collect());
 
 /// One histogram's counts (per bucket, not cumulative), sum and count.
 #[derive(Clone)]
@@ -149,10 +84,10 @@ impl Default for PerEngine {
             prompt_tokens: 0,
             generation_tokens: 0,
             success: REASONS.iter().map(|r| (*r, 0)).collect(),
-            histograms: HISTOGRAMS
+            histograms: BUCKETS
                 .iter()
-                .map(|(_, _, bounds, _)| Counts {
-                    buckets: vec![0; bounds.len()],
+                .map(|b| Counts {
+                    buckets: vec![0; b.bounds.len()],
                     sum: 0.0,
                     count: 0,
                 })
@@ -163,7 +98,7 @@ impl Default for PerEngine {
 
 impl PerEngine {
     fn observe(&mut self, which: H, value: f64) {
-        let (_, _, bounds, _) = HISTOGRAMS[which as usize];
+        let bounds = &BUCKETS[which as usize].bounds;
         let counts = &mut self.histograms[which as usize];
         if let Some(i) = bounds.iter().position(|&b| value <= b) {
             counts.buckets[i] += 1;
@@ -264,9 +199,9 @@ impl VllmMetrics {
         }
         let model = escape(model_name);
         let labels = |index: &u32| format!("model_name=\"{model}\",engine=\"{index}\"");
-        for (name, kind, help, value) in ENGINE {
-            header(out, name, help, kind);
-            let sample = if *kind == "counter" {
+        for (name, value) in ENGINE {
+            header(out, name);
+            let sample = if family(name).is_some_and(|f| f.kind == "counter") {
                 format!("{name}_total")
             } else {
                 (*name).to_string()
@@ -275,31 +210,18 @@ impl VllmMetrics {
                 let _ = writeln!(out, "{sample}{{{}}} {}", labels(index), value(s));
             }
         }
-        let counters: [(&str, &str, Count); 2] = [
-            (
-                "vllm:prompt_tokens",
-                "Number of prefill tokens processed.",
-                |e| e.prompt_tokens,
-            ),
-            (
-                "vllm:generation_tokens",
-                "Number of generation tokens processed.",
-                |e| e.generation_tokens,
-            ),
+        let counters: [(&str, Count); 2] = [
+            ("vllm:prompt_tokens", |e| e.prompt_tokens),
+            ("vllm:generation_tokens", |e| e.generation_tokens),
         ];
-        for (name, help, value) in counters {
-            header(out, name, help, "counter");
+        for (name, value) in counters {
+            header(out, name);
             for (index, e) in &measured {
                 let _ = writeln!(out, "{name}_total{{{}}} {}", labels(index), value(e));
             }
         }
         let name = "vllm:request_success";
-        header(
-            out,
-            name,
-            "Count of successfully processed requests.",
-            "counter",
-        );
+        header(out, name);
         for (index, e) in &measured {
             for (reason, n) in &e.success {
                 let _ = writeln!(
@@ -309,17 +231,17 @@ impl VllmMetrics {
                 );
             }
         }
-        for (i, (name, help, bounds, counts)) in HISTOGRAMS.iter().enumerate() {
-            header(out, name, help, "histogram");
+        for (i, (name, b)) in HISTOGRAMS.iter().zip(BUCKETS.iter()).enumerate() {
+            header(out, name);
+            let capped = family(name).is_some_and(|f| f.capped_at_max_model_len);
             for (index, e) in &measured {
                 let c = &e.histograms[i];
                 let mut running = 0;
-                for (bound, n) in bounds.iter().zip(&c.buckets) {
+                for ((bound, le), n) in b.bounds.iter().zip(b.labels).zip(&c.buckets) {
                     running += n;
-                    if *counts && *bound > max_model_len as f64 {
+                    if capped && *bound > max_model_len as f64 {
                         break;
                     }
-                    let le = float(*bound);
                     let _ = writeln!(
                         out,
                         "{name}_bucket{{{},le=\"{le}\"}} {running}",
@@ -358,10 +280,6 @@ impl Siblings {
         (self.remaining.fetch_sub(1, Ordering::SeqCst) == 1)
             .then(|| self.max.load(Ordering::SeqCst))
     }
-}
-
-pub(crate) fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 /// A float as Python's `repr` prints it for ordinary values (`0.0`, `1.5`).

@@ -24,7 +24,7 @@ use crate::parsers::reasoning::REASONING_PARSERS;
 
 /// Every tool-call parser name (vLLM's), besides `auto` and `none`: the formats
 /// [`crate::parsers::tools`] implements.
-pub const TOOL_CALL_PARSERS: &[&str] = crate::parsers::tools::PARSER_NAMES;
+pub use crate::parsers::tools::PARSER_NAMES as TOOL_CALL_PARSERS;
 
 /// Template markers → tool-call parser, in order (every marker of an entry must appear).
 const TEMPLATE_TOOL_MARKERS: &[(&[&str], &str)] = &[

@@ -3,17 +3,13 @@
 //! ([`json_call`](super::json_call)): where a call may start, and how a committed call's
 //! text ends. Mirrors `server/parsers/tools/formats.py`.
 //!
-//! Byte-level sources: `hermes` — Hermes 2 Pro / Qwen2.5 / Qwen3 model cards
-//! (`<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`); `llama3_json` — Llama
-//! 3.1 model card, "JSON based tool calling" (`{"name": ..., "parameters": ...}`, optional
-//! `<|python_tag|>`); `mistral` — mistral-common tokenizer docs (`[TOOL_CALLS]` then a
-//! JSON list, v11+ `[TOOL_CALLS]NAME[ARGS]{...}`); `deepseek_v3` — DeepSeek-V3 chat
-//! template (`<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n
-//! {...}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>`); `granite` — IBM Granite 3.x model
-//! card (`<|tool_call|>[{...}]`); `qwen3_coder` — Qwen3-Coder model card
-//! (`<function=NAME><parameter=P>V</parameter></function>`); `pythonic` — Llama 3.2 /
-//! Llama 4 model cards (`[f(a=1), g(b='x')]`); `demo` — the demo model's template.
+//! The names, their order and every marker (with the source of its bytes: model cards,
+//! chat templates, tokenizer docs) are `server/contracts/tool_formats.json`'s, compiled in
+//! and read by the Python server too; the grammar is here and in the parsers' modules.
 
+use std::sync::LazyLock;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::json_call::{self, Closer, Cursor, Found, Stop};
@@ -32,17 +28,66 @@ pub enum ToolFormat {
     Granite,
 }
 
-/// The format names (`--tool-call-parser`; `auto` is [`crate::parsers::select`]'s).
-pub const PARSER_NAMES: &[&str] = &[
-    "demo",
-    "hermes",
-    "llama3_json",
-    "mistral",
-    "deepseek_v3",
-    "qwen3_coder",
-    "pythonic",
-    "granite",
-];
+const FILE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../server/contracts/tool_formats.json"
+));
+
+/// One format's markers, as the contract file has them (empty: no such marker).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Markers {
+    pub name: String,
+    /// A call's (or a call list's) opening marker.
+    pub begin: String,
+    /// Its closing marker.
+    pub end: String,
+    /// Where the bytes come from.
+    pub source: String,
+    /// Forced natively: a prefill of `begin` plus the format's own tag.
+    #[serde(default)]
+    pub native: bool,
+    /// `mistral` v11+: between a call's name and its arguments.
+    #[serde(default)]
+    pub args: String,
+    /// `deepseek_v3`: one call's markers inside the list, and the name's separator.
+    #[serde(default)]
+    pub call_begin: String,
+    #[serde(default)]
+    pub call_end: String,
+    #[serde(default)]
+    pub sep: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Contract {
+    #[allow(dead_code)]
+    about: String,
+    formats: Vec<Markers>,
+}
+
+static CONTRACT: LazyLock<Contract> = LazyLock::new(|| {
+    serde_json::from_str(FILE).expect("server/contracts/tool_formats.json (compiled in) parses")
+});
+
+/// The format names (`--tool-call-parser`; `auto` is [`crate::parsers::select`]'s), in
+/// the contract file's order.
+pub static PARSER_NAMES: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| CONTRACT.formats.iter().map(|f| f.name.as_str()).collect());
+
+/// Each format's markers, in [`ALL`]'s order.
+static MARKERS: LazyLock<Vec<&'static Markers>> = LazyLock::new(|| {
+    ALL.iter()
+        .map(|format| {
+            CONTRACT
+                .formats
+                .iter()
+                .find(|m| m.name == format.name())
+                .expect("server/contracts/tool_formats.json names every ToolFormat")
+        })
+        .collect()
+});
 
 const ALL: [ToolFormat; 8] = [
     ToolFormat::Demo,
@@ -55,49 +100,40 @@ const ALL: [ToolFormat; 8] = [
     ToolFormat::Granite,
 ];
 
-pub const DEMO_BEGIN: &str = "<｜tool▁call▁begin｜>";
-pub const DEMO_END: &str = "<｜tool▁call▁end｜>";
-pub const HERMES_BEGIN: &str = "<tool_call>";
-pub const HERMES_END: &str = "</tool_call>";
-pub const PYTHON_TAG: &str = "<|python_tag|>";
-pub const MISTRAL_BEGIN: &str = "[TOOL_CALLS]";
-pub const MISTRAL_ARGS: &str = "[ARGS]";
-pub const DEEPSEEK_BEGIN: &str = "<｜tool▁calls▁begin｜>";
-pub const DEEPSEEK_END: &str = "<｜tool▁calls▁end｜>";
-pub const DEEPSEEK_CALL: &str = "<｜tool▁call▁begin｜>";
-pub const DEEPSEEK_CALL_END: &str = "<｜tool▁call▁end｜>";
-pub const DEEPSEEK_SEP: &str = "<｜tool▁sep｜>";
-pub const GRANITE_BEGIN: &str = "<|tool_call|>";
-pub const PYTHON_START: &str = "<|python_start|>";
-pub const PYTHON_END: &str = "<|python_end|>";
-
 impl ToolFormat {
     pub fn name(self) -> &'static str {
-        PARSER_NAMES[ALL.iter().position(|f| *f == self).unwrap_or(0)]
+        match self {
+            Self::Demo => "demo",
+            Self::Hermes => "hermes",
+            Self::Llama3Json => "llama3_json",
+            Self::Mistral => "mistral",
+            Self::DeepseekV3 => "deepseek_v3",
+            Self::Qwen3Coder => "qwen3_coder",
+            Self::Pythonic => "pythonic",
+            Self::Granite => "granite",
+        }
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        PARSER_NAMES.iter().position(|n| *n == name).map(|i| ALL[i])
+        ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The contract file's markers of this format.
+    pub fn markers(self) -> &'static Markers {
+        MARKERS[self as usize]
     }
 
     /// `(begin, end)` of the formats forced natively (prefill + their own tag).
     pub fn native(self) -> Option<(&'static str, &'static str)> {
-        match self {
-            Self::Demo => Some((DEMO_BEGIN, DEMO_END)),
-            Self::Hermes => Some((HERMES_BEGIN, HERMES_END)),
-            _ => None,
-        }
+        let m = self.markers();
+        m.native.then_some((m.begin.as_str(), m.end.as_str()))
     }
 
     /// The marker that opens calls in content (`None`: calls only at the output's start).
     pub fn begin(self) -> Option<&'static str> {
         match self {
-            Self::Demo => Some(DEMO_BEGIN),
-            Self::Hermes | Self::Qwen3Coder => Some(HERMES_BEGIN),
-            Self::Mistral => Some(MISTRAL_BEGIN),
-            Self::DeepseekV3 => Some(DEEPSEEK_BEGIN),
-            Self::Granite => Some(GRANITE_BEGIN),
             Self::Llama3Json | Self::Pythonic => None,
+            _ => Some(self.markers().begin.as_str()),
         }
     }
 }
@@ -177,13 +213,13 @@ pub fn pre(
             json_call::body(cur, known, wrapped(end))
         }
         (F::Granite, Entry::Marker) => {
-            cur.expect(GRANITE_BEGIN)?;
+            cur.expect(&F::Granite.markers().begin)?;
             cur.ws();
             cur.expect("[")?;
             json_call::body(cur, known, Closer::List)
         }
         (F::Mistral, Entry::Marker) => {
-            cur.expect(MISTRAL_BEGIN)?;
+            cur.expect(&F::Mistral.markers().begin)?;
             cur.ws();
             if cur.lit("[")? {
                 return json_call::body(cur, known, Closer::List);
@@ -193,7 +229,7 @@ pub fn pre(
             if name.is_empty() {
                 return Err(Stop::Fail(start));
             }
-            cur.expect(MISTRAL_ARGS)?;
+            cur.expect(&F::Mistral.markers().args)?;
             if !known(name) {
                 return Err(Stop::Fail(cur.i));
             }
@@ -205,13 +241,13 @@ pub fn pre(
         }
         (F::Llama3Json, Entry::Start) => {
             cur.ws();
-            if cur.lit(PYTHON_TAG)? {
+            if cur.lit(&F::Llama3Json.markers().begin)? {
                 cur.ws();
             }
             json_call::body(cur, known, Closer::Llama)
         }
         (F::DeepseekV3, Entry::Marker) => {
-            cur.expect(DEEPSEEK_BEGIN)?;
+            cur.expect(&F::DeepseekV3.markers().begin)?;
             cur.ws();
             deepseek_call(cur, known)
         }
@@ -223,9 +259,10 @@ pub fn pre(
 
 /// `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n` up to the arguments' `{`.
 fn deepseek_call(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
-    cur.expect(DEEPSEEK_CALL)?;
+    let m = ToolFormat::DeepseekV3.markers();
+    cur.expect(&m.call_begin)?;
     cur.expect("function")?;
-    cur.expect(DEEPSEEK_SEP)?;
+    cur.expect(&m.sep)?;
     let name = cur.take_while(|c| c != '\n' && c != '<')?;
     if !known(name) {
         return Err(Stop::Fail(cur.i));
@@ -279,19 +316,20 @@ pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, 
         }
         Closer::Bare => Ok(After::Content),
         Closer::Deepseek => {
+            let m = ToolFormat::DeepseekV3.markers();
             cur.expect("```")?;
             cur.ws();
-            cur.expect(DEEPSEEK_CALL_END)?;
+            cur.expect(&m.call_end)?;
             cur.ws();
-            if cur.lit(DEEPSEEK_CALL)? {
-                cur.i -= DEEPSEEK_CALL.len();
+            if cur.lit(&m.call_begin)? {
+                cur.i -= m.call_begin.len();
                 return Ok(After::Next(Entry::Deepseek));
             }
-            cur.expect(DEEPSEEK_END)?;
+            cur.expect(&m.end)?;
             Ok(After::Content)
         }
         Closer::Qwen => {
-            cur.expect(HERMES_END)?;
+            cur.expect(&ToolFormat::Qwen3Coder.markers().end)?;
             Ok(After::Content)
         }
         Closer::Py => {
@@ -304,8 +342,11 @@ pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, 
             if cur.rest().is_empty() {
                 return Err(Stop::Need);
             }
-            cur.lit(PYTHON_END)?;
+            cur.lit(&ToolFormat::Pythonic.markers().end)?;
             Ok(After::Content)
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@
 
 use serde_json::Value;
 
-use super::formats::PYTHON_START;
+use super::formats::ToolFormat;
 use super::json_call::{Cursor, Found, Stop};
 use super::qwen3_coder::at;
 use super::typed::{is_number, json_string, param_type, typed};
@@ -27,7 +27,7 @@ use super::typed::{is_number, json_string, param_type, typed};
 pub fn pre(cur: &mut Cursor<'_>, first: bool, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
     cur.ws();
     if first {
-        if cur.lit(PYTHON_START)? {
+        if cur.lit(&ToolFormat::Pythonic.markers().begin)? {
             cur.ws();
         }
         cur.expect("[")?;

@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use super::formats::HERMES_BEGIN;
+use super::formats::ToolFormat;
 use super::json_call::{Cursor, Found, Stop};
 use super::typed::{json_string, param_type, typed};
 
@@ -22,7 +22,7 @@ const PARAMETER_END: &str = "</parameter>";
 
 /// From the begin marker to the commit point.
 pub fn pre(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
-    cur.expect(HERMES_BEGIN)?;
+    cur.expect(&ToolFormat::Qwen3Coder.markers().begin)?;
     cur.ws();
     cur.expect(FUNCTION)?;
     let start = cur.i;

@@ -240,7 +240,7 @@ fn settings_checks_name_the_field() {
 
 #[test]
 fn named_prefill() {
-    for name in PARSER_NAMES {
+    for name in PARSER_NAMES.iter() {
         assert_eq!(
             ToolFormat::from_name(name).map(ToolFormat::name),
             Some(*name)
