@@ -56,9 +56,7 @@ class EngineThreads:
             self.exit_codes[index] = code
 
     def exited(self) -> tuple[int, int] | None:
-        for index, code in list(self.exit_codes.items()):
-            return index, code
-        return None
+        return next(iter(list(self.exit_codes.items())), None)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop every engine, wait up to ``grace_s`` each, close their sockets."""

@@ -87,7 +87,7 @@ class LinearBackend:
     name: str
     linear: Linear
     pack: Callable[[torch.Tensor], torch.Tensor]
-    reason: str = "as configured"
+    reason: str
 
 
 def _works(backend: LinearBackend, dtype: torch.dtype) -> bool:
