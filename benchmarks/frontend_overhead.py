@@ -177,6 +177,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rust-binary", action="append", default=[], metavar="LABEL=PATH",
                         help="a vrs-rs build to measure, named LABEL (repeatable; default: "
                              "the installed one, as 'rust')")
+    parser.add_argument("--python-tree", action="append", default=[], metavar="LABEL=PATH",
+                        help="also measure the Python frontend of another source tree (e.g. "
+                             "a git worktree of an older commit), named LABEL (repeatable)")
     parser.add_argument("--no-python", action="store_true",
                         help="leave the Python frontend out")
     parser.add_argument("--perf", action="store_true",
@@ -207,7 +210,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    chosen: list[Frontend] = frontends(args.rust_binary, not args.no_python)
+    chosen: list[Frontend] = frontends(args.rust_binary, not args.no_python,
+                                         args.python_tree)
     labels = [f.label for f in chosen]
     rust = next((f.label for f in chosen if f.kind == "rust"), None)
     work = Path(tempfile.mkdtemp(prefix="vrs-frontend-overhead-"))

@@ -26,15 +26,37 @@ from servers import REPO_ROOT, Server, vrs
 @dataclass(frozen=True)
 class Frontend:
     """``label``: how tables name it; ``kind``: ``rust`` or ``python``; ``binary``: the
-    vrs-rs to run (None: the one ``vrs`` finds by itself)."""
+    vrs-rs to run (None: the one ``vrs`` finds by itself); ``tree``: the source tree whose
+    ``vrs`` runs (None: this checkout), e.g. another commit's Python frontend."""
 
     label: str
     kind: str
     binary: Path | None = None
+    tree: Path | None = None
 
 
-def frontends(rust_binaries: list[str], python: bool) -> list[Frontend]:
-    """``rust`` (and ``python``), or the given Rust builds: each ``LABEL=PATH``."""
+def python_trees(specs: list[str], taken: list[str]) -> list[Frontend]:
+    """The Python frontends of other checkouts: each ``LABEL=PATH`` (a source tree, e.g.
+    a ``git worktree`` of another commit)."""
+    found: list[Frontend] = []
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            raise SystemExit(f"--python-tree {spec!r}: expected LABEL=PATH")
+        tree = Path(path).resolve()
+        if not (tree / "server" / "__init__.py").is_file():
+            raise SystemExit(f"--python-tree {spec!r}: {tree} is not a vrs source tree "
+                             "(no server/__init__.py)")
+        if label in taken or any(f.label == label for f in found):
+            raise SystemExit(f"--python-tree {spec!r}: label {label!r} is taken")
+        found.append(Frontend(label, "python", tree=tree))
+    return found
+
+
+def frontends(rust_binaries: list[str], python: bool,
+              trees: list[str] | None = None) -> list[Frontend]:
+    """``rust`` (and ``python``), or the given Rust builds: each ``LABEL=PATH``; then the
+    Python frontends of other source trees (``trees``: each ``LABEL=PATH``)."""
     if not rust_binaries:
         found = [Frontend("rust", "rust")]
     else:
@@ -49,7 +71,8 @@ def frontends(rust_binaries: list[str], python: bool) -> list[Frontend]:
             if label == "python" or any(f.label == label for f in found):
                 raise SystemExit(f"--rust-binary {spec!r}: label {label!r} is taken")
             found.append(Frontend(label, "rust", binary))
-    return [*found, Frontend("python", "python")] if python else found
+    found = [*found, Frontend("python", "python")] if python else found
+    return [*found, *python_trees(trees or [], [f.label for f in found])]
 
 
 class FrontendServer(Server):
@@ -65,7 +88,7 @@ class FrontendServer(Server):
             args += ["--mock-step-delay-ms", f"{step_ms:g}"]
         env = {"VRS_RUST_FRONTEND_PATH": str(frontend.binary)} if frontend.binary else None
         super().__init__(args, log_dir / f"{frontend.label}.log", f"{frontend.label} frontend",
-                         env=env)
+                         env=env, **({"tree": frontend.tree} if frontend.tree else {}))
 
 
 def bench(server: FrontendServer, concurrency: int, args: argparse.Namespace, out: Path,

@@ -40,12 +40,13 @@ class Server:
     SIGTERM to the whole session (the server and its engine at once) instead of the server
     alone. ``ca_cert``: the server speaks HTTPS (its certificate signed by that CA).
     ``env``: variables set for the server on top of this process's (e.g.
-    ``VRS_RUST_FRONTEND_PATH``, to run another build of vrs-rs)."""
+    ``VRS_RUST_FRONTEND_PATH``, to run another build of vrs-rs). ``tree``: the source tree
+    whose ``vrs`` runs (default this checkout; another one runs its own Python code)."""
 
     def __init__(self, args: Sequence[str], log: Path, name: str, *,
                  timeout_s: float = 300.0, poll_s: float = 0.3,
                  stop_session: bool = False, ca_cert: Path | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, tree: Path = REPO_ROOT) -> None:
         self.name = name
         self.log_path = log
         self.port = free_port()
@@ -55,9 +56,9 @@ class Server:
         self._stop_session = stop_session
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                vrs(*args, "--port", str(self.port)), cwd=REPO_ROOT, stdout=out,
+                vrs(*args, "--port", str(self.port)), cwd=tree, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                env={**os.environ, "PYTHONPATH": str(tree),
                      "TOKENIZERS_PARALLELISM": "false", **(env or {})})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -23,12 +23,14 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/vrs-target}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export TOKENIZERS_PARALLELISM=false
 PYTHON="${PYTHON:-python3}"
+# Each step says when it starts (seconds since this script did), to see where CI's time goes.
+section() { echo "== $1 (at ${SECONDS}s)"; }
 # The Rust tests that ask Python (transformers, tokenizers, the wire fixtures, the demo
 # model) use the same interpreter.
 export VRS_PYTHON="${VRS_PYTHON:-$PYTHON}"
 
 if [[ $fast == 0 ]]; then
-    echo "== install (pip install '.[test]': builds vrs-rs in release mode)"
+    section "install (pip install '.[test]': builds vrs-rs in release mode)"
     "$PYTHON" -m pip install --quiet '.[test]'
 elif ! "$PYTHON" -c 'import mypy, importlinter, ruff, torch, server' 2>/dev/null; then
     echo "scripts/test.sh --fast: $PYTHON lacks vrs's test dependencies;" \
@@ -36,7 +38,7 @@ elif ! "$PYTHON" -c 'import mypy, importlinter, ruff, torch, server' 2>/dev/null
     exit 2
 fi
 
-echo "== lint"
+section "lint"
 "$PYTHON" -m ruff check .
 # import-linter: the Python layers ([tool.importlinter] in pyproject.toml). What the
 # `lint-imports` script runs, called through $PYTHON so no PATH or scripts dir matters.
@@ -48,23 +50,26 @@ echo "== lint"
 (cd rust && cargo fmt --all -- --check)
 (cd rust && cargo clippy --release --workspace --all-targets -- -D warnings)
 
-echo "== cargo test"
+section "cargo test"
 # python-tests: the Rust tests that run $VRS_PYTHON (transformers' templates and ids, the
 # wire fixtures from engine/protocol.py, the demo model's tokenizer).
 if [[ $fast == 1 ]]; then
     (cd rust && cargo test --release --workspace)
-    echo "== pytest: the unit and server tiers"
-    exec "$PYTHON" -m pytest -q -m "unit or server"
+    section "pytest: the unit and server tiers"
+    "$PYTHON" -m pytest -q -m "unit or server"
+    section "done"
+    exit 0
 fi
 (cd rust && cargo test --release --workspace --features python-tests)
 
-echo "== pytest"
+section "pytest"
 # Use the installed vrs-rs (auto discovery finds it next to the interpreter). The slowest
 # tests are listed at the end, to keep an eye on the suite's time (docs/internals.md,
 # "Testing").
 "$PYTHON" -m pytest -q --durations=25
 
-echo "== pytest tests/engine as on an AVX2-only CPU (no AVX-512, AMX or native bf16)"
+section "pytest tests/engine as on an AVX2-only CPU (no AVX-512, AMX or native bf16)"
 # The detection's other branch on any machine (docs/internals.md, "Testing: CPU paths").
 VRS_CPU_MASK=bf16,amx,avx512 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
     "$PYTHON" -m pytest -q tests/engine
+section "done"
