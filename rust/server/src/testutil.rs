@@ -39,8 +39,16 @@ pub use vrs_engine_client::fake::MAX_MODEL_LEN;
 // The fake engine reports this vocabulary in READY.
 const _: () = assert!(WORDS.len() as u64 == fake::VOCAB_SIZE);
 
+/// The tiny model's chat template; its `boom` kwarg makes it raise.
+const TINY_TEMPLATE: &str = "{% for m in messages %}<s> {{ m.role }} {{ m.content }} {% endfor %}{% if add_generation_prompt %}assistant{% endif %}{% if boom %}{{ raise_exception('boom!') }}{% endif %}";
+
 /// A model directory with a word-level tokenizer and a chat template.
 pub fn tiny_model_dir() -> tempfile::TempDir {
+    model_dir_with_template(TINY_TEMPLATE)
+}
+
+/// The tiny model's directory with `chat_template` as its chat template.
+pub fn model_dir_with_template(chat_template: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let vocab: serde_json::Map<String, serde_json::Value> = WORDS
         .iter()
@@ -60,7 +68,7 @@ pub fn tiny_model_dir() -> tempfile::TempDir {
     std::fs::write(dir.path().join("tokenizer.json"), tokenizer.to_string()).unwrap();
     let config = serde_json::json!({
         "bos_token": "<s>", "eos_token": "</s>",
-        "chat_template": "{% for m in messages %}<s> {{ m.role }} {{ m.content }} {% endfor %}{% if add_generation_prompt %}assistant{% endif %}{% if boom %}{{ raise_exception('boom!') }}{% endif %}"
+        "chat_template": chat_template
     });
     std::fs::write(dir.path().join("tokenizer_config.json"), config.to_string()).unwrap();
     dir
@@ -81,7 +89,27 @@ impl Harness {
 
     /// A harness whose server has `options` (the body limit always the default).
     pub fn with_options(script: Vec<u32>, delay: Duration, options: HttpOptions) -> Self {
-        let model = tiny_model_dir();
+        Self::build(script, delay, options, None)
+    }
+
+    /// A harness serving `served` instead of the tiny model's name, template and the fake
+    /// engine's limits (the tokenizer stays the tiny word-level one).
+    pub fn serving(
+        script: Vec<u32>,
+        delay: Duration,
+        options: HttpOptions,
+        served: &Served<'_>,
+    ) -> Self {
+        Self::build(script, delay, options, Some(served))
+    }
+
+    fn build(
+        script: Vec<u32>,
+        delay: Duration,
+        options: HttpOptions,
+        served: Option<&Served<'_>>,
+    ) -> Self {
+        let model = model_dir_with_template(served.map_or(TINY_TEMPLATE, |s| s.chat_template));
         let connection = fake::connect(script, delay);
         let client = connection.client;
         let (tokenizer, template) = crate::text::load_text(model.path(), None).unwrap();
@@ -94,11 +122,11 @@ impl Harness {
             token_texts: Arc::new(TokenTexts::new(tokenizer.clone())),
             tokenizer,
             template,
-            model_name: Arc::from("tiny"),
+            model_name: Arc::from(served.map_or("tiny", |s| s.model_name)),
             model_root: model.path().display().to_string(),
             created: 1,
-            max_model_len: connection.ready.max_model_len,
-            vocab_size: connection.ready.vocab_size,
+            max_model_len: served.map_or(connection.ready.max_model_len, |s| s.max_model_len),
+            vocab_size: served.map_or(connection.ready.vocab_size, |s| s.vocab_size),
             admission: Admission::new(options.max_concurrent_requests),
             queue: Queue::new(options.queue),
             options,
@@ -111,6 +139,16 @@ impl Harness {
             _dirs: (model, connection.ipc_dir),
         }
     }
+}
+
+/// What a [`Harness::serving`] serves in place of the tiny model: the name requests must
+/// give, the chat template, and the context length and vocabulary size the request
+/// checks use (the fake engine itself still reports its own in READY).
+pub struct Served<'a> {
+    pub model_name: &'a str,
+    pub chat_template: &'a str,
+    pub max_model_len: u64,
+    pub vocab_size: u64,
 }
 
 /// One request through the serving router: (status, content type, body).

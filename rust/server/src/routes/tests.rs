@@ -333,6 +333,7 @@ async fn invocations_route_by_the_body() {
     );
 }
 
+mod bad_requests;
 mod cached;
 mod loopback;
 mod queue;
