@@ -1,23 +1,8 @@
-"""Reasoning: ``--reasoning-parser`` splits the model's reasoning out of a chat answer into
-``reasoning_content``. Mirrors ``rust/server/src/parsers/reasoning.rs``.
-
-A parser is a set of start markers and a set of end markers (vLLM's names):
-``deepseek_r1`` and ``qwen3``: ``<think>`` … ``</think>`` (DeepSeek-R1 and Qwen3 model
-cards); ``granite``: ``Here is my thought process:`` / ``Here's my thought process:`` …
-``Here is my response:`` / ``Here's my response:`` (IBM Granite 3.2 model card, "thinking");
-``mistral``: ``[THINK]`` … ``[/THINK]`` (Magistral model card). ``openai`` (gpt-oss harmony
-channels) is not supported and refused by name (``server.parsers.select``).
-
-When the rendered prompt leaves a start marker open (its last start marker comes after its
-last end marker, e.g. Qwen3 / R1 templates that open ``<think>``), the output starts inside
-the reasoning; otherwise it starts as content and the first start marker in the output
-opens it. After the first end marker everything is content. The earliest marker of a set
-wins; the longest tail that could begin any marker of the set waits for the next piece; at
-the end of the output whatever is held goes to the side it was on.
-
-The parser also knows where, in the whole text pushed so far, the reasoning begins and
-ends (:meth:`ReasoningParser.side`): the generated tokens are counted as reasoning tokens
-by where their text begins (``server/output/reasoning_tokens.py``).
+"""Reasoning (``--reasoning-parser``): the streaming parser that splits a chat answer into
+reasoning and content by its format's start and end markers, holding back a tail that could
+begin a marker, and knows where the reasoning block lies in the text pushed so far
+(:meth:`ReasoningParser.side`, for ``server/output/reasoning_tokens.py``). Mirrors
+``rust/server/src/parsers/reasoning.rs``. Behaviour: docs/api.md, "Reasoning".
 """
 
 from __future__ import annotations

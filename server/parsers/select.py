@@ -1,20 +1,7 @@
 """Which parsers a server uses: ``--tool-call-parser`` and ``--reasoning-parser`` checked,
-and their ``auto`` choice (vllm-rs's rule). Mirrors ``rust/server/src/parsers/select.rs``.
-
-Tool-call parser, first match on the chat template source: ``<｜tool▁calls▁begin｜>`` and
-``<｜tool▁sep｜>`` -> ``deepseek_v3``; ``<｜tool▁call▁begin｜>`` and ``<｜tool▁call▁end｜>`` ->
-``demo``; ``<function=`` and ``<parameter=`` -> ``qwen3_coder``; ``<tool_call>`` and
-``</tool_call>`` -> ``hermes``; ``<|tool_call|>`` -> ``granite``; ``[TOOL_CALLS]`` ->
-``mistral``; ``<|python_start|>`` or ``[func_name1(`` -> ``pythonic``; ``<|python_tag|>`` ->
-``llama3_json``. Then the model directory's ``config.json``: ``model_type``, or when absent
-the first of ``architectures`` lower-cased up to ``For`` (compared without underscores):
-``qwen2``, ``qwen2_moe``, ``qwen3``, ``qwen3_moe`` -> ``hermes``; ``deepseek_v3`` ->
-``deepseek_v3``; ``mistral``, ``mistral3``, ``mixtral`` -> ``mistral``; ``granite``,
-``granitemoe`` -> ``granite``; ``llama`` -> ``llama3_json``; ``llama4`` -> ``pythonic``.
-Anything else: no parser, and the reason says what to do. Reasoning parser, from the
-template: ``[THINK]`` -> ``mistral``; ``<think>`` -> ``qwen3`` when the template mentions
-``enable_thinking``, else ``deepseek_r1``; ``thought process`` -> ``granite``; else none.
-``openai`` (gpt-oss harmony) is refused.
+and their ``auto`` choice from the chat template and the model's ``config.json``, with the
+reason logged at start-up. Mirrors ``rust/server/src/parsers/select.rs``.
+Behaviour: docs/api.md, "Parser choice".
 """
 
 from __future__ import annotations

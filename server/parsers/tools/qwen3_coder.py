@@ -1,18 +1,8 @@
-"""The ``qwen3_coder`` tool-call format: XML-style parameters (Qwen3-Coder model card and
-chat template, https://huggingface.co/Qwen/Qwen3-Coder-30B-A3B-Instruct). Mirrors
-``rust/server/src/parsers/tools/qwen3_coder.rs``.
-
-``<tool_call>`` ws ``<function=NAME>`` ( ws ``<parameter=P>`` VALUE ``</parameter>`` )* ws
-``</function>`` ws ``</tool_call>``. The commit point is ``<function=NAME>`` with NAME in
-``tools``: the first delta has arguments ``{``. Each parameter is emitted when its
-``</parameter>`` arrives, as ``"P": V`` (``, `` before all but the first), V the value typed
-by the schema (:mod:`server.parsers.tools.typed`) after removing one leading and one
-trailing ``\\n``; VALUE ends at the first ``</parameter>``. ``</function>`` emits ``}``.
-Anything else inside a committed call is malformed: the arguments are closed with ``}``
-and the rest, from its first non-whitespace character, is content again (the marker
-search starts over). Held text that is not a call is content up to where it failed (an
-unknown NAME: through its ``>``), and the marker search resumes there. Output cut inside a call
-keeps the parameters completed so far (no ``}``), like the JSON formats' truncated calls.
+"""The ``qwen3_coder`` tool-call format (Qwen3-Coder model card): a scanner of XML-style calls
+(``<function=NAME>``, ``<parameter=P>`` VALUE ``</parameter>`` ...), committing at the
+function tag and giving each parameter, typed by :mod:`server.parsers.tools.typed`, when its
+end tag arrives; the markers are :mod:`server.parsers.tools.formats`'. Mirrors
+``rust/server/src/parsers/tools/qwen3_coder.rs``. Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations

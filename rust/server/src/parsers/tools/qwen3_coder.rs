@@ -1,13 +1,8 @@
-//! `qwen3_coder`: XML parameters (Qwen3-Coder model card and chat template):
-//! `<tool_call>` ws `<function=NAME>` (ws `<parameter=P>` VALUE `</parameter>`)* ws
-//! `</function>` ws `</tool_call>`. Mirrors `server/parsers/tools/qwen3_coder.py`.
-//!
-//! The call is committed at `<function=NAME>` (NAME in `tools`) with arguments `{`; each
-//! parameter is given when its `</parameter>` arrives, as `"P": V` (`, ` before all but
-//! the first), V being VALUE (one leading and one trailing `\n` removed) typed by the
-//! schema ([`typed`](super::typed)); `</function>` gives `}`. VALUE ends at the first
-//! `</parameter>`. Anything else after the commit point closes the arguments with `}`
-//! and goes back to content from its first character.
+//! `qwen3_coder` (Qwen3-Coder model card and chat template): the grammar of XML-style calls
+//! (`<function=NAME>`, `<parameter=P>` VALUE `</parameter>` ...), committed at the function
+//! tag, each parameter typed by the schema ([`typed`](super::typed)) and given when its end
+//! tag arrives; the markers are the contract file's ([`ToolFormat::markers`]). Mirrors
+//! `server/parsers/tools/qwen3_coder.py`. Behaviour: docs/api.md, "Tool calls".
 
 use serde_json::Value;
 
