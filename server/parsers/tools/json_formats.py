@@ -221,7 +221,7 @@ class JsonCalls(Scanner):
         return self._ds_call(buf, final, i)
 
     def _ds_call(self, buf: str, final: bool, i: int = 0) -> Head:
-        for token in (DS_CALL_BEGIN, "function", f.DEEPSEEK_SEP):
+        for token in (DS_CALL_BEGIN, f.DEEPSEEK_CALL_TYPE, f.DEEPSEEK_SEP):
             got = _expect(buf, i, token, final)
             if not isinstance(got, int):
                 return got
@@ -236,10 +236,10 @@ class JsonCalls(Scanner):
             return Reject(line)
         if buf[line] != "\n":
             return Reject(line)
-        got = _expect(buf, skip_ws(buf, line), "```json", final)
+        got = _expect(buf, skip_ws(buf, line), f.DEEPSEEK_ARGS_BEGIN, final)
         if not isinstance(got, int):
             return got
-        return self._raw_object(buf, got, name, final, ["```", DS_CALL_END])
+        return self._raw_object(buf, got, name, final, [f.DEEPSEEK_ARGS_END, DS_CALL_END])
 
 
 def scanner(parser: str, sink: Sink, settings: ToolSettings) -> Scanner:
@@ -258,7 +258,7 @@ def scanner(parser: str, sink: Sink, settings: ToolSettings) -> Scanner:
         return JsonCalls(sink, settings, f.DEEPSEEK_CALLS_BEGIN, "_deepseek",
                          more=(DS_CALL_BEGIN,), end=(f.DEEPSEEK_CALLS_END,))
     if parser == "llama3_json":
-        return JsonCalls(sink, settings, None, "_llama", more=(";",))
+        return JsonCalls(sink, settings, None, "_llama", more=(f.LLAMA_CALL_SEP,))
     raise ValueError(f"no JSON tool-call format named {parser!r}")
 
 

@@ -6,20 +6,20 @@
 
 use serde_json::Value;
 
-use super::formats::ToolFormat;
+use super::formats::{Markers, ToolFormat};
 use super::json_call::{Cursor, Found, Stop};
 use super::typed::{json_string, param_type, typed};
 
-const FUNCTION: &str = "<function=";
-const FUNCTION_END: &str = "</function>";
-const PARAMETER: &str = "<parameter=";
-const PARAMETER_END: &str = "</parameter>";
+/// The contract file's markers of this format.
+fn markers() -> &'static Markers {
+    ToolFormat::Qwen3Coder.markers()
+}
 
 /// From the begin marker to the commit point.
 pub fn pre(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
-    cur.expect(&ToolFormat::Qwen3Coder.markers().begin)?;
+    cur.expect(&markers().begin)?;
     cur.ws();
-    cur.expect(FUNCTION)?;
+    cur.expect(&markers().function)?;
     let start = cur.i;
     let name = cur.take_while(|c| !matches!(c, '>' | '<' | '\n'))?;
     cur.expect(">").map_err(|e| at(e, start))?;
@@ -44,15 +44,15 @@ pub enum Item {
 /// The next parameter or the function's end (`parameters`: the function's schema).
 pub fn item(cur: &mut Cursor<'_>, parameters: Option<&Value>) -> Result<Item, Stop> {
     cur.ws();
-    if cur.lit(FUNCTION_END)? {
+    if cur.lit(&markers().function_end)? {
         return Ok(Item::End);
     }
     let start = cur.i;
     let param = (|| {
-        cur.expect(PARAMETER)?;
+        cur.expect(&markers().parameter)?;
         let p = cur.take_while(|c| !matches!(c, '>' | '<' | '\n'))?;
         cur.expect(">")?;
-        let value = cur.until(PARAMETER_END)?;
+        let value = cur.until(&markers().parameter_end)?;
         let value = value.strip_prefix('\n').unwrap_or(value);
         let value = value.strip_suffix('\n').unwrap_or(value);
         Ok(format!(
