@@ -1,26 +1,8 @@
-"""Log-probabilities in the OpenAI shapes, from the engine's ``TokenLogprobs``.
-
-Mirrors ``rust/server/src/logprobs.rs``. A token's text is its id decoded alone with
-special tokens kept (an incomplete UTF-8 sequence decodes to U+FFFD); ``bytes`` are that
-text's UTF-8 bytes. Log-probabilities below -9999 (or not finite) are reported as -9999,
-as vLLM does, so the JSON stays valid.
-
-* chat: ``{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
-  "logprob", "bytes"}, ...]}, ...]}`` with ``top_logprobs`` entries per token;
-* completions: ``{"tokens", "token_logprobs", "top_logprobs", "text_offset"}`` where
-  ``top_logprobs`` maps each of the top ``logprobs`` token texts to its logprob (a text
-  seen twice keeps its first, larger value) and ``text_offset`` counts characters from
-  the start of the choice's text (after the echoed prompt, when echoing without
-  logprobs);
-* echo with logprobs: the prompt's tokens come first, from the engine's prompt logprobs:
-  the first prompt token has ``null`` logprob and top logprobs; each other's top
-  logprobs are the token itself, then the top ``logprobs`` of its position; offsets start
-  at 0 at the start of the prompt and run on through the completion;
-* ``prompt_logprobs`` (vLLM): ``[null, {"<id>": {"logprob", "rank", "decoded_token"},
-  ...}, ...]``, one entry per prompt token: the actual token first, then the top
-  ``prompt_logprobs`` of its position (without the actual token).
-
-Prompt logprobs come from the model's raw logits (no temperature, penalties or masks).
+"""Log-probabilities in the OpenAI shapes, from the engine's ``TokenLogprobs``: chat's and
+completions' ``logprobs``, an echoed prompt's logprobs and vLLM's ``prompt_logprobs``
+(:class:`TokenTexts`, which decodes each token id alone once). Mirrors
+``rust/server/src/logprobs.rs``. Behaviour: docs/api.md, "Responses", "Prompt logprobs and
+echo".
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """CORS (``--allowed-origins``, ``--allowed-methods``, ``--allowed-headers``,
-``--allow-credentials``: vLLM's flags, JSON lists, ``["*"]`` by default), as plain ASGI.
-Only requests that carry an ``Origin`` header (browsers') meet it; it answers a preflight
-(``OPTIONS`` with ``Origin``) itself, before the API key is checked, and adds the CORS
-headers to every other response.
-
-The lists as vLLM (Starlette) reads them: ``*`` among the origins allows any origin
-(``Access-Control-Allow-Origin: *``, or the request's origin when credentials are allowed,
-since browsers refuse ``*`` with credentials); otherwise an origin is allowed when it is in
-the list, and a disallowed origin gets no ``Access-Control-Allow-Origin``. ``*`` among the
-methods is ``DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT``; ``*`` among the headers allows
-whatever headers the preflight asks for; a header list adds the CORS-safelisted
-``Accept``, ``Accept-Language``, ``Content-Language`` and ``Content-Type``. A preflight's
-answer may be cached for 600 s. ``Vary`` names what the answer depends on: ``origin``
-(unless any origin gets ``*``) and ``access-control-request-headers`` (when ``*`` echoes
-them). With request ids on, ``X-Request-Id`` is exposed to the page. The same headers, in
-the same forms, as tower-http's CORS layer in vrs-rs (``rust/server/src/edge/cors.rs``).
+``--allow-credentials``) as plain ASGI middleware: it answers a preflight itself, before the
+API key is checked, and adds the CORS headers to every other response to a request with an
+``Origin``; the same headers as tower-http's CORS layer in ``rust/server/src/edge/cors.rs``.
+Behaviour: docs/api.md, "CORS".
 """
 
 from __future__ import annotations

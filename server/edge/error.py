@@ -1,11 +1,7 @@
-"""The frontend's one error type and its HTTP mapping (docs/api.md, "Routes").
-
-Every failure a client can see is an :class:`APIError`. Its ``kind`` decides the HTTP
-status and the error ``type`` here and nowhere else; the Rust frontend
-(``rust/server/src/edge/error.rs``) maps the same kinds to the same statuses and types. The body
-is always (``code`` is the HTTP status, as vLLM does)::
-
-    {"error": {"message": str, "type": str, "param": str | null, "code": int}}
+"""The frontend's one error type and its HTTP mapping: every failure a client can see is an
+:class:`APIError`, whose ``kind`` decides the HTTP status and the error ``type`` here and
+nowhere else (``rust/server/src/edge/error.rs`` maps the same kinds the same way).
+Behaviour: docs/api.md, "Routes".
 """
 
 from __future__ import annotations

@@ -27,12 +27,15 @@ class Family(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class _Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     about: str
+    endpoints: tuple[str, ...]
     buckets: dict[str, tuple[str, ...]]
     families: tuple[Family, ...]
 
 
 _CONTRACT = msgspec.json.decode(PATH.read_bytes(), type=_Contract)
 FAMILIES: dict[str, Family] = {f.name: f for f in _CONTRACT.families}
+# The ``endpoint`` label's values of ``vrs:http_requests_total`` (other paths: ``other``).
+ENDPOINTS = frozenset(_CONTRACT.endpoints)
 
 
 def family(name: str) -> Family:

@@ -1,10 +1,11 @@
 """``GET /metrics``: Prometheus text format (version 0.0.4), written by hand.
 
 Mirrors ``rust/server/src/edge/metrics.rs``; each family's type, help text, label names and
-buckets are ``server/contracts/metrics.json``'s (:mod:`server.edge.metric_contract`), which
-both frontends read. Frontend metrics are counted here; the engine's come from the latest
-``SchedulerStats`` each engine sent (one ``engine`` label per engine). vLLM's names
-(``vllm:*``) come from :mod:`server.edge.vllm_metrics`, always served next to these.
+buckets, and the ``endpoint`` label's values, are ``server/contracts/metrics.json``'s
+(:mod:`server.edge.metric_contract`), which both frontends read. Frontend metrics are
+counted here; the engine's come from the latest ``SchedulerStats`` each engine sent (one
+``engine`` label per engine). vLLM's names (``vllm:*``) come from
+:mod:`server.edge.vllm_metrics`, always served next to these.
 """
 
 from __future__ import annotations
@@ -15,16 +16,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 
 from engine import protocol as p
-from server.edge.metric_contract import buckets, family, header
+from server.edge.metric_contract import ENDPOINTS, buckets, family, header
 from server.edge.vllm_metrics import VllmMetrics
 
 CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
-
-KNOWN_ENDPOINTS = frozenset({
-    "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/load",
-    "/version", "/tokenize", "/detokenize", "/ping", "/invocations", "/v1/responses",
-    "/v1/messages", "/v1/messages/count_tokens",
-})
 
 
 class Rejection(enum.Enum):
@@ -95,7 +90,7 @@ class Metrics:
         self.rejected = dict.fromkeys(Rejection, 0)
 
     def request(self, path: str, status: int) -> None:
-        endpoint = path if path in KNOWN_ENDPOINTS else "other"
+        endpoint = path if path in ENDPOINTS else "other"
         with self._lock:
             key = (endpoint, status)
             self.http[key] = self.http.get(key, 0) + 1

@@ -1,14 +1,8 @@
-"""Request ids (``--enable-request-id-headers``, vLLM's flag): a client's ``X-Request-Id``
-is the request's id when it is 1 to 128 visible ASCII characters, else the request gets a
-fresh one (32 hex digits); either way the response carries it back in ``X-Request-Id``.
-:class:`RequestIds` is the ASGI middleware; it makes the id the request's :func:`current`
-one while its handler runs, so that the response body's id (``chatcmpl-<id>``), the
-``accepted`` log line and the engine request id carry it.
-
-Engine request ids stay unique when clients reuse theirs: a client's id gets a fresh
-suffix in the engine (:func:`engine_id`), so two requests sharing an id never share an
-engine request (whose outputs would then merge). Mirrors
-``rust/server/src/edge/request_id.rs``.
+"""Request ids (``--enable-request-id-headers``), as ``rust/server/src/edge/request_id.rs``:
+:class:`RequestIds` is the ASGI middleware; it makes the id the request's :func:`current` one
+while its handler runs, so that the response body's id, the ``accepted`` log line and the
+engine request id (:func:`engine_id`, a fresh suffix on a client's id) carry it.
+Behaviour: docs/api.md, "Request ids".
 """
 
 from __future__ import annotations

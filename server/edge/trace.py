@@ -1,23 +1,7 @@
-"""OpenTelemetry traces (``otlp_traces_endpoint``): one span per generation request,
-exported over OTLP/HTTP (protobuf) in the background. As ``rust/server/src/edge/trace.rs``:
-
-- the span (kind server, named ``METHOD /path``) starts when the request arrives; its
-  parent is the W3C ``traceparent`` header's span when the request has a valid one;
-- events ``queued`` (its engine requests were sent), ``first_token`` (the first token of
-  any choice), ``finished`` (every choice ended);
-- attributes with the OTel GenAI names: ``gen_ai.request.model``, ``gen_ai.request.id``,
-  ``gen_ai.usage.input_tokens`` (each prompt once), ``gen_ai.usage.output_tokens`` (every
-  choice), ``gen_ai.usage.cached_tokens`` (prompt tokens served from the engine's prefix
-  cache), ``gen_ai.response.finish_reasons`` (one per choice),
-  ``http.response.status_code``, and vLLM's latencies ``gen_ai.latency.time_to_first_token``
-  / ``gen_ai.latency.e2e``; with ``collect_detailed_traces`` also the engine's own
-  ``gen_ai.latency.time_in_queue``, ``gen_ai.latency.time_in_model_prefill`` and
-  ``gen_ai.latency.time_in_model_decode`` (the slowest choice's, in seconds).
-
-Export never blocks a request: the SDK's batch processor queues finished spans (bounded,
-dropped when full) and its own thread posts them; a collector that is down loses those spans
-(the SDK logs a warning), never a request. The SDK's ``OTEL_BSP_*`` and
-``OTEL_EXPORTER_OTLP_*`` variables apply.
+"""OpenTelemetry traces (``otlp_traces_endpoint``), as ``rust/server/src/edge/trace.rs``:
+one span per generation request (:func:`begin`, :class:`RequestTrace`), exported over
+OTLP/HTTP by the SDK's batch processor on its own thread, so that export never blocks a
+request. Behaviour: docs/api.md, "Traces".
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""vLLM's metric names (``vllm:*``) on ``GET /metrics``, so a vLLM Grafana dashboard works
-against vrs.
-
-Mirrors ``rust/server/src/edge/vllm_metrics.rs``; names, types, help texts, buckets and
-label names are ``server/contracts/metrics.json``'s (``model_name`` and ``engine`` on every
-series, as vLLM's ``vllm/v1/metrics/loggers.py`` has them). Counters follow
-``prometheus_client``: the ``# TYPE`` line names the base name, the sample carries
-``_total``.
-
-Per-request series are measured here in the frontend, per engine the request was routed
-to; engine state comes from each engine's latest ``SchedulerStats``. The queue and
-prefill times are the engine's own (``queue_time`` / ``prefill_time`` of a request's
-first output); the inference time is the prefill time plus the decode time (from the
-first to the last output, measured here), as vLLM's RUNNING phase. All three are observed
-when a request finishes, with the end-to-end latency.
+"""vLLM's metric names (``vllm:*``) on ``GET /metrics``, as
+``rust/server/src/edge/vllm_metrics.rs``; names, types, help texts, buckets and label names
+are ``server/contracts/metrics.json``'s. Per-request series are measured here in the
+frontend, per engine the request was routed to; engine state comes from each engine's latest
+``SchedulerStats``. Behaviour: docs/api.md, "vLLM's names".
 """
 
 from __future__ import annotations

@@ -1,34 +1,9 @@
-"""``serve_render(args)``: the engine-less render service (``vrs render --frontend python``);
-its routes are ``server/routes/render.py``. Rust: rust/server/src/lifecycle/render.rs.
-
-Template + tokenization only, from the model's tokenizer and config files (the tokenizer
-from the args' ``tokenizer`` directory when given; no weights, no engine). Routes (same
-shapes and errors as ``rust/server/src/routes/render.rs``):
-
-* ``POST /v1/chat/completions/render``, ``POST /v1/completions/render``: the request
-  goes through the serving path's own prompt builder (:mod:`server.validate.prompt`) and
-  the answer is what the engine would receive: ``request_id``, ``model``, ``prompt``,
-  ``prompt_token_ids`` and ``sampling_params`` (the wire's field names, an object for
-  ``structured_outputs`` too; ``max_tokens`` resolved against the context length). Chat
-  requests may carry ``tools`` (rendered by the template) and any ``tool_choice``
-  (``required`` and a named function show their prefill at the end of the prompt, and
-  their structural tag in ``structured_outputs``); the tool-call and reasoning parsers are
-  ``tool_call_parser`` / ``reasoning_parser`` (default ``auto``: chosen as ``serve`` chooses
-  them, :mod:`server.parsers.select`), so a template without tool markers renders tools with
-  ``--tool-call-parser NAME``.
-  A completions request with a batch of prompts is answered with a JSON list, one answer
-  per prompt (in order).
-* ``POST /v1/responses/render``: a Responses API body, translated into its chat request
-  (:mod:`server.routes.responses.request`), answered as ``/v1/chat/completions/render`` answers
-  that request.
-* ``POST /v1/messages/render``: an Anthropic Messages body, translated into the equivalent
-  chat request (:mod:`server.routes.messages.request`), answered as that chat request is.
-* ``GET /v1/models``, ``GET /health``.
-
-The engine's limits come from ``config.json`` as the mock engine reads them:
-``max_model_len`` (args) else ``max_position_embeddings`` (default 4096), and
-``vocab_size`` (else the tokenizer's). Exit codes: 0 after SIGINT/SIGTERM, 1 when the
-model cannot be loaded or the port bound, 2 for bad arguments.
+"""``serve_render(args)``: the engine-less render service (``vrs render --frontend python``):
+the model's tokenizer and config files loaded (no weights, no engine), its routes
+(``server/routes/render.py``) served until SIGINT/SIGTERM (exit 0); a model that cannot be
+loaded or a port that cannot be bound exits 1, bad arguments 2. Rust:
+rust/server/src/lifecycle/render.rs. Behaviour: docs/api.md, "Routes"; the service:
+docs/internals.md, "render (typer -> vrs-rs render)".
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Batched prompts: a completions request's ``prompt`` as a list of prompts, fanned out
-into prompts x ``n`` engine requests, whose choices and usage merge into one response.
-
-Mirrors ``rust/server/src/output/batch.rs``. (The ``prompt`` shapes and their checks:
-``completion_prompts`` in :mod:`server.validate.prompt`.)
-Choice ``j`` of prompt ``i`` has index ``i * n + j``; an engine request's id is the
-response id, with ``-<index>`` when the response has more than one choice; a child's
-seed is the request's seed + ``j``. ``usage.prompt_tokens`` counts each prompt once (not
-once per choice, as vLLM), and so does ``prompt_tokens_details.cached_tokens`` (as the
-prompt's first choice found them), ``completion_tokens`` every choice.
+"""Batched prompts: a completions request's prompts x ``n`` fanned out into engine requests
+(index, engine request id and seed of each choice), whose choices and usage merge into one
+response. Mirrors ``rust/server/src/output/batch.rs``; the ``prompt`` shapes and their
+checks are ``completion_prompts`` in :mod:`server.validate.prompt`. Behaviour: docs/api.md,
+"Batched prompts (completions)".
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""One choice of a response: the pieces of its generation turned into the endpoint's
-deltas (streamed) and accumulated into its final form (not streamed).
-
-Mirrors ``rust/server/src/output/choice.rs``. Chat: text -> reasoning parser (when the server has
-one, the prompt does not force a tool call and no structured-output constraint applies: the
-grammar starts at the first generated token) -> tool-call parser (when the request's
-tool_choice is not ``none``) -> content / reasoning_content / tool-call pieces (a call's
-first piece with its id and name, then argument pieces; the whole choice's calls are the
-same pieces concatenated); a request that made tool calls and stopped finishes with
-``tool_calls`` (``length`` stays ``length``); with a reasoning parser the choice counts its
-reasoning tokens (``server/output/reasoning_tokens.py``); with ``echo``, the last
-(assistant) message's content goes before the content. Completions: the echoed prompt
-goes before the first text (with echo and logprobs, the prompt's logprobs before the
-first logprobs), and ``prompt_logprobs`` come with the first piece.
+"""One choice of a response: the pieces of its generation turned into the endpoint's deltas
+(streamed) and accumulated into its final form (not streamed). Chat runs the text through
+the reasoning parser, then the tool-call parser, and counts reasoning tokens
+(``server/output/reasoning_tokens.py``); completions add the echoed prompt and prompt
+logprobs. Mirrors ``rust/server/src/output/choice.rs``. Behaviour: docs/api.md, "Responses".
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""One request's output pipeline: engine outputs -> incremental detokenizer -> stop
-strings -> text pieces, with the token counts for ``usage`` (the prompt's cached tokens as
-the engine reports them with its first output).
-
-Mirrors ``rust/server/src/output/generation.rs``: outputs already queued are merged into one piece
-(a slow client gets fewer, larger events), a stop token is counted but not shown, a stop
-string aborts the engine request and finishes with ``stop``, and an engine failure
-raises :class:`APIError` (503 when the engine died, 500 when it failed this request, 400
-naming the constraint's field when the engine refused the request's structured-output
-spec: ``error_kind`` ``invalid_request``).
-The prompt logprobs (sent with the first output) ride on the first piece; an
-``echo_only`` request (completions ``max_tokens`` 0 with ``echo``) drops the one token the
-engine generated and finishes with ``length``. The engine's queue and prefill times go
-to the vllm:* histograms when the request finishes. A queued request (``server/edge/queue.py``)
-leaves the queue at its first output; still queued at its ``--max-queue-wait`` deadline, it
-is aborted in the engine and fails with a 503. With ``token_offsets`` each piece also says
-where each of its completion tokens' text begins (for counting a chat answer's reasoning
-tokens).
+"""One request's output pipeline: engine outputs -> incremental detokenizer -> stop strings ->
+text pieces, with the token counts for ``usage`` and the engine's times. Outputs already
+queued are merged into one piece (a slow client gets fewer, larger events); an engine
+failure or a ``--max-queue-wait`` timeout (``server/edge/queue.py``) raises
+:class:`APIError`; with ``token_offsets`` each piece says where each of its tokens' text
+begins (for counting reasoning tokens). Mirrors ``rust/server/src/output/generation.rs``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""The response of a generation request: its choices' generations, streamed (SSE) or
-whole (one JSON body), within the request's deadline.
-
-Mirrors ``rust/server/src/output/response.rs``. SSE: ``data: {json}\\n\\n`` events ending with
-``data: [DONE]\\n\\n``. Chat starts with a role chunk per choice; a choice's chunks carry
-its ``index``; a piece that adds nothing visible (text held back by a parser) sends no
-chunk unless it carries logprobs or the finish reason; with
-``stream_options.include_usage`` a chunk with no choices and the usage (all choices
-together) comes before ``[DONE]``; with ``continuous_usage_stats`` too, every chunk
-carries its choice's usage so far (its prompt's length and cached tokens, the tokens
-generated for it). Every usage has ``prompt_tokens_details.cached_tokens``. Chat
-with ``echo`` sends each choice's echoed text as its first content chunk, after the role
-chunks; with chat's ``prompt_logprobs`` those opening chunks wait for the engine's first
-output and the first of them carries them (the whole body has them top level). A
-request with a structured-output constraint sends its head only after the engine's first
-output of choice 0: when the engine refused its spec, the answer is that 400 (JSON), not
-a stream. A failure after the stream started, or the deadline (``--request-timeout``), is an error
-event, then ``[DONE]``; not streamed, they are the
-error's status (504 for the deadline). With ``--sse-keep-alive-interval`` a stream that had
-nothing to send for that long sends a ``: keep-alive`` comment (:mod:`server.output.sse`), so that
-proxies do not cut a request waiting in the queue or prefilling; SSE clients skip comments.
+"""The response of a generation request: its choices' generations, streamed (SSE, with
+keep-alive comments from :mod:`server.output.sse`) or whole (one JSON body), within the
+request's deadline; the endpoint's chunk and body shapes come from its ``Shapes``. Mirrors
+``rust/server/src/output/response.rs``. Behaviour: docs/api.md, "Responses", "Continuous
+usage", "SSE keep-alive".
 """
 
 from __future__ import annotations

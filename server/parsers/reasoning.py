@@ -1,26 +1,14 @@
-"""Reasoning: ``--reasoning-parser`` splits the model's reasoning out of a chat answer into
-``reasoning_content``. Mirrors ``rust/server/src/parsers/reasoning.rs``.
-
-A parser is a set of start markers and a set of end markers (vLLM's names):
-``deepseek_r1`` and ``qwen3``: ``<think>`` … ``</think>`` (DeepSeek-R1 and Qwen3 model
-cards); ``granite``: ``Here is my thought process:`` / ``Here's my thought process:`` …
-``Here is my response:`` / ``Here's my response:`` (IBM Granite 3.2 model card, "thinking");
-``mistral``: ``[THINK]`` … ``[/THINK]`` (Magistral model card). ``openai`` (gpt-oss harmony
-channels) is not supported and refused by name (``server.parsers.select``).
-
-When the rendered prompt leaves a start marker open (its last start marker comes after its
-last end marker, e.g. Qwen3 / R1 templates that open ``<think>``), the output starts inside
-the reasoning; otherwise it starts as content and the first start marker in the output
-opens it. After the first end marker everything is content. The earliest marker of a set
-wins; the longest tail that could begin any marker of the set waits for the next piece; at
-the end of the output whatever is held goes to the side it was on.
-
-The parser also knows where, in the whole text pushed so far, the reasoning begins and
-ends (:meth:`ReasoningParser.side`): the generated tokens are counted as reasoning tokens
-by where their text begins (``server/output/reasoning_tokens.py``).
+"""Reasoning (``--reasoning-parser``): the streaming parser that splits a chat answer into
+reasoning and content by its format's start and end markers
+(``server/contracts/reasoning_formats.json``), holding back a tail that could begin a
+marker, and knows where the reasoning block lies in the text pushed so far
+(:meth:`ReasoningParser.side`, for ``server/output/reasoning_tokens.py``). Mirrors
+``rust/server/src/parsers/reasoning.rs``. Behaviour: docs/api.md, "Reasoning".
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import msgspec
 
@@ -34,14 +22,36 @@ class ReasoningMarkers(msgspec.Struct, frozen=True):
     end: tuple[str, ...]
 
 
-_THINK = ReasoningMarkers(("<think>",), ("</think>",))
-REASONING_PARSERS = {
-    "deepseek_r1": _THINK,
-    "qwen3": _THINK,
-    "granite": ReasoningMarkers(("Here is my thought process:", "Here's my thought process:"),
-                                ("Here is my response:", "Here's my response:")),
-    "mistral": ReasoningMarkers(("[THINK]",), ("[/THINK]",)),
-}
+class _Format(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    start: tuple[str, ...]
+    end: tuple[str, ...]
+    source: str
+
+
+class TemplateRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``auto``: a chat template holding every string of ``all`` picks ``parser``."""
+
+    all: tuple[str, ...]
+    parser: str
+
+
+class _Auto(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    template: tuple[TemplateRule, ...]
+
+
+class _Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    about: str
+    formats: tuple[_Format, ...]
+    auto: _Auto
+
+
+# The names, markers and ``auto`` rules are the contract file's, which vrs-rs reads too.
+PATH = Path(__file__).resolve().parents[1] / "contracts" / "reasoning_formats.json"
+_CONTRACT = msgspec.json.decode(PATH.read_bytes(), type=_Contract)
+REASONING_PARSERS = {f.name: ReasoningMarkers(f.start, f.end) for f in _CONTRACT.formats}
+# In order: the first rule whose strings all appear in the template wins.
+TEMPLATE_RULES = _CONTRACT.auto.template
 
 _BEFORE, _INSIDE, _AFTER = 0, 1, 2
 

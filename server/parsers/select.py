@@ -1,20 +1,8 @@
 """Which parsers a server uses: ``--tool-call-parser`` and ``--reasoning-parser`` checked,
-and their ``auto`` choice (vllm-rs's rule). Mirrors ``rust/server/src/parsers/select.rs``.
-
-Tool-call parser, first match on the chat template source: ``<｜tool▁calls▁begin｜>`` and
-``<｜tool▁sep｜>`` -> ``deepseek_v3``; ``<｜tool▁call▁begin｜>`` and ``<｜tool▁call▁end｜>`` ->
-``demo``; ``<function=`` and ``<parameter=`` -> ``qwen3_coder``; ``<tool_call>`` and
-``</tool_call>`` -> ``hermes``; ``<|tool_call|>`` -> ``granite``; ``[TOOL_CALLS]`` ->
-``mistral``; ``<|python_start|>`` or ``[func_name1(`` -> ``pythonic``; ``<|python_tag|>`` ->
-``llama3_json``. Then the model directory's ``config.json``: ``model_type``, or when absent
-the first of ``architectures`` lower-cased up to ``For`` (compared without underscores):
-``qwen2``, ``qwen2_moe``, ``qwen3``, ``qwen3_moe`` -> ``hermes``; ``deepseek_v3`` ->
-``deepseek_v3``; ``mistral``, ``mistral3``, ``mixtral`` -> ``mistral``; ``granite``,
-``granitemoe`` -> ``granite``; ``llama`` -> ``llama3_json``; ``llama4`` -> ``pythonic``.
-Anything else: no parser, and the reason says what to do. Reasoning parser, from the
-template: ``[THINK]`` -> ``mistral``; ``<think>`` -> ``qwen3`` when the template mentions
-``enable_thinking``, else ``deepseek_r1``; ``thought process`` -> ``granite``; else none.
-``openai`` (gpt-oss harmony) is refused.
+and their ``auto`` choice from the chat template and the model's ``config.json`` by the rules
+of ``server/contracts/tool_formats.json`` and ``reasoning_formats.json``, with the reason
+logged at start-up. Mirrors ``rust/server/src/parsers/select.rs``.
+Behaviour: docs/api.md, "Parser choice".
 """
 
 from __future__ import annotations
@@ -26,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from server.parsers import reasoning
 from server.parsers.reasoning import REASONING_PARSERS
 from server.parsers.tools import formats
 
@@ -33,25 +22,6 @@ logger = logging.getLogger("vrs.frontend")
 
 # Every --tool-call-parser name: the formats server/parsers/tools implements.
 TOOL_CALL_PARSERS = tuple(formats.TOOL_CALL_PARSERS)
-
-_TEMPLATE_TOOL_MARKERS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"), "deepseek_v3"),
-    (("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"), "demo"),
-    (("<function=", "<parameter="), "qwen3_coder"),
-    (("<tool_call>", "</tool_call>"), "hermes"),
-    (("<|tool_call|>",), "granite"),
-    (("[TOOL_CALLS]",), "mistral"),
-    (("<|python_start|>",), "pythonic"),
-    (("[func_name1(",), "pythonic"),
-    (("<|python_tag|>",), "llama3_json"),
-)
-
-_MODEL_TYPE_TOOLS = {
-    "qwen2": "hermes", "qwen2_moe": "hermes", "qwen3": "hermes", "qwen3_moe": "hermes",
-    "deepseek_v3": "deepseek_v3", "mistral": "mistral", "mistral3": "mistral",
-    "mixtral": "mistral", "granite": "granite", "granitemoe": "granite",
-    "llama": "llama3_json", "llama4": "pythonic",
-}
 
 
 class Choice(msgspec.Struct, frozen=True):
@@ -80,11 +50,11 @@ def tool_parser(setting: str | None, template: str | None,
 
 def _auto_tool_parser(template: str | None, config: dict[str, Any] | None) -> Choice:
     if template is not None:
-        for markers, name in _TEMPLATE_TOOL_MARKERS:
-            if all(m in template for m in markers):
-                return Choice(name, f"auto: chat template has {' and '.join(markers)}")
+        for rule in formats.TEMPLATE_RULES:
+            if all(m in template for m in rule.all):
+                return Choice(rule.parser, f"auto: chat template has {' and '.join(rule.all)}")
     family = _model_family(config) if config is not None else None
-    for known, name in _MODEL_TYPE_TOOLS.items():
+    for known, name in formats.MODEL_TYPE_PARSERS.items():
         if family is not None and (known == family or known.replace("_", "") == family):
             return Choice(name, f"auto: config.json model_type {family}")
     family = family or "unknown: no config.json model_type"
@@ -125,18 +95,11 @@ def reasoning_parser(setting: str | None, template: str | None) -> Choice:
 
 
 def _auto_reasoning_parser(source: str) -> Choice:
-    if "[THINK]" in source:
-        name, marker = "mistral", "[THINK]"
-    elif "<think>" in source and "enable_thinking" in source:
-        name, marker = "qwen3", "<think> and enable_thinking"
-    elif "<think>" in source:
-        name, marker = "deepseek_r1", "<think>"
-    elif "thought process" in source:
-        name, marker = "granite", "thought process"
-    else:
-        return Choice(None, "auto: the chat template has no reasoning markers; start with "
-                            "--reasoning-parser NAME to split reasoning out")
-    return Choice(name, f"auto: chat template has {marker}")
+    for rule in reasoning.TEMPLATE_RULES:
+        if all(m in source for m in rule.all):
+            return Choice(rule.parser, f"auto: chat template has {' and '.join(rule.all)}")
+    return Choice(None, "auto: the chat template has no reasoning markers; start with "
+                        "--reasoning-parser NAME to split reasoning out")
 
 
 def check_settings(tool_setting: str | None, reasoning_setting: str | None) -> None:

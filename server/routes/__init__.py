@@ -1,32 +1,8 @@
 """The route tables, in one place: the serving API (:class:`App`, a plain ASGI application
 served by uvicorn) and the engine-less render service (:class:`RenderApp`), and the
-:func:`guard` every request passes. Each endpoint is a module below.
-Rust: rust/server/src/routes.rs.
-
-Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (JSON, or SSE when
-``stream`` is true), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus
-text), ``GET /load`` (``{"server_load": n}``: generation requests in flight), ``GET
-/version``, ``POST /tokenize``, ``POST /detokenize``, and vLLM's SageMaker pair: ``GET|POST
-/ping`` (as ``/health``) and ``POST /invocations`` (chat or completions, by the body:
-``server/routes/invocations.py``), OpenAI's Responses API (``POST /v1/responses``, stateless, on
-the chat pipeline, and 404s for the stored-response routes: ``server/routes/responses/``),
-Anthropic's ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``
-(``server/routes/messages/``); anything else is a JSON 404, a known path with the wrong method a
-JSON 405 with ``Allow`` (a route that takes GET takes HEAD too, as axum's:
-``GET,HEAD,POST`` on ``/ping``). Same shapes, statuses and check order as the Rust server
-(``rust/server/src/routes.rs``, ``routes/chat_completions.rs``, ``routes/completions.rs``,
-``routes/invocations.rs``, ``dispatch.rs``, ``output/response.rs``):
-
-API key (401 on ``/v1/*`` and ``/invocations``, when the server has one) -> admission (429
-with Retry-After when ``max_concurrent_requests`` generation requests are in flight) -> body
-(413 over ``max_request_body``) -> (``/invocations``: the endpoint, 400 when the body names
-neither) -> JSON, keys, types, values (400) -> model (404) ->
-messages / prompt -> template + tokenization, off the event loop (400 on a template
-error) -> context length (400) -> the queue (503 with Retry-After when full:
-``server/edge/queue.py``) -> engine (503 when it is dead). ``n`` choices are ``n``
-engine requests, for each prompt of a batched completions request (``server/output/batch.py``).
-A client that disconnects aborts its engine requests; the deadline (``request_timeout``)
-aborts them with 504 or an SSE error event.
+:func:`guard` every request passes (API key, admission, body limit, 404 / 405). Each
+endpoint is a module below. Rust: rust/server/src/routes.rs. Behaviour: docs/api.md,
+"Routes".
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""``POST /invocations``, vLLM's SageMaker entry point: the body decides the endpoint. A
-body with ``messages`` is a chat completion request (``/v1/chat/completions``), one with
-``prompt`` a completion request (``/v1/completions``), tried in that order as vLLM does;
-anything else is a 400 naming both. The chosen endpoint then runs exactly as on its own
-path (admission, checks, streaming, error bodies). ``GET|POST /ping`` is
-``server/routes/health.py``'s. Rust: rust/server/src/routes/invocations.rs.
+"""``POST /invocations``, vLLM's SageMaker entry point: the body decides the endpoint
+(``messages``: chat, else ``prompt``: completions), which then runs exactly as on its own
+path. Rust: rust/server/src/routes/invocations.rs. Behaviour: docs/api.md, "Routes".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""``POST /tokenize`` and ``POST /detokenize`` (vLLM's shapes).
-Rust: rust/server/src/routes/tokenize.rs.
-
-/tokenize takes a completion-style body (``prompt``, ``add_special_tokens`` default true)
-or, when it has ``messages``, a chat-style one (rendered by the chat template with
-``add_generation_prompt`` default true, ``continue_final_message``,
-``chat_template_kwargs``, ``tools``; ``add_special_tokens`` default false) and answers
-``{"count", "max_model_len", "tokens", "token_strs"}`` (``token_strs``: the vocabulary's
-token strings when ``return_token_strs`` is true, else null). /detokenize takes
-``{"tokens": [ids]}`` and answers ``{"prompt": text}`` (special tokens kept). Both accept
-``model`` (404 when it is not the served one). Keys are checked first (unknown ->
-400 naming it), then types, then values.
+"""``POST /tokenize`` and ``POST /detokenize`` (vLLM's shapes): the body checked (keys, types,
+values), a completion-style or chat-style prompt tokenized, or token ids decoded.
+Rust: rust/server/src/routes/tokenize.rs. Behaviour: docs/api.md, "/tokenize, /detokenize".
 """
 
 from __future__ import annotations

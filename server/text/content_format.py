@@ -1,21 +1,9 @@
-"""Chat template content format: how a message's content reaches the chat template.
+"""Chat template content format (``--chat-template-content-format``): how a message's content
+reaches the chat template, and ``auto``'s detection (vLLM's ``_detect_content_format``,
+vllm/entrypoints/chat_utils.py) on the template's syntax tree. Behaviour: docs/api.md,
+"Content format".
 
-``--chat-template-content-format`` (vLLM's option, same values):
-
-``string``
-    The template sees each message's content as one string: a list of text parts is
-    joined with ``"\\n"``; a string stays as it is; null stays absent.
-``openai``
-    The template sees each message's content as a list of parts
-    ``{"type": "text", "text": ...}`` (vLLM's rule): a list stays a list (each part
-    reduced to those two keys), a string becomes a list of one part, null becomes ``[]``.
-``auto`` (default)
-    ``openai`` when the template loops over a message's content, else ``string``;
-    decided once per template (the ``tool_use`` template separately) and logged at
-    start-up.
-
-Detection (vLLM's ``_detect_content_format``, vllm/entrypoints/chat_utils.py), on the
-template's syntax tree:
+Detection:
 
 1. *messages names*: ``messages``, then every ``{% set NAME = E %}`` whose ``E`` reads a
    messages name, to a fixed point. ``E`` reads ``x`` when it is ``x``, or a filter or

@@ -1,15 +1,8 @@
 """Request body -> what the engine receives: the prompt, its token ids and the lowered
-sampling parameters. One implementation for the serving routes (``server.routes``) and the render
-service (``render``); mirrors ``rust/server/src/validate/prompt.rs``.
-
-Check order (the same in both frontends): JSON, keys, types, values (400) -> model (404)
--> messages / prompt (400) -> tools (a forcing ``tool_choice`` with a structured-output
-constraint is a 400) -> template + tokenization, off the
-event loop (400 on a template error) -> context length (400), which also fills in
-``max_tokens`` (default: what the context leaves after the prompt). A completions
-request may carry a batch of prompts (:func:`completion_prompts`; their fan-out:
-:mod:`server.output.batch`): each is checked on its own, and one bad prompt fails the
-request before anything reaches the engine.
+sampling parameters. One implementation for the serving routes (``server.routes``) and the
+render service, in the check order both frontends share; a completions request's batch of
+prompts (:func:`completion_prompts`) is checked prompt by prompt. Mirrors
+``rust/server/src/validate/prompt.rs``. Behaviour: docs/api.md, "Routes".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The sampling fields vLLM adds to the OpenAI ones: ``logit_bias``, ``allowed_token_ids``,
-``bad_words`` and ``prompt_logprobs``; every error is a 400 naming the field.
-
-Mirrors ``rust/server/src/validate/sampling.rs``:
-
-* ``logit_bias``: an object ``{"<token id>": bias}``; each key an integer in
-  ``[0, vocab_size)``, each value a number in ``[-100, 100]``; sent to the engine as
-  (token id, bias) pairs sorted by token id;
-* ``allowed_token_ids``: a non-empty list of token ids in ``[0, vocab_size)``;
-* ``bad_words``: a list of strings, each tokenized twice without special tokens
-  (``word.lstrip()`` and ``" " + word.lstrip()``); the distinct non-empty id sequences,
-  in word order, are the engine's ``bad_words_token_ids``;
-* ``prompt_logprobs``: an integer in ``[0, MAX_LOGPROBS]``.
+``bad_words`` (tokenized here) and ``prompt_logprobs``, checked (a 400 naming the field) and
+lowered for the engine. Mirrors ``rust/server/src/validate/sampling.rs``.
+Behaviour: docs/api.md, "Chat and completions request fields".
 """
 
 from __future__ import annotations

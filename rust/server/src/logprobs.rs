@@ -1,17 +1,8 @@
-//! Log-probabilities in the OpenAI shapes, from the engine's `TokenLogprobs`. Mirrors
-//! `server/logprobs.py`: a token's text is its id decoded alone with special
-//! tokens kept; `bytes` are that text's UTF-8 bytes; log-probabilities below -9999 (or
-//! not finite) are reported as -9999. Chat: `{"content": [{"token", "logprob", "bytes",
-//! "top_logprobs": [...]}]}`. Completions: `{"tokens", "token_logprobs",
-//! "top_logprobs" (text -> logprob, first occurrence kept), "text_offset"}` with offsets
-//! in characters from the start of the choice's text.
-//!
-//! Prompt tokens (from the engine's `prompt_logprobs`, entry i describing prompt token
-//! i+1): vLLM's `prompt_logprobs` list ([`TokenTexts::prompt`]: `null` for the first
-//! token, then `{"<id>": {"logprob", "rank", "decoded_token"}}` with the actual token
-//! first, then the top k without it), and the prompt part of an echoed completion's
-//! logprobs ([`TokenTexts::echo`]: `null` logprob and top for the first token, the
-//! actual token then the top k in each `top_logprobs`).
+//! Log-probabilities in the OpenAI shapes, from the engine's `TokenLogprobs`: chat's and
+//! completions' `logprobs`, an echoed prompt's logprobs ([`TokenTexts::echo`]) and vLLM's
+//! `prompt_logprobs` ([`TokenTexts::prompt`]; the engine's entry i describes prompt token
+//! i+1). Mirrors `server/logprobs.py`. Behaviour: docs/api.md, "Responses", "Prompt logprobs
+//! and echo".
 
 use std::sync::Arc;
 

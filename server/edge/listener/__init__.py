@@ -1,12 +1,8 @@
-"""Where the Python servers listen (as ``rust/server/src/edge/listener/`` in vrs-rs):
-TCP or a Unix socket, plain or TLS. The connections on it: server/edge/listener/conn.py.
-
-* TLS: ``http.ssl_certfile`` / ``ssl_keyfile`` / ``ssl_ca_certs`` / ``ssl_cert_reqs``
-  (0 none, 1 optional, 2 required client certificates) as one ``ssl.SSLContext``, loaded
-  before anything starts (a bad file is one error line).
-* ``http.uds``: a Unix socket instead of host:port. A stale socket file (nobody
-  listening) is replaced; a live one is an error; ours is removed at exit. ``vrs
-  frontend`` binds it the same way (cli/supervisor.py) and hands the fd to vrs-rs.
+"""Where the Python servers listen (as ``rust/server/src/edge/listener/`` in vrs-rs): TCP or
+a Unix socket, plain or TLS (one ``ssl.SSLContext``, loaded before anything starts). ``vrs
+frontend`` binds the socket the same way (cli/supervisor.py) and hands the fd to vrs-rs; the
+connections on it: server/edge/listener/conn.py. Behaviour: docs/api.md, "TLS and Unix
+sockets".
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""The Python servers' connections (uvicorn's httptools protocol, subclassed): the
-connection hygiene uvicorn lacks, as vrs-rs has it with hyper (``rust/server/src/edge/
-listener/``).
-
-* A connection must deliver a whole request head within ``header_read_timeout`` seconds
-  of connecting (or, on a kept-alive connection, of its next request's first byte), else
-  it is closed; the TLS handshake gets the same time.
-* A head over ``h11_max_incomplete_event_size`` bytes is answered 431 and closed.
-* An idle kept-alive connection is closed after ``http_timeout_keep_alive`` seconds.
-* ``max_connections``: at most that many connections are served at once; nothing accepts
-  further ones until one closes, so they wait in the kernel's listen backlog.
-
-uvicorn has no head timeout or head limit for httptools: ``HttpProtocol`` subclasses its
-httptools protocol class and is passed as uvicorn's ``http=``.
+"""The Python servers' connections: uvicorn's httptools protocol, subclassed
+(:class:`HttpProtocol`, passed as uvicorn's ``http=``) for what uvicorn lacks there, a
+request head timeout and a head size limit, plus an acceptor that serves at most
+``max_connections`` at once; vrs-rs has the same with hyper
+(``rust/server/src/edge/listener/``). Behaviour: docs/api.md, "Connection limits".
 """
 
 from __future__ import annotations

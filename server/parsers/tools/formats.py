@@ -1,12 +1,13 @@
-"""The tool-call parser names (``--tool-call-parser``, vLLM's names) and each format's
-marker strings, plus the prefill of the formats that force a call natively.
-Rust: rust/server/src/parsers/tools/formats.rs.
+"""The tool-call parser names (``--tool-call-parser``, vLLM's names), each format's
+marker strings and the rules of the ``auto`` choice, plus the prefill of the formats that
+force a call natively. Rust: rust/server/src/parsers/tools/formats.rs.
 
-The names, their order and every marker (with the source of its bytes) are
-``server/contracts/tool_formats.json``'s, which both frontends read; the parsers' modules
-hold the grammar. Only the ``native`` formats there (``demo``, ``hermes``) force a call
-natively (a prefill of the begin marker, see :func:`prefill`); the others use the
-format-independent JSON forcing of :mod:`server.parsers.tools.grammar`.
+The names, their order, every marker (with the source of its bytes) and the ``auto`` rules
+are ``server/contracts/tool_formats.json``'s, which both frontends read; the parsers'
+modules hold the grammar and take every marker from here. Only the ``native`` formats there
+(``demo``, ``hermes``) force a call natively (a prefill of the begin marker, see
+:func:`prefill`); the others use the format-independent JSON forcing of
+:mod:`server.parsers.tools.grammar`.
 """
 
 from __future__ import annotations
@@ -37,25 +38,56 @@ class FormatSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     args: str = ""
     call_begin: str = ""
     call_end: str = ""
+    call_type: str = ""
     sep: str = ""
+    args_begin: str = ""
+    args_end: str = ""
+    call_sep: str = ""
+    function: str = ""
+    function_end: str = ""
+    parameter: str = ""
+    parameter_end: str = ""
+
+
+class TemplateRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``auto``: a chat template holding every string of ``all`` picks ``parser``."""
+
+    all: tuple[str, ...]
+    parser: str
+
+
+class _Auto(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    template: tuple[TemplateRule, ...]
+    model_type: dict[str, str]
 
 
 class _Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     about: str
     formats: tuple[FormatSpec, ...]
+    auto: _Auto
 
 
 PATH = Path(__file__).resolve().parents[2] / "contracts" / "tool_formats.json"
-SPECS = {f.name: f for f in msgspec.json.decode(PATH.read_bytes(), type=_Contract).formats}
+_CONTRACT = msgspec.json.decode(PATH.read_bytes(), type=_Contract)
+SPECS = {f.name: f for f in _CONTRACT.formats}
+# ``auto``: template rules in order (the first whose strings all appear wins), then
+# config.json's model_type -> format.
+TEMPLATE_RULES = _CONTRACT.auto.template
+MODEL_TYPE_PARSERS = _CONTRACT.auto.model_type
 
 DEMO_BEGIN, DEMO_END = SPECS["demo"].begin, SPECS["demo"].end
 HERMES_BEGIN, HERMES_END = SPECS["hermes"].begin, SPECS["hermes"].end
-PYTHON_TAG = SPECS["llama3_json"].begin
+PYTHON_TAG, LLAMA_CALL_SEP = SPECS["llama3_json"].begin, SPECS["llama3_json"].call_sep
 MISTRAL_CALLS, MISTRAL_ARGS = SPECS["mistral"].begin, SPECS["mistral"].args
 _DEEPSEEK = SPECS["deepseek_v3"]
 DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALLS_END = _DEEPSEEK.begin, _DEEPSEEK.end
 DEEPSEEK_CALL_BEGIN, DEEPSEEK_CALL_END = _DEEPSEEK.call_begin, _DEEPSEEK.call_end
-DEEPSEEK_SEP = _DEEPSEEK.sep
+DEEPSEEK_SEP, DEEPSEEK_CALL_TYPE = _DEEPSEEK.sep, _DEEPSEEK.call_type
+DEEPSEEK_ARGS_BEGIN, DEEPSEEK_ARGS_END = _DEEPSEEK.args_begin, _DEEPSEEK.args_end
+_QWEN = SPECS["qwen3_coder"]
+QWEN_BEGIN, QWEN_END = _QWEN.begin, _QWEN.end
+QWEN_FUNCTION, QWEN_FUNCTION_END = _QWEN.function, _QWEN.function_end
+QWEN_PARAMETER, QWEN_PARAMETER_END = _QWEN.parameter, _QWEN.parameter_end
 GRANITE_CALL = SPECS["granite"].begin
 PYTHON_START, PYTHON_END = SPECS["pythonic"].begin, SPECS["pythonic"].end
 

@@ -1,19 +1,8 @@
-"""Structural tags (xgrammar, compact JSON text) that make the engine generate a forced
-call under ``tool_choice`` ``required`` or a named function.
-Rust: rust/server/src/parsers/tools/grammar.rs.
-
-* ``demo`` / ``hermes`` (native forcing): the prompt is prefilled with the begin marker
-  (and, for a named function, the body up to its arguments,
-  :func:`server.parsers.tools.formats.prefill`); the tag constrains what follows to the
-  format's calls (:func:`forced_tag`).
-* every other format (vLLM's format-independent forcing, :func:`json_forced_tag`): no
-  prefill; for a named function the whole output is its ``parameters`` JSON (the call's
-  arguments); for ``required`` a JSON array ``[`` call (``, `` call)* ``]`` of
-  ``{"name": N, "parameters": P}`` objects, one alternative per tool (one call when
-  ``parallel_tool_calls`` is false). The forced-JSON parser reads them.
-
-Each call's arguments follow its function's ``parameters`` (an object with no properties
-when it has none), at most one whitespace in a row.
+"""Structural tags (xgrammar, compact JSON text) that make the engine generate a forced call
+under ``tool_choice`` ``required`` or a named function: the format's own calls after the
+prefill for the native formats (:func:`forced_tag`), vLLM's format-independent JSON forcing
+for the others (:func:`json_forced_tag`). Rust: rust/server/src/parsers/tools/grammar.rs.
+Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations

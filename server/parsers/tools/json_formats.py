@@ -1,31 +1,9 @@
-"""The JSON-body tool-call formats: ``demo``, ``hermes``, ``llama3_json``, ``mistral``,
-``deepseek_v3``, ``granite``, and the forced-JSON parser of format-independent forcing.
-Mirrors ``rust/server/src/parsers/tools/json_formats.rs``. The bytes (sources in
-:mod:`server.parsers.tools.formats`):
-
-* ``demo`` / ``hermes``: BEGIN ws BODY ws END, with ``<｜tool▁call▁begin｜>`` /
-  ``<｜tool▁call▁end｜>`` or ``<tool_call>`` / ``</tool_call>``; under a natively forced
-  ``tool_choice`` the prompt already holds BEGIN (and a named call's body start);
-* ``llama3_json``: only when the output (after leading whitespace) starts with
-  ``<|python_tag|>`` or ``{``: BODY (ws ``;`` ws BODY)*; text after the last call is content,
-  and output not starting so is all content;
-* ``mistral``: ``[TOOL_CALLS]`` then ``[`` BODY (``,`` BODY)* ``]`` (pre-v11) or
-  NAME ``[ARGS]`` OBJECT (v11+; commit at the object's ``{``, each further call again
-  ``[TOOL_CALLS]NAME[ARGS]{...}``);
-* ``deepseek_v3``: ``<｜tool▁calls▁begin｜>`` then per call ``<｜tool▁call▁begin｜>function
-  <｜tool▁sep｜>NAME\\n```json\\n`` OBJECT ``\\n```<｜tool▁call▁end｜>``, finally
-  ``<｜tool▁calls▁end｜>`` (commit at the object's ``{``);
-* ``granite``: ``<|tool_call|>`` ws ``[`` BODY (``,`` BODY)* ``]``;
-* forced JSON (``tool_choice`` required / named without native forcing): ``[`` BODY
-  (``,`` BODY)* ``]`` (key ``parameters``), or for a named function the whole output is the
-  call's arguments.
-
-BODY and its commit point: :mod:`server.parsers.tools.json_call`. Whitespace before a
-closing token, and after a call's last closing token or a list separator, is part of the
-closing syntax (dropped); anything else after a call's arguments is content, and the
-marker search starts again (for the start-only formats, ``llama3_json`` and forced JSON,
-the rest is content). Held text that is not a call is content up to the point where it
-failed (:class:`~server.parsers.tools.json_call.Reject`), the search resumes there.
+"""The JSON-body tool-call formats (``demo``, ``hermes``, ``llama3_json``, ``mistral``,
+``deepseek_v3``, ``granite``) and the forced-JSON parser of format-independent forcing, as
+one scanner (:class:`JsonCalls`) with a head per format that reads its wrapper syntax up to
+the call body (:mod:`server.parsers.tools.json_call`); markers from
+:mod:`server.parsers.tools.formats`. Rust: ``pre`` and ``close`` in
+rust/server/src/parsers/tools/formats.rs. Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations
@@ -243,7 +221,7 @@ class JsonCalls(Scanner):
         return self._ds_call(buf, final, i)
 
     def _ds_call(self, buf: str, final: bool, i: int = 0) -> Head:
-        for token in (DS_CALL_BEGIN, "function", f.DEEPSEEK_SEP):
+        for token in (DS_CALL_BEGIN, f.DEEPSEEK_CALL_TYPE, f.DEEPSEEK_SEP):
             got = _expect(buf, i, token, final)
             if not isinstance(got, int):
                 return got
@@ -258,10 +236,10 @@ class JsonCalls(Scanner):
             return Reject(line)
         if buf[line] != "\n":
             return Reject(line)
-        got = _expect(buf, skip_ws(buf, line), "```json", final)
+        got = _expect(buf, skip_ws(buf, line), f.DEEPSEEK_ARGS_BEGIN, final)
         if not isinstance(got, int):
             return got
-        return self._raw_object(buf, got, name, final, ["```", DS_CALL_END])
+        return self._raw_object(buf, got, name, final, [f.DEEPSEEK_ARGS_END, DS_CALL_END])
 
 
 def scanner(parser: str, sink: Sink, settings: ToolSettings) -> Scanner:
@@ -280,7 +258,7 @@ def scanner(parser: str, sink: Sink, settings: ToolSettings) -> Scanner:
         return JsonCalls(sink, settings, f.DEEPSEEK_CALLS_BEGIN, "_deepseek",
                          more=(DS_CALL_BEGIN,), end=(f.DEEPSEEK_CALLS_END,))
     if parser == "llama3_json":
-        return JsonCalls(sink, settings, None, "_llama", more=(";",))
+        return JsonCalls(sink, settings, None, "_llama", more=(f.LLAMA_CALL_SEP,))
     raise ValueError(f"no JSON tool-call format named {parser!r}")
 
 

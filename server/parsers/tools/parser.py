@@ -1,34 +1,9 @@
 """The streaming tool-call parser: ``push(text) -> ToolDelta`` per generated piece and
-``finish() -> ToolDelta`` at the end of the output. Mirrors
-``rust/server/src/parsers/tools/parser.rs``.
-
-A :class:`ToolDelta` is the content to emit now and the :class:`CallDelta` s of this piece.
-A call's first CallDelta carries its ``id`` and ``name`` and the argument text known at
-that moment (may be ``""``); later ones only ``index`` and an ``arguments`` piece. Pieces of
-the same call within one push are merged. Calls get indexes 0, 1, 2 ... in order. The
-non-streamed answer is the accumulation of the same deltas (:class:`CallAccumulator`), so
-stream and non-stream agree, bad output included.
-
-A call is committed (its first delta emitted) only once the parser is sure it is a call of a
-function named in ``tools`` (the commit point of each format, see its module); until then
-the text since its possible start is held, and when it turns out not to be a call it is
-released as content exactly as generated, up to the character where it failed (at least
-its begin marker), and the search for a begin marker resumes there. At the end of the
-output, held text is content; a committed call cut short (e.g. ``max_tokens``) keeps the
-arguments generated so far. After a call's arguments end, anything that is not the
-format's closing syntax is content again, from its first character that is neither
-whitespace nor the body's ``}``. Whitespace right after a call's closing syntax (end
-marker, list ``]`` or separator, a ``mistral`` v11 object, ``pythonic``'s ``)]`` /
-``<|python_end|>``, a ``llama3_json`` object) is part of it and dropped (so
-``</tool_call>\n<tool_call>`` gives no content); whitespace before a call is content.
-``parallel_tool_calls: false`` drops calls after the first (their text too).
-
-Call ids: ``call_`` + 24 hex characters (uuid4), except ``mistral``: 9 characters of
-``[A-Za-z0-9]`` (Mistral's tool-call id rule).
-
-Each format is a :class:`server.parsers.tools.scanner.Scanner`; :func:`make_scanner` picks
-it: the JSON-body formats (:mod:`~server.parsers.tools.json_formats`), ``qwen3_coder``,
-``pythonic``, and the forced-JSON parser of format-independent forcing.
+``finish() -> ToolDelta`` at the end of the output, over one format's
+:class:`~server.parsers.tools.scanner.Scanner` (:func:`make_scanner`). The non-streamed
+answer accumulates the same deltas (:class:`CallAccumulator`), so stream and non-stream
+agree, bad output included. Mirrors ``rust/server/src/parsers/tools/parser.rs``.
+Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""The ``pythonic`` tool-call format: a Python list of calls (Llama 3.2 / Llama 4 model
-cards, "pythonic" tool calling, https://www.llama.com/docs/model-cards-and-prompt-formats/;
-vLLM's ``pythonic``). Mirrors ``rust/server/src/parsers/tools/pythonic.rs``.
-
-Only when the output (after leading whitespace, optionally after ``<|python_start|>``)
-starts with ``[``: ``[`` NAME ``(`` (ws KW ws ``=`` ws LITERAL (ws ``,``)?)* ws ``)``
-(ws ``,`` ws NAME(...))* ws ``]``, then an optional ``<|python_end|>``; text after it is
-content, and output not starting so is all content. The commit point is ``NAME(`` with
-NAME (``[A-Za-z_][A-Za-z0-9_.]*``) in ``tools``: the first delta's arguments are ``{``.
-Each keyword argument is emitted once its literal is complete (at the ``,`` or ``)`` after
-it) as ``"KW": V`` (``, `` before all but the first); ``)`` emits ``}``.
-
-Literals: strings ``'..'`` / ``".."`` with the escapes ``\\\\ \\' \\" \\n \\t \\r \\xHH
-\\uHHHH`` (no triple quotes or prefixes; a string argument is typed by the schema,
-:mod:`server.parsers.tools.typed`), JSON numbers (written as is), ``True`` ``False``
-``None``, lists and tuples (-> arrays), dicts with string keys (-> objects); containers
-are written with ``", "`` and ``": "``. Anything else inside a committed call is
-malformed: its arguments are closed with ``}`` and the rest of the output, from the
-failing argument's first non-whitespace character, is content. Whitespace after the
-closing ``)]`` / ``<|python_end|>`` is dropped.
-Output cut inside a call keeps the arguments completed so far (no ``}``).
+"""The ``pythonic`` tool-call format (Llama 3.2 / Llama 4 model cards, vLLM's ``pythonic``):
+a scanner of a Python list of calls, ``[`` NAME ``(`` KW ``=`` LITERAL, ... ``)``, ... ``]``,
+committing at ``NAME(`` and giving each keyword argument once the ``,`` or ``)`` after it
+arrives; string literals are typed by :mod:`server.parsers.tools.typed`. Mirrors
+``rust/server/src/parsers/tools/pythonic.rs``. Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations

@@ -1,32 +1,25 @@
-"""The ``qwen3_coder`` tool-call format: XML-style parameters (Qwen3-Coder model card and
-chat template, https://huggingface.co/Qwen/Qwen3-Coder-30B-A3B-Instruct). Mirrors
-``rust/server/src/parsers/tools/qwen3_coder.rs``.
-
-``<tool_call>`` ws ``<function=NAME>`` ( ws ``<parameter=P>`` VALUE ``</parameter>`` )* ws
-``</function>`` ws ``</tool_call>``. The commit point is ``<function=NAME>`` with NAME in
-``tools``: the first delta has arguments ``{``. Each parameter is emitted when its
-``</parameter>`` arrives, as ``"P": V`` (``, `` before all but the first), V the value typed
-by the schema (:mod:`server.parsers.tools.typed`) after removing one leading and one
-trailing ``\\n``; VALUE ends at the first ``</parameter>``. ``</function>`` emits ``}``.
-Anything else inside a committed call is malformed: the arguments are closed with ``}``
-and the rest, from its first non-whitespace character, is content again (the marker
-search starts over). Held text that is not a call is content up to where it failed (an
-unknown NAME: through its ``>``), and the marker search resumes there. Output cut inside a call
-keeps the parameters completed so far (no ``}``), like the JSON formats' truncated calls.
+"""The ``qwen3_coder`` tool-call format (Qwen3-Coder model card): a scanner of XML-style calls
+(``<function=NAME>``, ``<parameter=P>`` VALUE ``</parameter>`` ...), committing at the
+function tag and giving each parameter, typed by :mod:`server.parsers.tools.typed`, when its
+end tag arrives; the markers are :mod:`server.parsers.tools.formats`'. Mirrors
+``rust/server/src/parsers/tools/qwen3_coder.rs``. Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from server.parsers.tools.formats import HERMES_BEGIN, HERMES_END
+from server.parsers.tools.formats import QWEN_BEGIN as BEGIN
+from server.parsers.tools.formats import QWEN_END as END
+from server.parsers.tools.formats import QWEN_FUNCTION as FUNCTION
+from server.parsers.tools.formats import QWEN_FUNCTION_END as FUNCTION_END
+from server.parsers.tools.formats import QWEN_PARAMETER as PARAMETER
+from server.parsers.tools.formats import QWEN_PARAMETER_END as PARAMETER_END
 from server.parsers.tools.json_call import skip_ws
 from server.parsers.tools.scanner import Scanner, Sink, is_partial, scan_content
 from server.parsers.tools.settings import ToolSettings, property_types
 from server.parsers.tools.typed import json_string, schema_types, typed
 
-FUNCTION, FUNCTION_END = "<function=", "</function>"
-PARAMETER, PARAMETER_END = "<parameter=", "</parameter>"
 CONTENT, PENDING, PARAMS, CLOSE = range(4)
 
 
@@ -39,7 +32,7 @@ class Qwen3Coder(Scanner):
 
     def step(self, buf: str, final: bool) -> int | None:
         if self.state == CONTENT:
-            used, found = scan_content(self.sink, buf, HERMES_BEGIN, final)
+            used, found = scan_content(self.sink, buf, BEGIN, final)
             if found:
                 self.state = PENDING
             return used
@@ -48,16 +41,16 @@ class Qwen3Coder(Scanner):
         if self.state == PARAMS:
             return self._params(buf, final)
         i = skip_ws(buf, 0)  # CLOSE: ws </tool_call>
-        if buf.startswith(HERMES_END, i):
+        if buf.startswith(END, i):
             self.state = CONTENT
-            return i + len(HERMES_END)
-        if not final and (i == len(buf) or is_partial(buf[i:], HERMES_END)):
+            return i + len(END)
+        if not final and (i == len(buf) or is_partial(buf[i:], END)):
             return None
         self.state = CONTENT
         return i if final and i == len(buf) else 0
 
     def _pending(self, buf: str, final: bool) -> int | None:
-        i = skip_ws(buf, len(HERMES_BEGIN))
+        i = skip_ws(buf, len(BEGIN))
         if not buf.startswith(FUNCTION, i):
             if is_partial(buf[i:], FUNCTION):
                 return self._reject(buf, len(buf)) if final else None
@@ -81,7 +74,7 @@ class Qwen3Coder(Scanner):
 
     def _reject(self, buf: str, at: int) -> int:
         """Not a call: content up to where it failed, the marker search resumes there."""
-        at = max(at, len(HERMES_BEGIN))
+        at = max(at, len(BEGIN))
         self.sink.content(buf[:at])
         self.state = CONTENT
         return at

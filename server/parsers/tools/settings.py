@@ -1,11 +1,6 @@
 """A chat request's tool settings: ``tools``, ``tool_choice`` and ``parallel_tool_calls``
-checked (400 naming the field). Rust: rust/server/src/parsers/tools/settings.rs.
-``tool_choice``:
-
-* ``none``: the tools still go to the template; the output is not parsed;
-* ``auto`` (the default with tools): the output is parsed; text outside calls stays
-  content; nothing is forced;
-* ``required`` / a named function: a call is forced (:mod:`server.parsers.tools.grammar`).
+checked (400 naming the field) into a :class:`ToolSettings`. Rust:
+rust/server/src/parsers/tools/settings.rs. Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""Text parameters -> JSON by the function's schema, for ``qwen3_coder`` parameter values
-and ``pythonic`` string literals (vLLM's rule). Mirrors
-``rust/server/src/parsers/tools/typed.rs``.
-
-The schema type ``t`` is ``parameters.properties[P].type`` (a string or a list of strings;
-missing: no schema). "Trimmed" is exactly ``" \t\n\r"`` stripped from both ends (not
-Python's ``str.strip()``, which strips more). Each listed type is tried in order:
-
-* ``null`` listed and the trimmed text is ``null`` -> ``null``;
-* ``integer``: the trimmed text matches ``-?(0|[1-9][0-9]*)`` -> that text;
-* ``number``: the trimmed text matches the JSON number grammar -> that text as written;
-* ``boolean``: the trimmed text lower-cased is ``true`` / ``false``;
-* ``object`` / ``array``: the trimmed text is strict JSON of that kind (no NaN/Infinity)
-  -> the trimmed text as written;
-* otherwise (string, no schema, nothing matched) -> a JSON string of the text untrimmed,
-  serialised
-  like ``json.dumps(s, ensure_ascii=False)`` (= serde_json).
+"""Text parameters -> JSON by the function's schema (vLLM's rule), for ``qwen3_coder``
+parameter values and ``pythonic`` string literals: :func:`typed` tries each type the schema
+lists, on the text trimmed of exactly space, tab, newline and carriage return. Mirrors
+``rust/server/src/parsers/tools/typed.rs``. Behaviour: docs/api.md, "Tool calls".
 """
 
 from __future__ import annotations

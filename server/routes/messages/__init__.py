@@ -1,13 +1,8 @@
 """Anthropic's Messages API on the chat pipeline: ``POST /v1/messages`` and ``POST
-/v1/messages/count_tokens`` (docs/api.md, "Messages"; Rust: rust/server/src/routes/messages.rs).
-
-The body is translated into the equivalent chat request (:mod:`server.routes.messages.request`)
-and built by the chat prompt builder (template, tokenization, tool and reasoning parsers,
-stop strings, admission, timeout, abort on disconnect: all chat's); the one chat choice's
+/v1/messages/count_tokens``. The body becomes the equivalent chat request
+(:mod:`server.routes.messages.request`), served by the chat path; the one chat choice's
 deltas become the message's content blocks and events (:mod:`server.routes.messages.events`).
-Errors are in Anthropic's shape (the dispatcher's dialect for ``/v1/messages*``).
-count_tokens answers ``{"input_tokens": N}``, the rendered prompt's length, and is not
-admission-limited.
+Rust: rust/server/src/routes/messages.rs. Behaviour: docs/api.md, "Anthropic Messages API".
 """
 
 from __future__ import annotations

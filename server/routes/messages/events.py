@@ -1,15 +1,6 @@
 """One chat choice's deltas as an Anthropic message: content blocks (whole) and the
-Messages SSE events (streamed).
-
-Mirrors ``rust/server/src/routes/messages/events.rs``. Blocks come in the order they start
-in the generation: a piece's reasoning goes to a ``thinking`` block, its content to a
-``text`` block, each tool call to a ``tool_use`` block (a new block whenever the kind
-changes, or a new call starts). Streamed: ``message_start``, ``ping``, per block
-``content_block_start`` / ``content_block_delta``\\* / ``content_block_stop``, then
-``message_delta`` (stop reason, output tokens) and ``message_stop``; a failure after the
-start is an ``error`` event and the end of the stream. A tool_use block's ``input`` is its
-parsed arguments; arguments that are not a JSON object (a call cut by max_tokens) give
-``{}``.
+Messages SSE events (streamed). Mirrors ``rust/server/src/routes/messages/events.rs``.
+Behaviour: docs/api.md, "Response".
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """An Anthropic Messages body -> the equivalent chat completions request (a dict the chat
-prompt builder takes), or a 400 naming the field path (docs/api.md, "Messages").
-
-Mirrors ``rust/server/src/routes/messages/request.rs``. Check order: the body is a JSON
-object -> unknown top-level fields (400 "unknown field 'X'", in body order) -> refused
-fields (``container``, ``mcp_servers``, ``context_management``) -> ``model`` ->
-``max_tokens`` (required, an integer >= 1; not for count_tokens, which refuses
-``stream``) -> ``system`` -> ``messages`` (each message, each block, in order) -> ``tools``
--> ``tool_choice`` -> the sampling fields -> ``metadata`` -> ``thinking``. A refusal's
-``param`` is the field path (``messages[1].content[0].tool_use_id``); the Anthropic error
-body says it before the message (``param: message``).
-
-Translation: ``system`` -> a first system message (text blocks joined with "\\n"); a user
-message's ``tool_result`` blocks -> tool messages before the rest of it (its text
-blocks, as text parts; none left: no user message); an assistant message's ``tool_use``
-blocks -> ``tool_calls`` (arguments: ``input`` as compact JSON), ``thinking`` blocks ->
-``reasoning_content``; tools -> function tools; ``tool_choice`` auto / any / tool / none ->
-"auto" / "required" / named / "none"; ``stop_sequences`` -> ``stop``;
-``metadata.user_id`` -> ``user``; ``thinking`` -> ``chat_template_kwargs.enable_thinking``.
+prompt builder takes), or a 400 naming the field path. Mirrors
+``rust/server/src/routes/messages/request.rs``. Behaviour: docs/api.md, "Anthropic Messages
+API", "Request fields".
 """
 
 from __future__ import annotations

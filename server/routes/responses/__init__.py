@@ -1,8 +1,8 @@
 """``POST /v1/responses`` (stateless): the body translated into a chat request
 (:mod:`server.routes.responses.request`), the chat choice's deltas shaped as output items and
-typed events (:mod:`server.routes.responses.events`). The routes of stored responses
-(``GET``/``DELETE /v1/responses/{id}``, ``POST …/{id}/cancel``, ``GET …/{id}/input_items``)
-answer 404: nothing is stored. Rust: rust/server/src/routes/responses.rs."""
+typed events (:mod:`server.routes.responses.events`); the stored-response routes answer 404.
+Rust: rust/server/src/routes/responses.rs. Behaviour: docs/api.md, "Responses API".
+"""
 
 from __future__ import annotations
 

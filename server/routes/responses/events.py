@@ -1,14 +1,5 @@
-"""One chat choice's deltas as Responses API output items and typed SSE events.
-
-Mirrors ``rust/server/src/routes/responses/events.rs``. Items start in the order the
-generation produces them: reasoning text opens a ``reasoning`` item, content a
-``message`` item, a tool call's first delta a ``function_call`` item; an item ends when
-the next one starts or the generation finishes. Within one piece the order is: the
-arguments that continue the call in progress, reasoning, content, then the calls the
-piece starts. Each event is
-``event: <type>\\ndata: {"type":…,"sequence_number":n,…}\\n\\n``; the stream ends with
-``response.completed`` (``response.incomplete`` when the chat finish is ``length``), or
-with an ``error`` event after a failure; there is no ``[DONE]``.
+"""One chat choice's deltas as Responses API output items and typed SSE events. Mirrors
+``rust/server/src/routes/responses/events.rs``. Behaviour: docs/api.md, "Responses API".
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""A ``POST /v1/responses`` body -> the equivalent chat completions request (a dict).
-
-Mirrors ``rust/server/src/routes/responses/request.rs`` (spec: docs/api.md, "Responses
-API"). The chat request then goes through the chat prompt builder unchanged, so its
-checks (model, sampling values, tools, template, context length) are the chat ones; what
-only the Responses API has is checked here, each refusal a 400 naming the field path:
-unknown top-level fields, the stateful features (``store``, ``previous_response_id``,
-``background``, ``conversation``, ``prompt``), built-in tools, content parts that are not
-text, a ``function_call_output`` for a call no earlier item declared.
-Items of ``input`` may carry keys this server does not read (``id``, ``status``,
-``annotations``…: what a client sends back from an earlier response); they are ignored.
+"""A ``POST /v1/responses`` body -> the equivalent chat completions request (a dict), which
+the chat prompt builder then takes unchanged; what only the Responses API has is checked
+here, each refusal a 400 naming the field path. Mirrors
+``rust/server/src/routes/responses/request.rs`` and ``input.rs``. Behaviour: docs/api.md,
+"Responses API".
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 //! CORS (`--allowed-origins`, `--allowed-methods`, `--allowed-headers`,
-//! `--allow-credentials`: vLLM's flags, JSON lists, `["*"]` by default) with tower-http's
-//! [`CorsLayer`]. Only requests that carry an `Origin` header (browsers') meet it
-//! ([`cors`] is the middleware); it answers a preflight (`OPTIONS` with `Origin`) itself,
-//! before the API key is checked, and adds the CORS headers to every other response.
-//!
-//! The lists as vLLM (Starlette) reads them: `*` among the origins allows any origin
-//! (`Access-Control-Allow-Origin: *`, or the request's origin when credentials are
-//! allowed, since browsers refuse `*` with credentials); otherwise an origin is allowed
-//! when it is in the list, and a disallowed origin gets no CORS headers that let the
-//! browser through. `*` among the methods is `DELETE, GET, HEAD, OPTIONS, PATCH, POST,
-//! PUT`; `*` among the headers allows whatever headers the preflight asks for; a header
-//! list adds the CORS-safelisted `Accept`, `Accept-Language`, `Content-Language` and
-//! `Content-Type`. A preflight's answer may be cached for 600 s. `Vary` names what the
-//! answer depends on: `origin` (unless any origin gets `*`) and
-//! `access-control-request-headers` (when `*` echoes them). With request ids on,
-//! `X-Request-Id` is exposed to the page. Mirrors `server/edge/cors.py`.
+//! `--allow-credentials`) with tower-http's [`CorsLayer`], the flags read as vLLM (Starlette)
+//! reads them. [`cors`] is the middleware: it answers a preflight itself, before the API key
+//! is checked, and adds the CORS headers to every other response to a request with an
+//! `Origin`. Mirrors `server/edge/cors.py`. Behaviour: docs/api.md, "CORS".
 
 use std::sync::Arc;
 use std::time::Duration;

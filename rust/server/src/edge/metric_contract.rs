@@ -36,6 +36,7 @@ pub struct Family {
 struct Contract {
     #[allow(dead_code)]
     about: String,
+    endpoints: Vec<String>,
     buckets: BTreeMap<String, Vec<String>>,
     families: Vec<Family>,
 }
@@ -48,6 +49,16 @@ static CONTRACT: LazyLock<Contract> = LazyLock::new(|| {
 /// render every family, so that fails there).
 pub fn family(name: &str) -> Option<&'static Family> {
     CONTRACT.families.iter().find(|f| f.name == name)
+}
+
+/// The `endpoint` label's value for a request to `path`: the path when the file lists it,
+/// else `other`.
+pub fn endpoint_label(path: &str) -> &'static str {
+    CONTRACT
+        .endpoints
+        .iter()
+        .find(|e| *e == path)
+        .map_or("other", String::as_str)
 }
 
 /// A histogram's bounds: the `le` labels as written and their values.

@@ -1,7 +1,8 @@
 //! `GET /metrics`: Prometheus text format (version 0.0.4), written by hand. Mirrors
-//! `server/edge/metrics.py`; each family's type, help text, label names and buckets are
-//! `server/contracts/metrics.json`'s ([`super::metric_contract`]). Frontend metrics are counted here; the engine's come from its latest
-//! `SchedulerStats` (label `engine`). vLLM's names (`vllm:*`) come from
+//! `server/edge/metrics.py`; each family's type, help text, label names and buckets, and
+//! the `endpoint` label's values, are `server/contracts/metrics.json`'s
+//! ([`super::metric_contract`]). Frontend metrics are counted here; the engine's come from
+//! its latest `SchedulerStats` (label `engine`). vLLM's names (`vllm:*`) come from
 //! [`super::vllm_metrics`], always served next to these.
 
 use std::collections::BTreeMap;
@@ -12,27 +13,10 @@ use std::time::Duration;
 
 use vrs_wire::SchedulerStats;
 
-use super::metric_contract::{buckets, header};
+use super::metric_contract::{buckets, endpoint_label, header};
 use super::vllm_metrics::{float, VllmMetrics};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-const KNOWN_ENDPOINTS: &[&str] = &[
-    "/v1/chat/completions",
-    "/v1/responses",
-    "/v1/messages",
-    "/v1/messages/count_tokens",
-    "/v1/completions",
-    "/v1/models",
-    "/health",
-    "/metrics",
-    "/load",
-    "/version",
-    "/tokenize",
-    "/detokenize",
-    "/ping",
-    "/invocations",
-];
 
 /// Why a generation request was refused or shed for overload (the `reason` label of
 /// `vrs:requests_rejected_total`).
@@ -161,11 +145,7 @@ impl Default for Metrics {
 impl Metrics {
     /// One answered HTTP request (unknown paths count as `other`).
     pub fn request(&self, path: &str, status: u16) {
-        let endpoint = KNOWN_ENDPOINTS
-            .iter()
-            .find(|e| **e == path)
-            .copied()
-            .unwrap_or("other");
+        let endpoint = endpoint_label(path);
         if let Ok(mut http) = self.http.lock() {
             *http.entry((endpoint, status)).or_default() += 1;
         }

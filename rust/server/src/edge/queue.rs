@@ -1,15 +1,9 @@
 //! The bounded queue in front of the engine (`--max-num-queued-reqs`,
-//! `--max-num-queued-tokens`, `--max-queue-wait`). Mirrors `server/edge/queue.py`.
-//!
-//! An engine request is queued from its ADD until its first output arrives (the engine
-//! has scheduled it and finished its prefill); its tokens are its prompt's. A generation
-//! request (all its prompts × `n` engine requests) enters as a whole before anything
-//! reaches the engine: when it would take the queue past a bound it is refused with 503
-//! and `Retry-After`; a request that could never fit, even in an empty queue, is a 400
-//! (but a bound of 0, which refuses every request with 503: a drain switch).
-//! Each engine request holds a [`Ticket`] that leaves the queue when dropped (at its
-//! first output, or when it ends without one) and carries its `--max-queue-wait`
-//! deadline. With none of the three flags set the queue is off and costs nothing.
+//! `--max-num-queued-tokens`, `--max-queue-wait`). Mirrors `server/edge/queue.py`: a
+//! generation request enters whole before anything reaches the engine, and each engine
+//! request holds a [`Ticket`] that leaves the queue when dropped (at its first output, or when
+//! it ends without one) and carries its wait deadline. With none of the three flags set the
+//! queue is off and costs nothing. Behaviour: docs/api.md, "Queue limits".
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

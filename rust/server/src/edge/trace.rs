@@ -1,27 +1,8 @@
-//! OpenTelemetry traces (`--otlp-traces-endpoint`): one span per generation request,
-//! exported over OTLP/HTTP (protobuf) in the background.
-//!
-//! - The span (kind server, named `METHOD /path`) starts when the request arrives; its
-//!   parent is the W3C `traceparent` header's span when the request has a valid one.
-//! - Events: `queued` (its engine requests were sent), `first_token` (the first token of
-//!   any choice), `finished` (every choice ended).
-//! - Attributes, with the OTel GenAI names: `gen_ai.request.model`,
-//!   `gen_ai.request.id`, `gen_ai.usage.input_tokens` (each prompt once),
-//!   `gen_ai.usage.output_tokens` (every choice), `gen_ai.usage.cached_tokens` (prompt
-//!   tokens the engine served from its prefix cache), `gen_ai.response.finish_reasons`
-//!   (one per choice), `http.response.status_code`, and vLLM's latencies
-//!   `gen_ai.latency.time_to_first_token` / `gen_ai.latency.e2e`; with
-//!   `--collect-detailed-traces` also the engine's own `gen_ai.latency.time_in_queue`,
-//!   `gen_ai.latency.time_in_model_prefill` and `gen_ai.latency.time_in_model_decode`
-//!   (the slowest choice's, in seconds).
-//! - The span ends when the request's last piece of work is over: the response is out
-//!   and every choice's engine request has ended (a stream's end, not its headers).
-//!
-//! Export never blocks a request: finished spans go into the SDK's bounded batch queue
-//! (dropped when it is full) and a batch thread sends them through the `hyper` client on
-//! a one-thread runtime of its own; a collector that is down loses those spans, never a
-//! request. The SDK's `OTEL_BSP_*` and `OTEL_EXPORTER_OTLP_*` environment variables
-//! (batch delay, timeout, headers) apply.
+//! OpenTelemetry traces (`--otlp-traces-endpoint`): one span per generation request
+//! ([`begin`], [`RequestTrace`]), ended once the response is out and every choice's engine
+//! request has ended. Export never blocks a request: finished spans go into the SDK's bounded
+//! batch queue and a batch thread sends them through the `hyper` client on a one-thread
+//! runtime of its own. Mirrors `server/edge/trace.py`. Behaviour: docs/api.md, "Traces".
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};

@@ -1,17 +1,8 @@
-//! vLLM's metric names (`vllm:*`) on `GET /metrics`, so a vLLM Grafana dashboard works
-//! against vrs. Mirrors `server/edge/vllm_metrics.py`; names, types, help texts, buckets
-//! and label names are `server/contracts/metrics.json`'s ([`super::metric_contract`]):
-//! `model_name` and `engine` on every series, as vLLM's `vllm/v1/metrics/loggers.py` has
-//! them. Counters follow `prometheus_client`: the
-//! `# TYPE` line names the base name, the sample carries `_total`.
-//!
-//! Per-request series are measured here in the frontend, per engine the request was
-//! routed to; engine state comes from each engine's latest `SchedulerStats`. The queue
-//! and prefill times (`vllm:request_queue_time_seconds`,
-//! `vllm:request_prefill_time_seconds`) are the engine's own measurements, sent with a
-//! request's first output (`EngineCoreOutput.queue_time` / `prefill_time`);
-//! `vllm:request_inference_time_seconds` is that prefill time plus the decode time
-//! measured here (first to last token).
+//! vLLM's metric names (`vllm:*`) on `GET /metrics`. Mirrors `server/edge/vllm_metrics.py`;
+//! names, types, help texts, buckets and label names are `server/contracts/metrics.json`'s
+//! ([`super::metric_contract`]). Per-request series are measured here in the frontend, per
+//! engine the request was routed to; engine state comes from each engine's latest
+//! `SchedulerStats`. Behaviour: docs/api.md, "vLLM's names".
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,11 +1,9 @@
 //! `vrs-rs render`: start, limits and shutdown of the engine-less render service (its
-//! routes: [`crate::routes::render`]). Needs only the model's tokenizer and config files.
-//!
-//! The engine's limits come from `config.json` as the mock engine reads them:
-//! `max_model_len` (args) else `max_position_embeddings` (default 4096), and
-//! `vocab_size` (else the tokenizer's). SIGINT/SIGTERM: stop accepting, let open
-//! requests finish (bounded), exit 0; a model that cannot be loaded or a port that
-//! cannot be bound: exit 1.
+//! routes: [`crate::routes::render`]), which needs only the model's tokenizer and config files
+//! ([`model_limits`]). SIGINT/SIGTERM: stop accepting, let open requests finish (bounded),
+//! exit 0; a model that cannot be loaded or a port that cannot be bound: exit 1. Mirrors
+//! `server/lifecycle/render.py`. Behaviour: docs/api.md, "Routes"; the service:
+//! docs/internals.md, "render (typer -> vrs-rs render)".
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,8 +1,7 @@
 //! A completions request's prompts × `n` choices (mirrors `server/output/batch.py`): the
-//! fan-out into engine requests and the merge of the choices' usage. Choice `j` of
-//! prompt `i` has index `i * n + j`; engine request ids are `ID-<index>` when there is
-//! more than one choice, and each prompt's choices get seeds `seed + j`, so a prompt in
-//! a batch samples as it would alone. A chat request is a batch of one prompt.
+//! fan-out into engine requests (each choice's index, engine request id and seed) and the
+//! merge of the choices' usage. A chat request is a batch of one prompt.
+//! Behaviour: docs/api.md, "Batched prompts (completions)".
 
 use vrs_wire::EngineCoreRequest;
 

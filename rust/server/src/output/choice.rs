@@ -1,14 +1,8 @@
 //! One choice of a response: its generation's pieces turned into the endpoint's deltas
-//! (streamed) and accumulated into its final form (not streamed). Mirrors
-//! `server/output/choice.py`.
-//!
-//! Chat: text → reasoning parser (when the server has one, the prompt does not force a
-//! tool call and no structured-output constraint applies: the grammar starts at the
-//! first generated token) → tool-call parser (when tool_choice is not `none`) → content /
-//! reasoning_content / tool_calls; a request that made tool calls and stopped finishes
-//! with `tool_calls`; with a reasoning parser the choice counts its reasoning tokens
-//! ([`crate::output::reasoning_tokens`]). Completions: the echoed prompt (text, and with `logprobs` its
-//! tokens' logprobs) and `prompt_logprobs` go with the first piece.
+//! (streamed) and accumulated into its final form (not streamed). Chat runs the text through
+//! the reasoning parser, then the tool-call parser, and counts reasoning tokens
+//! ([`crate::output::reasoning_tokens`]); completions add the echoed prompt and prompt
+//! logprobs. Mirrors `server/output/choice.py`. Behaviour: docs/api.md, "Responses".
 
 use std::sync::Arc;
 

@@ -1,16 +1,8 @@
-//! One request's output pipeline: engine outputs → incremental detokenizer → stop
-//! strings → text pieces, with the token counts for `usage` (the prompt's cached tokens
-//! as the engine reports them with its first output), kept with the request's times by
-//! its [`Tally`]; the prompt's logprobs
-//! (with the first output) ride on the first piece. An echo-only request (`max_tokens`
-//! 0 with `echo`) drops its one generated token: no text, no completion tokens, and
-//! finish reason `length`. An engine failure is a 500, except when the engine refused
-//! the request's structured-output spec (`error_kind` `invalid_request`): a 400 naming
-//! the constraint's field, the engine's message verbatim. A queued request (see
-//! [`crate::edge::queue`]) leaves the queue at its first output; still queued at its
-//! `--max-queue-wait` deadline, it is aborted in the engine and fails with a 503.
-//! With [`Generation::token_offsets`] each piece also says where each of its completion
-//! tokens' text begins (for counting a chat answer's reasoning tokens).
+//! One request's output pipeline: engine outputs → incremental detokenizer → stop strings →
+//! text pieces, with the token counts for `usage` and the request's times kept by its
+//! [`Tally`]. An engine failure or a `--max-queue-wait` timeout ([`crate::edge::queue`]) ends
+//! it with an error; with [`Generation::token_offsets`] each piece says where each of its
+//! tokens' text begins (for counting reasoning tokens). Mirrors `server/output/generation.py`.
 
 use std::time::Instant;
 

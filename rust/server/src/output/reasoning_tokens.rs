@@ -1,14 +1,8 @@
-//! A chat choice's reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`,
-//! the Responses API's `output_tokens_details.reasoning_tokens`): the generated tokens
-//! whose text begins inside the reasoning block, its start and end markers included (when
-//! the prompt leaves the block open, from the first token on). So a choice's completion
-//! tokens are its reasoning tokens plus the tokens of its answer (content, tool calls).
-//! Mirrors `server/output/reasoning_tokens.py`.
-//!
-//! A token's place is where its text begins in the generation's text
-//! ([`crate::output::generation::Piece::token_offsets`]); a token the reasoning parser
-//! cannot place yet (its text is held back as a possible marker, or not pushed yet)
-//! waits for a later piece, or for the end.
+//! A chat choice's reasoning tokens: each generated token placed by where its text begins
+//! ([`crate::output::generation::Piece::token_offsets`]) against the reasoning parser's block;
+//! a token the parser cannot place yet (its text held back as a possible marker, or not
+//! pushed yet) waits for a later piece, or for the end. Mirrors
+//! `server/output/reasoning_tokens.py`. Behaviour: docs/api.md, "Reasoning".
 
 use std::collections::VecDeque;
 

@@ -1,18 +1,8 @@
-//! The response of a generation request: its choices' generations, streamed (SSE) or
-//! whole (one JSON body), within the request's deadline. Mirrors
-//! `server/output/response.py`; the endpoint-specific shapes come from a [`Shapes`].
-//!
-//! SSE: chat starts with a role chunk per choice; each choice's chunks carry its
-//! `index`; a piece that adds nothing visible (text held back by a parser) sends no
-//! chunk unless it carries logprobs or the finish reason; `include_usage` adds a chunk
-//! with no choices and the usage of all choices before `[DONE]`. A failure after the
-//! stream started, or the deadline (`--request-timeout`), is an error event then
-//! `[DONE]`; not streamed, they are the error's status (504 for the deadline). A
-//! request with a structured-output constraint sends its head only after the engine's
-//! first output of choice 0: when the engine refused its spec, the answer is that 400
-//! (JSON), not a stream; otherwise the stream starts with that output. With
-//! `--sse-keep-alive-interval` a stream that had nothing to send for that long sends a
-//! `: keep-alive` comment ([`sse::keep_alive`]).
+//! The response of a generation request: its choices' generations, streamed (SSE, with
+//! keep-alive comments from [`sse::keep_alive`]) or whole (one JSON body), within the
+//! request's deadline; the endpoint's chunk and body shapes come from a [`Shapes`]. Mirrors
+//! `server/output/response.py`. Behaviour: docs/api.md, "Responses", "Continuous usage",
+//! "SSE keep-alive".
 
 use std::convert::Infallible;
 use std::pin::Pin;

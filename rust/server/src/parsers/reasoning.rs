@@ -1,25 +1,16 @@
-//! Reasoning: `--reasoning-parser` splits the model's reasoning out of a chat answer into
-//! `reasoning_content`. Mirrors `server/parsers/reasoning.py`.
-//!
-//! A parser is a set of start markers and a set of end markers (vLLM's names):
-//! `deepseek_r1` and `qwen3`: `<think>` … `</think>` (DeepSeek-R1 and Qwen3 model cards);
-//! `granite`: `Here is my thought process:` / `Here's my thought process:` …
-//! `Here is my response:` / `Here's my response:` (IBM Granite 3.2 model card, "thinking");
-//! `mistral`: `[THINK]` … `[/THINK]` (Magistral model card). `openai` (gpt-oss harmony
-//! channels) is not supported and refused by name ([`crate::parsers::select`]).
-//!
-//! When the rendered prompt leaves a start marker open (its last start marker comes after
-//! its last end marker, e.g. Qwen3 / R1 templates that open `<think>`), the output starts
-//! inside the reasoning; otherwise it starts as content and the first start marker in the
-//! output opens it. After the first end marker everything is content. The earliest marker
-//! of a set wins; the longest tail that could begin any marker of the set waits for the
-//! next piece; at the end whatever is held goes to the side it was on.
-//!
-//! The parser also knows where, in the whole text pushed so far, the reasoning begins
-//! and ends ([`ReasoningParser::side`]): the generated tokens are counted as reasoning
-//! tokens by where their text begins (see `crate::output::reasoning_tokens`).
+//! Reasoning (`--reasoning-parser`): the streaming parser that splits a chat answer into
+//! reasoning and content by its format's start and end markers
+//! (`server/contracts/reasoning_formats.json`), holding back a tail that could begin a
+//! marker, and knows where the reasoning block lies in the text pushed so far
+//! ([`ReasoningParser::side`], for `crate::output::reasoning_tokens`). Mirrors
+//! `server/parsers/reasoning.py`. Behaviour: docs/api.md, "Reasoning".
+
+use std::sync::LazyLock;
+
+use serde::Deserialize;
 
 use crate::parsers::markers::{find_any, held_suffix_any, rfind_any};
+use crate::parsers::tools::formats::TemplateRule;
 
 /// The markers of one reasoning format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,37 +19,85 @@ pub struct ReasoningMarkers {
     pub end: &'static [&'static str],
 }
 
-const THINK: ReasoningMarkers = ReasoningMarkers {
-    start: &["<think>"],
-    end: &["</think>"],
-};
+const FILE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../server/contracts/reasoning_formats.json"
+));
 
-/// Reasoning parser names and their markers.
-pub const REASONING_PARSERS: &[(&str, ReasoningMarkers)] = &[
-    ("deepseek_r1", THINK),
-    ("qwen3", THINK),
-    (
-        "granite",
-        ReasoningMarkers {
-            start: &["Here is my thought process:", "Here's my thought process:"],
-            end: &["Here is my response:", "Here's my response:"],
-        },
-    ),
-    (
-        "mistral",
-        ReasoningMarkers {
-            start: &["[THINK]"],
-            end: &["[/THINK]"],
-        },
-    ),
-];
+/// One format of the contract file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Format {
+    name: String,
+    start: Vec<String>,
+    end: Vec<String>,
+    #[allow(dead_code)]
+    source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Auto {
+    template: Vec<TemplateRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Contract {
+    #[allow(dead_code)]
+    about: String,
+    formats: Vec<Format>,
+    auto: Auto,
+}
+
+/// `server/contracts/reasoning_formats.json`, compiled in: the names, markers and `auto`
+/// rules the Python server reads too.
+static CONTRACT: LazyLock<Contract> = LazyLock::new(|| {
+    serde_json::from_str(FILE)
+        .expect("server/contracts/reasoning_formats.json (compiled in) parses")
+});
+
+/// One format's name and markers, borrowed from [`CONTRACT`].
+struct Entry {
+    name: &'static str,
+    start: Vec<&'static str>,
+    end: Vec<&'static str>,
+}
+
+/// Each format, in the file's order.
+static FORMATS: LazyLock<Vec<Entry>> = LazyLock::new(|| {
+    let strs =
+        |v: &'static [String]| -> Vec<&'static str> { v.iter().map(String::as_str).collect() };
+    CONTRACT
+        .formats
+        .iter()
+        .map(|f| Entry {
+            name: &f.name,
+            start: strs(&f.start),
+            end: strs(&f.end),
+        })
+        .collect()
+});
+
+/// The reasoning parser names (`--reasoning-parser`), in the contract file's order.
+pub fn parser_names() -> impl Iterator<Item = &'static str> {
+    FORMATS.iter().map(|e| e.name)
+}
+
+/// `auto`'s template rules, in order: the first whose strings all appear wins.
+pub fn template_rules() -> &'static [TemplateRule] {
+    &CONTRACT.auto.template
+}
 
 /// The markers of a parser name.
 pub fn markers_of(name: &str) -> Option<ReasoningMarkers> {
-    REASONING_PARSERS
+    FORMATS
         .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, m)| *m)
+        .find(|e| e.name == name)
+        .map(|e| ReasoningMarkers {
+            start: &e.start,
+            end: &e.end,
+        })
 }
 
 /// Whether the prompt leaves a reasoning block of `markers` open for the answer.

@@ -1,59 +1,20 @@
 //! Which parsers a server uses: `--tool-call-parser` and `--reasoning-parser` checked, and
-//! their `auto` choice (vllm-rs's rule). Mirrors `server/parsers/select.py`.
-//!
-//! Tool-call parser, first match on the chat template source: `<｜tool▁calls▁begin｜>` and
-//! `<｜tool▁sep｜>` → `deepseek_v3`; `<｜tool▁call▁begin｜>` and `<｜tool▁call▁end｜>` →
-//! `demo`; `<function=` and `<parameter=` → `qwen3_coder`; `<tool_call>` and
-//! `</tool_call>` → `hermes`; `<|tool_call|>` → `granite`; `[TOOL_CALLS]` → `mistral`;
-//! `<|python_start|>` or `[func_name1(` → `pythonic`; `<|python_tag|>` → `llama3_json`.
-//! Then the model directory's `config.json`: `model_type`, or when absent the first of
-//! `architectures` lower-cased up to `For` (compared without underscores): `qwen2`,
-//! `qwen2_moe`, `qwen3`, `qwen3_moe` → `hermes`; `deepseek_v3` → `deepseek_v3`; `mistral`,
-//! `mistral3`, `mixtral` → `mistral`; `granite`, `granitemoe` → `granite`; `llama` →
-//! `llama3_json`; `llama4` → `pythonic`. Anything else: no parser, and the reason says
-//! what to do. Reasoning parser, from the template: `[THINK]` → `mistral`; `<think>` →
-//! `qwen3` when the template mentions `enable_thinking`, else `deepseek_r1`;
-//! `thought process` → `granite`; else none. `openai` (gpt-oss harmony) is refused.
+//! their `auto` choice from the chat template and the model's `config.json` by the rules of
+//! `server/contracts/tool_formats.json` and `reasoning_formats.json`, with the reason logged
+//! at start-up. Mirrors `server/parsers/select.py`. Behaviour: docs/api.md, "Parser
+//! choice".
 
 use std::fmt;
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::parsers::reasoning::REASONING_PARSERS;
+use crate::parsers::reasoning;
+use crate::parsers::tools::formats::{self, TemplateRule};
 
 /// Every tool-call parser name (vLLM's), besides `auto` and `none`: the formats
 /// [`crate::parsers::tools`] implements.
 pub use crate::parsers::tools::PARSER_NAMES as TOOL_CALL_PARSERS;
-
-/// Template markers → tool-call parser, in order (every marker of an entry must appear).
-const TEMPLATE_TOOL_MARKERS: &[(&[&str], &str)] = &[
-    (&["<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"], "deepseek_v3"),
-    (&["<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"], "demo"),
-    (&["<function=", "<parameter="], "qwen3_coder"),
-    (&["<tool_call>", "</tool_call>"], "hermes"),
-    (&["<|tool_call|>"], "granite"),
-    (&["[TOOL_CALLS]"], "mistral"),
-    (&["<|python_start|>"], "pythonic"),
-    (&["[func_name1("], "pythonic"),
-    (&["<|python_tag|>"], "llama3_json"),
-];
-
-/// `config.json` `model_type` → tool-call parser.
-const MODEL_TYPE_TOOLS: &[(&str, &str)] = &[
-    ("qwen2", "hermes"),
-    ("qwen2_moe", "hermes"),
-    ("qwen3", "hermes"),
-    ("qwen3_moe", "hermes"),
-    ("deepseek_v3", "deepseek_v3"),
-    ("mistral", "mistral"),
-    ("mistral3", "mistral"),
-    ("mixtral", "mistral"),
-    ("granite", "granite"),
-    ("granitemoe", "granite"),
-    ("llama", "llama3_json"),
-    ("llama4", "pythonic"),
-];
 
 /// A parser chosen, and why (for the start-up log).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,21 +66,25 @@ pub fn tool_parser(
     }
 }
 
+/// The first of `rules` whose strings all appear in `source`, as a choice.
+fn by_template(rules: &'static [TemplateRule], source: &str) -> Option<Choice> {
+    let rule = rules
+        .iter()
+        .find(|r| r.all.iter().all(|m| source.contains(m.as_str())))?;
+    Some(Choice {
+        name: Some(rule.parser.as_str()),
+        reason: format!("auto: chat template has {}", rule.all.join(" and ")),
+    })
+}
+
 fn auto_tool_parser(template: Option<&str>, config: Option<&Value>) -> Choice {
-    if let Some(source) = template {
-        for (markers, name) in TEMPLATE_TOOL_MARKERS {
-            if markers.iter().all(|m| source.contains(m)) {
-                return Choice {
-                    name: Some(name),
-                    reason: format!("auto: chat template has {}", markers.join(" and ")),
-                };
-            }
-        }
+    if let Some(choice) = template.and_then(|t| by_template(formats::template_rules(), t)) {
+        return choice;
     }
     let family = config.and_then(model_family);
     if let Some((_, name)) = family
         .as_deref()
-        .and_then(|f| MODEL_TYPE_TOOLS.iter().find(|(t, _)| same_family(t, f)))
+        .and_then(|f| formats::model_type_parsers().find(|(t, _)| same_family(t, f)))
     {
         return Choice {
             name: Some(name),
@@ -162,7 +127,7 @@ fn same_family(known: &str, family: &str) -> bool {
 /// The reasoning parser for `setting` (`None` / `auto`: from `template`).
 pub fn reasoning_parser(setting: Option<&str>, template: Option<&str>) -> Result<Choice, String> {
     let names = || {
-        let names: Vec<&str> = REASONING_PARSERS.iter().map(|(n, _)| *n).collect();
+        let names: Vec<&str> = reasoning::parser_names().collect();
         format!("auto, none, {}", names.join(", "))
     };
     match setting {
@@ -173,8 +138,8 @@ pub fn reasoning_parser(setting: Option<&str>, template: Option<&str>) -> Result
              use one of {}",
             names()
         )),
-        Some(other) => match REASONING_PARSERS.iter().find(|(n, _)| *n == other) {
-            Some((name, _)) => Ok(explicit(Some(name))),
+        Some(other) => match reasoning::parser_names().find(|n| *n == other) {
+            Some(name) => Ok(explicit(Some(name))),
             None => Err(format!(
                 "reasoning_parser must be one of {}; got {other:?}",
                 names()
@@ -184,27 +149,14 @@ pub fn reasoning_parser(setting: Option<&str>, template: Option<&str>) -> Result
 }
 
 fn auto_reasoning_parser(template: Option<&str>) -> Choice {
-    let source = template.unwrap_or_default();
-    let (name, marker) = if source.contains("[THINK]") {
-        (Some("mistral"), "[THINK]")
-    } else if source.contains("<think>") && source.contains("enable_thinking") {
-        (Some("qwen3"), "<think> and enable_thinking")
-    } else if source.contains("<think>") {
-        (Some("deepseek_r1"), "<think>")
-    } else if source.contains("thought process") {
-        (Some("granite"), "thought process")
-    } else {
-        (None, "")
-    };
-    Choice {
-        name,
-        reason: match name {
-            Some(_) => format!("auto: chat template has {marker}"),
-            None => "auto: the chat template has no reasoning markers; start with \
+    by_template(reasoning::template_rules(), template.unwrap_or_default()).unwrap_or_else(|| {
+        Choice {
+            name: None,
+            reason: "auto: the chat template has no reasoning markers; start with \
                      --reasoning-parser NAME to split reasoning out"
                 .into(),
-        },
-    }
+        }
+    })
 }
 
 /// Both parsers for their settings, each logged at start-up with its reason

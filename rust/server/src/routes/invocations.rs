@@ -1,9 +1,6 @@
-//! `POST /invocations`, vLLM's SageMaker entry point: the body decides the endpoint. A
-//! body with `messages` is a chat completion request (`/v1/chat/completions`), one with
-//! `prompt` a completion request (`/v1/completions`), tried in that order as vLLM does;
-//! anything else is a 400 naming both. The chosen endpoint then runs exactly as on its
-//! own path (admission, checks, streaming, error bodies). `GET|POST /ping` is
-//! [`crate::routes::health::health`]. Mirrors `server/routes/invocations.py`.
+//! `POST /invocations`, vLLM's SageMaker entry point: the body decides the endpoint
+//! ([`kind`]: `messages` → chat, else `prompt` → completions), which then runs exactly as on
+//! its own path. Mirrors `server/routes/invocations.py`. Behaviour: docs/api.md, "Routes".
 
 use std::collections::HashMap;
 

@@ -1,10 +1,9 @@
-//! `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic's Messages API as
-//! a translation at the edge of the chat pipeline. The body becomes the equivalent chat
-//! request ([`request`]), which the chat prompt builder renders (template, tools,
-//! tokenization, limits); the one chat choice's deltas become content blocks and Messages
-//! events ([`events`]). Admission, timeout, abort on disconnect, metrics and the request
-//! log are chat's. Every error is in Anthropic's shape ([`Dialect::Anthropic`]); a
-//! failure after the stream started is an `error` event, then the stream ends.
+//! `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic's Messages API as a
+//! translation at the edge of the chat pipeline. The body becomes the equivalent chat request
+//! ([`request`]), served by the chat path; the one chat choice's deltas become content blocks
+//! and Messages events ([`events`]); every error is in Anthropic's shape
+//! ([`Dialect::Anthropic`]). Mirrors `server/routes/messages/__init__.py`.
+//! Behaviour: docs/api.md, "Anthropic Messages API".
 
 use std::sync::Arc;
 

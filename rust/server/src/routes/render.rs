@@ -1,16 +1,8 @@
-//! The render routes of the engine-less render service (template + tokenization only).
-//!
-//! Needs only the model's tokenizer and config files. Routes (same shapes and errors as
-//! `server/routes/render.py`): `POST /v1/chat/completions/render` and
-//! `POST /v1/completions/render` run the serving path's own prompt builder
-//! ([`crate::validate::prompt`]) and answer with what the engine would receive (`request_id`,
-//! `model`, `prompt`, `prompt_token_ids`, `sampling_params` with the wire's field names);
-//! chat requests may carry `tools` (rendered by the template) with `tool_choice` `none`
-//! or `auto`. `POST /v1/messages/render` renders a Messages body's chat translation
-//! (errors in Anthropic's shape). A completions request with a batch of prompts gets a JSON list, one answer
-//! per prompt, in order. `GET /v1/models`, `GET /health`.
-//!
-//! The service's start, limits and shutdown are in [`crate::lifecycle::render`].
+//! The render routes of the engine-less render service (template + tokenization only): the
+//! serving path's own prompt builder ([`crate::validate::prompt`]) answering with what the
+//! engine would receive. The service's start, limits and shutdown are in
+//! [`crate::lifecycle::render`]. Mirrors `server/routes/render.py`. Behaviour: docs/api.md,
+//! "Routes".
 
 use std::sync::Arc;
 

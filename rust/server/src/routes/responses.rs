@@ -1,11 +1,7 @@
-//! `POST /v1/responses` (stateless): the body translated into a chat request
-//! ([`request`], [`input`]) that the chat path serves (template, tool and reasoning
-//! parsers, structured outputs, admission, timeout, metrics); its one choice shaped as
-//! output items and typed events ([`events`]). `POST /v1/responses/render` (render
-//! service) answers what `/v1/chat/completions/render` answers for the translated
-//! request. A stored response's routes (`GET`/`DELETE /v1/responses/{id}`, `POST
-//! …/{id}/cancel`, `GET …/{id}/input_items`) are a 404: nothing is stored. Mirrors
-//! `server/routes/responses/__init__.py`.
+//! `POST /v1/responses` (stateless): the body translated into a chat request ([`request`],
+//! [`input`]) that the chat path serves; its one choice shaped as output items and typed
+//! events ([`events`]). The stored-response routes answer 404 ([`not_stored`]). Mirrors
+//! `server/routes/responses/__init__.py`. Behaviour: docs/api.md, "Responses API".
 
 use std::sync::{Arc, OnceLock};
 

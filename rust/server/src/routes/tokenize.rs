@@ -1,14 +1,6 @@
-//! `POST /tokenize` and `POST /detokenize` (vLLM's shapes). Mirrors
-//! `server/routes/tokenize.py`.
-//!
-//! /tokenize takes a completion-style body (`prompt`, `add_special_tokens` default true)
-//! or, when it has `messages`, a chat-style one (the chat template with
-//! `add_generation_prompt` default true, `continue_final_message`,
-//! `chat_template_kwargs`, `tools`; `add_special_tokens` default false) and answers
-//! `{"count", "max_model_len", "tokens", "token_strs"}` (`token_strs` when
-//! `return_token_strs`, else null). /detokenize takes `{"tokens": [ids]}` and answers
-//! `{"prompt": text}` (special tokens kept). Both accept `model` (404 when it is not the
-//! served one). Keys first (unknown → 400 naming it), then types, then values.
+//! `POST /tokenize` and `POST /detokenize` (vLLM's shapes): the body checked (keys, types,
+//! values), a completion-style or chat-style prompt tokenized, or token ids decoded. Mirrors
+//! `server/routes/tokenize.py`. Behaviour: docs/api.md, "/tokenize, /detokenize".
 
 use std::sync::Arc;
 

@@ -1,16 +1,8 @@
 //! Request body → what the engine receives: the prompt, its token ids and the lowered
-//! sampling parameters. One implementation for the serving routes (`chat`,
-//! `completions`) and the render service (`render`); mirrors `server/validate/prompt.py`.
-//!
-//! Check order (the same in both frontends): JSON, keys, types, values, the
-//! structured-output constraint (400) → model (404) → messages / prompt (400) → tools (a
-//! forcing `tool_choice` with a constraint is a 400) → template + tokenization (400
-//! on a template error) → context length (400), which also fills in `max_tokens`
-//! (default: what the context leaves after the prompt).
-//!
-//! A completions `prompt` may be a batch (a list of strings or of token-id lists, at most
-//! `--max-batch-prompts`): each prompt is tokenized and checked on its own, and any
-//! error fails the whole request before the engine sees any of it.
+//! sampling parameters. One implementation for the serving routes (`chat`, `completions`)
+//! and the render service, in the check order both frontends share; a completions request's
+//! batch of prompts is checked prompt by prompt. Mirrors `server/validate/prompt.py`.
+//! Behaviour: docs/api.md, "Routes".
 
 use std::sync::Arc;
 use std::time::Instant;

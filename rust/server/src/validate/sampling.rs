@@ -1,14 +1,8 @@
-//! The sampling fields beyond the plain numbers (mirrors `server/validate/sampling.py`):
-//! `logit_bias`, `allowed_token_ids`, `bad_words` (tokenized here), `prompt_logprobs`,
-//! and the logprobs / echo fields of each endpoint. Every error names its field.
-//!
-//! - `logit_bias`: `{"<token id>": bias}`, ids in [0, vocab), biases in [-100, 100];
-//!   sent as (id, bias) pairs sorted by id.
-//! - `allowed_token_ids`: a non-empty list of ids in [0, vocab).
-//! - `bad_words`: a list of strings; each word is tokenized without special tokens as
-//!   `word.lstrip()` and `" " + word.lstrip()`, keeping the non-empty, distinct id
-//!   sequences in that order.
-//! - `prompt_logprobs`: in [0, 20] (or null).
+//! The sampling fields beyond the plain numbers: `logit_bias`, `allowed_token_ids`,
+//! `bad_words` (tokenized here), `prompt_logprobs`, and the logprobs / echo fields of each
+//! endpoint, checked (every error names its field) and lowered for the engine. Mirrors
+//! `server/validate/sampling.py`. Behaviour: docs/api.md, "Chat and completions request
+//! fields".
 
 use serde_json::Value;
 use vrs_text::Tokenizer;

@@ -1,19 +1,7 @@
-//! Structured outputs: a request's `response_format` and `structured_outputs` checked and
-//! lowered into the engine's [`StructuredOutputs`]; every error is a 400 naming the field.
-//!
-//! Mirrors `server/validate/structured.py` rule for rule, in the same order:
-//!
-//! 1. `response_format`: null or `{"type": "text"}` asks for nothing; `json_object` is
-//!    JSON mode; `json_schema` needs an object `json_schema` with an object `schema` and a
-//!    string `name` (`strict` and other keys are accepted and have no effect);
-//! 2. `structured_outputs` (vLLM's): an object; unknown keys first (sorted), then `json`,
-//!    `regex`, `choice`, `grammar`, `json_object`, `structural_tag` and the options
-//!    `disable_fallback`, `disable_any_whitespace`, `disable_additional_properties`,
-//!    `whitespace_pattern`; it must set one constraint;
-//! 3. one constraint per request: two or more name the second ([`CONSTRAINTS`] order).
-//!
-//! JSON Schemas travel as compact JSON text: no whitespace, keys in the order given,
-//! non-ASCII kept as is ([`compact`]).
+//! Structured outputs: a request's `response_format` and `structured_outputs` checked, rule
+//! for rule in the order of `server/validate/structured.py`, and lowered into the engine's
+//! [`StructuredOutputs`] (JSON Schemas as compact JSON text, [`compact`]).
+//! Behaviour: docs/api.md, "Structured outputs".
 
 use serde_json::{Map, Value};
 use vrs_wire::StructuredOutputs;

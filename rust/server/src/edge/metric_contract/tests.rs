@@ -174,3 +174,33 @@ fn token_count_buckets_stop_at_the_context_length_where_the_file_says() {
     }
     assert!(capped > 0);
 }
+
+/// Each path the file lists counts under its own `endpoint` label, any other as `other`
+/// (the Python twin: `test_the_endpoint_label_values_are_the_files`).
+#[test]
+fn the_endpoint_label_values_are_the_files() {
+    let endpoints = strs(&file()["endpoints"]);
+    assert!(endpoints.len() >= 10, "{endpoints:?}");
+    let m = Metrics::default();
+    for path in endpoints
+        .iter()
+        .map(String::as_str)
+        .chain(["/v1/unknown", "/"])
+    {
+        m.request(path, 200);
+    }
+    let text = m.render(&[], 0);
+    let prefix = "vrs:http_requests_total{endpoint=\"";
+    let mut got: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .collect();
+    let mut want: Vec<String> = endpoints
+        .iter()
+        .map(|e| format!("{e}\",status=\"200\"}} 1"))
+        .collect();
+    want.push("other\",status=\"200\"} 2".into());
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
+}

@@ -90,3 +90,49 @@ fn prompt_state() {
     ));
     assert!(markers_of("openai").is_none());
 }
+
+/// The names and markers are `server/contracts/reasoning_formats.json`'s, read here as plain
+/// JSON, and each start / end marker pair splits a sample built from them (the Python twin:
+/// `test_the_reasoning_formats_are_the_files` in `tests/server/test_contracts.py`).
+#[test]
+fn the_reasoning_formats_are_the_files() {
+    let file: serde_json::Value = serde_json::from_str(FILE).expect("JSON");
+    let specs = file["formats"].as_array().cloned().unwrap_or_default();
+    let strs = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let names: Vec<&str> = specs.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(parser_names().collect::<Vec<_>>(), names);
+    for spec in &specs {
+        let name = spec["name"].as_str().unwrap_or_default();
+        let markers = markers_of(name).expect("a parser per name");
+        let (start, end) = (strs(&spec["start"]), strs(&spec["end"]));
+        assert_eq!(
+            markers.start,
+            start.iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            markers.end,
+            end.iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        for s in &start {
+            for e in &end {
+                let text = format!("a{s}r{e}c");
+                let chars: Vec<String> = text.chars().map(String::from).collect();
+                let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
+                let (reasoning, content, _) = run(markers, false, &pieces);
+                assert_eq!(
+                    (reasoning.as_str(), content.as_str()),
+                    ("r", "ac"),
+                    "{text}"
+                );
+            }
+        }
+    }
+}

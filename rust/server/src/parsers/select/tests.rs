@@ -91,3 +91,73 @@ fn config_json_of_a_directory() {
     assert_eq!(model_config(&dir), None);
     std::fs::remove_dir_all(&dir).expect("removed");
 }
+
+const TOOL_FORMATS: &str = include_str!("../../../../../server/contracts/tool_formats.json");
+const REASONING_FORMATS: &str =
+    include_str!("../../../../../server/contracts/reasoning_formats.json");
+
+/// A contract file's `auto.template` rules, read as plain JSON.
+fn rules(file: &str) -> Vec<(Vec<String>, String)> {
+    let file: Value = serde_json::from_str(file).expect("a contract file is JSON");
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    file["auto"]["template"]
+        .as_array()
+        .map(|rules| {
+            rules
+                .iter()
+                .map(|r| {
+                    (
+                        strs(&r["all"]),
+                        r["parser"].as_str().unwrap_or_default().into(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each template rule picks its parser from a template holding just its strings (no
+/// earlier rule matches it), each model type its parser (the Python twin:
+/// `test_the_auto_choice_is_the_files` in `tests/server/test_contracts.py`).
+#[test]
+fn the_auto_choice_is_the_files() {
+    type Choose = fn(&str) -> Choice;
+    let tool: Choose = |t| tool_parser(None, Some(t), None).expect("auto");
+    let reasoning: Choose = |t| reasoning_parser(None, Some(t)).expect("auto");
+    for (file, choose) in [(TOOL_FORMATS, tool), (REASONING_FORMATS, reasoning)] {
+        let table = rules(file);
+        assert!(table.len() >= 4);
+        for (i, (strings, parser)) in table.iter().enumerate() {
+            let template = strings.join(" ");
+            let earlier = table[..i]
+                .iter()
+                .any(|(e, _)| e.iter().all(|m| template.contains(m.as_str())));
+            assert!(!earlier, "{strings:?}");
+            let choice = choose(&template);
+            assert_eq!(choice.name, Some(parser.as_str()), "{strings:?}");
+            assert_eq!(
+                choice.reason,
+                format!("auto: chat template has {}", strings.join(" and "))
+            );
+        }
+    }
+    let file: Value = serde_json::from_str(TOOL_FORMATS).expect("JSON");
+    let types = file["auto"]["model_type"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(types.len() >= 10);
+    for (model_type, parser) in types {
+        let config = serde_json::json!({ "model_type": model_type });
+        let choice = tool_parser(None, None, Some(&config)).expect("auto");
+        assert_eq!(choice.name, parser.as_str(), "{model_type}");
+    }
+}

@@ -1,12 +1,14 @@
 //! The tool-call formats (`--tool-call-parser` names, vLLM's), each one's markers, and
 //! the wrapper syntax of the JSON formats around their call bodies
-//! ([`json_call`](super::json_call)): where a call may start, and how a committed call's
+//! ([`json_call`]): where a call may start, and how a committed call's
 //! text ends. Mirrors `server/parsers/tools/formats.py`.
 //!
-//! The names, their order and every marker (with the source of its bytes: model cards,
-//! chat templates, tokenizer docs) are `server/contracts/tool_formats.json`'s, compiled in
-//! and read by the Python server too; the grammar is here and in the parsers' modules.
+//! The names, their order, every marker (with the source of its bytes: model cards, chat
+//! templates, tokenizer docs) and the rules of the `auto` choice are
+//! `server/contracts/tool_formats.json`'s, compiled in and read by the Python server too;
+//! the grammar is here and in the parsers' modules, which take every marker from here.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use serde::Deserialize;
@@ -50,13 +52,48 @@ pub struct Markers {
     /// `mistral` v11+: between a call's name and its arguments.
     #[serde(default)]
     pub args: String,
-    /// `deepseek_v3`: one call's markers inside the list, and the name's separator.
+    /// `deepseek_v3`: one call's markers inside the list, its type word before the name's
+    /// separator, and the fence around its arguments.
     #[serde(default)]
     pub call_begin: String,
     #[serde(default)]
     pub call_end: String,
     #[serde(default)]
+    pub call_type: String,
+    #[serde(default)]
     pub sep: String,
+    #[serde(default)]
+    pub args_begin: String,
+    #[serde(default)]
+    pub args_end: String,
+    /// `llama3_json`: between two calls.
+    #[serde(default)]
+    pub call_sep: String,
+    /// `qwen3_coder`: the function's and each parameter's opening (up to the name) and
+    /// closing tags.
+    #[serde(default)]
+    pub function: String,
+    #[serde(default)]
+    pub function_end: String,
+    #[serde(default)]
+    pub parameter: String,
+    #[serde(default)]
+    pub parameter_end: String,
+}
+
+/// `auto`: a chat template holding every string of `all` picks `parser`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateRule {
+    pub all: Vec<String>,
+    pub parser: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Auto {
+    template: Vec<TemplateRule>,
+    model_type: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,11 +102,26 @@ struct Contract {
     #[allow(dead_code)]
     about: String,
     formats: Vec<Markers>,
+    auto: Auto,
 }
 
 static CONTRACT: LazyLock<Contract> = LazyLock::new(|| {
     serde_json::from_str(FILE).expect("server/contracts/tool_formats.json (compiled in) parses")
 });
+
+/// `auto`'s template rules, in order: the first whose strings all appear wins.
+pub fn template_rules() -> &'static [TemplateRule] {
+    &CONTRACT.auto.template
+}
+
+/// `auto`'s `config.json` `model_type` → format name.
+pub fn model_type_parsers() -> impl Iterator<Item = (&'static str, &'static str)> {
+    CONTRACT
+        .auto
+        .model_type
+        .iter()
+        .map(|(t, p)| (t.as_str(), p.as_str()))
+}
 
 /// The format names (`--tool-call-parser`; `auto` is [`crate::parsers::select`]'s), in
 /// the contract file's order.
@@ -257,18 +309,18 @@ pub fn pre(
     }
 }
 
-/// `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n` up to the arguments' `{`.
+/// `call_begin` `call_type` `sep` NAME `\n` `args_begin` up to the arguments' `{`.
 fn deepseek_call(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
     let m = ToolFormat::DeepseekV3.markers();
     cur.expect(&m.call_begin)?;
-    cur.expect("function")?;
+    cur.expect(&m.call_type)?;
     cur.expect(&m.sep)?;
     let name = cur.take_while(|c| c != '\n' && c != '<')?;
     if !known(name) {
         return Err(Stop::Fail(cur.i));
     }
     cur.expect("\n")?;
-    cur.expect("```json")?;
+    cur.expect(&m.args_begin)?;
     cur.ws();
     match json_call::value(cur, name.to_owned(), Closer::Deepseek)? {
         raw @ Found::Raw { .. } => Ok(raw),
@@ -310,14 +362,14 @@ pub fn close(close: Closer, brace: bool, cur: &mut Cursor<'_>) -> Result<After, 
             Ok(After::Content)
         }
         Closer::Llama => {
-            cur.expect(";")?;
+            cur.expect(&ToolFormat::Llama3Json.markers().call_sep)?;
             cur.ws();
             Ok(After::Next(Entry::Item))
         }
         Closer::Bare => Ok(After::Content),
         Closer::Deepseek => {
             let m = ToolFormat::DeepseekV3.markers();
-            cur.expect("```")?;
+            cur.expect(&m.args_end)?;
             cur.ws();
             cur.expect(&m.call_end)?;
             cur.ws();

@@ -1,15 +1,9 @@
-//! The grammar of a forced tool call: under `tool_choice` `required` or a named function
-//! the engine enforces the call format as an xgrammar structural tag (compact JSON
-//! text); each call's arguments follow its function's `parameters` (an object without
-//! properties when it has none), at most one whitespace in a row; with
-//! `parallel_tool_calls` false, one call. Mirrors `server/parsers/tools/grammar.py`.
-//!
-//! `demo` and `hermes` (native): the tag constrains what follows the prompt's
-//! [`prefill`](super::prefill) (the arguments and end marker of a named call; calls
-//! separated by the begin marker for `required`). Every other format (vLLM's
-//! format-independent forcing, no prefill): a named function's whole output is its
-//! `parameters` JSON; `required` is a JSON list `[` call (`, ` call)* `]` (one call when
-//! not parallel) of `{"name": N, "parameters": P}` objects, one alternative per tool.
+//! The grammar of a forced tool call: under `tool_choice` `required` or a named function the
+//! engine enforces the call format as an xgrammar structural tag (compact JSON text): the
+//! format's own calls after the prompt's [`prefill`](super::prefill) for `demo` and `hermes`
+//! ([`forced_tag`]), vLLM's format-independent JSON forcing for the others
+//! ([`forced_json_tag`]). Mirrors `server/parsers/tools/grammar.py`. Behaviour: docs/api.md,
+//! "Tool calls".
 
 use serde_json::{json, Value};
 

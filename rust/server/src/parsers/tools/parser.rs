@@ -1,22 +1,8 @@
 //! The streaming tool-call parser: generated text in, content and call deltas out.
-//! Mirrors `server/parsers/tools/parser.py`.
-//!
-//! `push(text)` and `finish()` give a [`ToolDelta`]. A call is committed (its first
-//! [`CallDelta`], with `id` and `name`, is given) only once the format's grammar is sure
-//! it is a call of a function in `tools`; until then the text since its possible start
-//! is held (a marker split anywhere waits too). Held text that turns out not to be a
-//! call is content exactly as generated, and markers are looked for again after the
-//! point where it failed. After the commit point the arguments stream in pieces (one
-//! merged piece per call per push); calls are numbered 0, 1, 2 in order. When a
-//! committed call's arguments end, its closing syntax (whitespace, the body's `}`, end
-//! marker, separator, and whitespace after it) is dropped; anything else there is
-//! content again. Output that ends before a commit point is content; output that ends
-//! after one keeps the call with the arguments generated so far. With
-//! `parallel_tool_calls` false, calls after the first are dropped with their text.
-//! Under `tool_choice` `required` / named, `demo` and `hermes` start inside the call the
-//! prompt opened; the other formats read vLLM's forced JSON (a list of
-//! `{"name", "parameters"}` objects, or the named function's arguments alone).
-//! Call ids are `call_` + 24 hex digits, `mistral`'s 9 letters or digits.
+//! `push(text)` and `finish()` give a [`ToolDelta`]; a call is committed (its first
+//! [`CallDelta`], with `id` and `name`) only once the format's grammar is sure it is a call of
+//! a function in `tools`, and until then its text is held. Mirrors
+//! `server/parsers/tools/parser.py`. Behaviour: docs/api.md, "Tool calls".
 
 use serde_json::Value;
 

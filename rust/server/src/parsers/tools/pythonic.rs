@@ -1,20 +1,8 @@
-//! `pythonic`: a Python list of calls (Llama 3.2 / Llama 4 model cards, vLLM's
-//! `pythonic`): only when the output (after leading whitespace, and optionally
-//! `<|python_start|>`) starts with `[`: `[` NAME `(` (KW `=` LITERAL, ...) `)` (`,` more
-//! calls) `]`, optionally `<|python_end|>`; text after it is content. Mirrors
-//! `server/parsers/tools/pythonic.py`.
-//!
-//! A call is committed at `NAME(` (NAME `[A-Za-z_][A-Za-z0-9_.]*`, in `tools`) with
-//! arguments `{`; each keyword argument is given when the `,` or `)` after its literal
-//! arrives (not when the literal completes), as `"KW": V` (`, ` before all but the
-//! first); `)` gives `}`. Literals: `'..'` / `".."`
-//! strings with Python escapes (`\\ \' \" \n \t \r \xHH \uHHHH`), JSON-grammar numbers
-//! (as written), `True` `False` `None`, lists and tuples (arrays), dicts with string
-//! keys (objects); containers are written with `", "` and `": "`. A top-level string is
-//! typed by the schema ([`typed`](super::typed)); other literals are their own JSON.
-//! Anything else after the commit point closes the arguments with `}` and the rest
-//! (from the failing argument's first non-whitespace character) is content, so
-//! `[f(a="x", b=3 + 1)]` gives `{"a": "x"}` and content `b=3 + 1)]`.
+//! `pythonic` (Llama 3.2 / Llama 4 model cards, vLLM's `pythonic`): the grammar of a Python
+//! list of calls, `[` NAME `(` KW `=` LITERAL, ... `)`, ... `]`, committed at `NAME(`, each
+//! keyword argument given once the `,` or `)` after it arrives; a top-level string literal is
+//! typed by the schema ([`typed`](super::typed)). Mirrors `server/parsers/tools/pythonic.py`.
+//! Behaviour: docs/api.md, "Tool calls".
 
 use serde_json::Value;
 

@@ -1,30 +1,25 @@
-//! `qwen3_coder`: XML parameters (Qwen3-Coder model card and chat template):
-//! `<tool_call>` ws `<function=NAME>` (ws `<parameter=P>` VALUE `</parameter>`)* ws
-//! `</function>` ws `</tool_call>`. Mirrors `server/parsers/tools/qwen3_coder.py`.
-//!
-//! The call is committed at `<function=NAME>` (NAME in `tools`) with arguments `{`; each
-//! parameter is given when its `</parameter>` arrives, as `"P": V` (`, ` before all but
-//! the first), V being VALUE (one leading and one trailing `\n` removed) typed by the
-//! schema ([`typed`](super::typed)); `</function>` gives `}`. VALUE ends at the first
-//! `</parameter>`. Anything else after the commit point closes the arguments with `}`
-//! and goes back to content from its first character.
+//! `qwen3_coder` (Qwen3-Coder model card and chat template): the grammar of XML-style calls
+//! (`<function=NAME>`, `<parameter=P>` VALUE `</parameter>` ...), committed at the function
+//! tag, each parameter typed by the schema ([`typed`](super::typed)) and given when its end
+//! tag arrives; the markers are the contract file's ([`ToolFormat::markers`]). Mirrors
+//! `server/parsers/tools/qwen3_coder.py`. Behaviour: docs/api.md, "Tool calls".
 
 use serde_json::Value;
 
-use super::formats::ToolFormat;
+use super::formats::{Markers, ToolFormat};
 use super::json_call::{Cursor, Found, Stop};
 use super::typed::{json_string, param_type, typed};
 
-const FUNCTION: &str = "<function=";
-const FUNCTION_END: &str = "</function>";
-const PARAMETER: &str = "<parameter=";
-const PARAMETER_END: &str = "</parameter>";
+/// The contract file's markers of this format.
+fn markers() -> &'static Markers {
+    ToolFormat::Qwen3Coder.markers()
+}
 
 /// From the begin marker to the commit point.
 pub fn pre(cur: &mut Cursor<'_>, known: &dyn Fn(&str) -> bool) -> Result<Found, Stop> {
-    cur.expect(&ToolFormat::Qwen3Coder.markers().begin)?;
+    cur.expect(&markers().begin)?;
     cur.ws();
-    cur.expect(FUNCTION)?;
+    cur.expect(&markers().function)?;
     let start = cur.i;
     let name = cur.take_while(|c| !matches!(c, '>' | '<' | '\n'))?;
     cur.expect(">").map_err(|e| at(e, start))?;
@@ -49,15 +44,15 @@ pub enum Item {
 /// The next parameter or the function's end (`parameters`: the function's schema).
 pub fn item(cur: &mut Cursor<'_>, parameters: Option<&Value>) -> Result<Item, Stop> {
     cur.ws();
-    if cur.lit(FUNCTION_END)? {
+    if cur.lit(&markers().function_end)? {
         return Ok(Item::End);
     }
     let start = cur.i;
     let param = (|| {
-        cur.expect(PARAMETER)?;
+        cur.expect(&markers().parameter)?;
         let p = cur.take_while(|c| !matches!(c, '>' | '<' | '\n'))?;
         cur.expect(">")?;
-        let value = cur.until(PARAMETER_END)?;
+        let value = cur.until(&markers().parameter_end)?;
         let value = value.strip_prefix('\n').unwrap_or(value);
         let value = value.strip_suffix('\n').unwrap_or(value);
         Ok(format!(

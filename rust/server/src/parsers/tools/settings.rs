@@ -1,8 +1,6 @@
-//! A chat request's tool settings: `tools` (a list of `{"type": "function", "function":
-//! {"name": ...}}`), `tool_choice` (`none`: tools rendered, output not parsed; `auto`:
-//! parsed, never forced; `required`; a named function) and `parallel_tool_calls`
-//! (default true; false keeps the first call only), each checked with a 400 naming the
-//! field. Mirrors `server/parsers/tools/settings.py`.
+//! A chat request's tool settings: `tools`, `tool_choice` and `parallel_tool_calls`, each
+//! checked with a 400 naming the field, into [`ToolSettings`]. Mirrors
+//! `server/parsers/tools/settings.py`. Behaviour: docs/api.md, "Tool calls".
 
 use serde_json::Value;
 

@@ -1,15 +1,7 @@
-//! Text parameters to JSON by the function's schema, as vLLM does for `qwen3_coder`'s
-//! XML values and `pythonic`'s string literals. Mirrors `server/parsers/tools/typed.py`.
-//!
-//! The schema type `t` is `parameters.properties[P].type` (a string or a list of them;
-//! missing: no schema). Text `s` is trimmed of exactly `" \t\n\r"` (JSON's white
-//! space, not Unicode's) before typing; the first that applies of: `null` listed and
-//! trimmed `s` is `null` → `null`; `integer` and trimmed `s` matches `-?(0|[1-9][0-9]*)`
-//! → that text; `number` and trimmed `s` is a JSON number → that text as written;
-//! `boolean` and trimmed `s` lower-cased is `true`/`false` → that; `object`/`array` and
-//! trimmed `s` is strict JSON of that kind → the trimmed text as written; otherwise the
-//! JSON string of the untrimmed `s` (serde_json's escaping, which is Python's
-//! `json.dumps(s, ensure_ascii=False)`).
+//! Text parameters to JSON by the function's schema, as vLLM does for `qwen3_coder`'s XML
+//! values and `pythonic`'s string literals: [`typed`] tries each type the schema lists, on the
+//! text trimmed of exactly `" \t\n\r"`. Mirrors `server/parsers/tools/typed.py`.
+//! Behaviour: docs/api.md, "Tool calls".
 
 use serde_json::Value;
 

@@ -1,9 +1,6 @@
-//! One chat choice's deltas → Anthropic content blocks (`thinking`, `text`, `tool_use`,
-//! in the order they start) and, streamed, the Messages events: `message_start`, `ping`,
-//! per block `content_block_start` / `content_block_delta`s / `content_block_stop` (when
-//! the next block starts or the generation ends), then `message_delta` (stop reason,
-//! the usage) and `message_stop`. Within one piece, reasoning goes before content and
-//! content before tool calls (the chat delta's own order).
+//! One chat choice's deltas → Anthropic content blocks (whole) and the Messages events
+//! (streamed). Mirrors `server/routes/messages/events.py`. Behaviour: docs/api.md,
+//! "Response".
 
 use std::sync::Arc;
 

@@ -1,9 +1,7 @@
-//! A Messages body (`POST /v1/messages`, `/v1/messages/count_tokens`) → the equivalent
-//! chat completions request: `system` → a first system message, `messages` →
-//! [`blocks::messages`], `tools` → function tools, `tool_choice`, `stop_sequences` →
-//! `stop`, `metadata.user_id` → `user`, `thinking` → the template's `enable_thinking`.
-//! Sampling fields pass through under their chat names (the chat checks name them).
-//! What this server cannot do is a 400 naming the field, never ignored.
+//! A Messages body (`POST /v1/messages`, `/v1/messages/count_tokens`) → the equivalent chat
+//! completions request (messages: `blocks::messages`), or a 400 naming the field path.
+//! Mirrors `server/routes/messages/request.py`. Behaviour: docs/api.md, "Anthropic Messages
+//! API", "Request fields".
 
 use serde_json::{Map, Value};
 

@@ -1,12 +1,6 @@
-//! The response of `POST /v1/responses`: one chat choice's deltas (reasoning, content,
-//! tool calls, finish) as output items, streamed as typed SSE events or whole. Mirrors
-//! `server/routes/responses/events.py`.
-//!
-//! Items start in the order the generation starts them: reasoning, message (a new one
-//! when content follows a call or reasoning), function_call (one per chat tool call).
-//! One delta is applied as: the argument pieces that continue the call in progress;
-//! reasoning; content; then the calls it starts (and their arguments). Empty text opens
-//! nothing. An item ends when the next one starts or the generation finishes.
+//! The response of `POST /v1/responses`: one chat choice's deltas (reasoning, content, tool
+//! calls, finish) as output items, streamed as typed SSE events or whole. Mirrors
+//! `server/routes/responses/events.py`. Behaviour: docs/api.md, "Responses API".
 
 use std::sync::Arc;
 

@@ -1,16 +1,5 @@
 //! A Responses `input` → chat messages. Mirrors `messages` in
-//! `server/routes/responses/request.py`.
-//!
-//! A string is one user message. A list holds items: `message` (type "message" or
-//! absent; role developer → system; content a string or text parts), `function_call`
-//! (an assistant message's `tool_calls`: consecutive calls, and a call right after an
-//! assistant message, share one assistant message), `function_call_output` (a tool
-//! message; its `call_id` must be an earlier call's; a list output's texts joined),
-//! `reasoning` (its `reasoning_text` texts, joined, become the `reasoning_content` of
-//! the next assistant message; with none after it, an assistant message with content ""
-//! of its own at the end). Keys an item has that this server does not read (`id`,
-//! `status`, `annotations`…: what a client sends back from an earlier response) are
-//! ignored.
+//! `server/routes/responses/request.py`. Behaviour: docs/api.md, "Responses API".
 
 use std::collections::HashSet;
 

@@ -1,14 +1,8 @@
-//! A `POST /v1/responses` body → the equivalent chat completions request (a JSON
-//! object for [`crate::validate::prompt::chat`]) and what the response object echoes.
-//! Mirrors `server/routes/responses/request.py`.
-//!
-//! Checks, in order: JSON object → unknown top-level keys (body order: "unknown field
-//! 'X'") → the stateful or unimplemented features that ask for something (400 naming
-//! them) → `instructions`, `input` ([`super::input`]), `tools`, `tool_choice`,
-//! `max_output_tokens`, `parallel_tool_calls`, `user`, `text`, `reasoning`, `metadata`,
-//! `stream`, `stream_options`. Values the chat path checks (`model`, `temperature`,
-//! `top_p`, `stop`, `seed`, `top_k`) go through as they are; its errors are renamed to
-//! the Responses fields ([`super::fields::responses_param`]).
+//! A `POST /v1/responses` body → the equivalent chat completions request (a JSON object for
+//! [`crate::validate::prompt::chat`]) and what the response object echoes. What only the
+//! Responses API has is checked here; the chat path's errors are renamed to the Responses
+//! fields ([`super::fields::responses_param`]). Mirrors `server/routes/responses/request.py`.
+//! Behaviour: docs/api.md, "Responses API".
 
 use serde_json::{json, Map, Value};
 
