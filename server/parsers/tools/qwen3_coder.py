@@ -88,26 +88,31 @@ class Qwen3Coder(Scanner):
             self.state = CLOSE
             return i + len(FUNCTION_END)
         if rest.startswith(PARAMETER):
-            name_end = rest.find(">")
-            value_end = rest.find(PARAMETER_END, name_end + 1) if name_end != -1 else -1
-            if value_end != -1:
-                name = rest[len(PARAMETER):name_end]
-                value = rest[name_end + 1:value_end]
-                value = value[1:] if value.startswith("\n") else value
-                value = value[:-1] if value.endswith("\n") else value
-                text = typed(value, schema_types(self._properties, name))
-                self.sink.args(("" if self._first else ", ") + json_string(name) + ": " + text)
-                self._first = False
-                return i + value_end + len(PARAMETER_END)
-            if not final:
-                return None
+            # The name runs to ">"; a "<" or a line break first makes the call malformed.
+            name_end = len(PARAMETER)
+            while name_end < len(rest) and rest[name_end] not in ">\n<":
+                name_end += 1
+            if name_end == len(rest) or rest[name_end] == ">":
+                value_end = (rest.find(PARAMETER_END, name_end + 1) if name_end < len(rest)
+                             else -1)
+                if value_end != -1:
+                    name = rest[len(PARAMETER):name_end]
+                    value = rest[name_end + 1:value_end]
+                    value = value[1:] if value.startswith("\n") else value
+                    value = value[:-1] if value.endswith("\n") else value
+                    text = typed(value, schema_types(self._properties, name))
+                    self.sink.args(("" if self._first else ", ") + json_string(name) + ": "
+                                   + text)
+                    self._first = False
+                    return i + value_end + len(PARAMETER_END)
+                if not final:
+                    return None
+                return len(buf)  # truncated inside a parameter: dropped, the call stays as is
         elif not final and (not rest or is_partial(rest, PARAMETER)
                             or is_partial(rest, FUNCTION_END)):
             return None
         if final and not rest:
             return len(buf)  # truncated between parameters
-        if final and rest.startswith(PARAMETER):
-            return len(buf)  # truncated inside a parameter: dropped, the call stays as is
         self.sink.args("}")  # malformed: close the arguments, the rest (from the
         self.sink.close()  # whitespace before it) is content
         self.state = CONTENT
