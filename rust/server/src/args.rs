@@ -23,6 +23,7 @@ pub const DEFAULT_PORT: u16 = 8000;
 /// `server/contracts/args.schema.json` (generated from `server/args_json.py`); the tests
 /// in `args/tests/schema.rs` hold these structs to that file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Default))]
 #[serde(deny_unknown_fields)]
 pub struct CommandArgs<T> {
     pub model: String,
@@ -136,6 +137,7 @@ pub type ServeArgs = CommandArgs<ServeSpecific>;
 
 /// The settings of `serve` alone.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Default))]
 pub struct ServeSpecific {
     #[serde(default)]
     pub shutdown_timeout: Option<f64>,
@@ -356,6 +358,7 @@ pub type RenderArgs = CommandArgs<RenderSpecific>;
 
 /// The settings of `render` alone.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Default))]
 pub struct RenderSpecific {
     #[serde(default)]
     pub max_model_len: Option<u64>,

@@ -37,6 +37,7 @@ fn default_keep_alive() -> f64 {
 /// The listener's and the edge's settings (absent keys: their defaults); the keys of
 /// `HttpArgs` in `server/contracts/args.schema.json` (see `args/tests/schema.rs`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields)]
 pub struct HttpArgs {
     /// The private key (PEM); `None`: the key is in `ssl_certfile`.
