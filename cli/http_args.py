@@ -2,7 +2,8 @@
 as the ``http`` object of the args-json every server command passes, checked here so a
 bad certificate or a malformed list is one error line before anything starts.
 
-Keys and defaults: ``server/http_args.py`` and ``rust/server/src/args/http.rs``.
+Keys and defaults: ``server/http_args.py`` (``HttpArgs``, built here) and
+``rust/server/src/args/http.rs``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from server.http_args import HttpArgs
 
 DEFAULT_CORS = '["*"]'
 DEFAULT_H11_MAX_INCOMPLETE_EVENT_SIZE = 64 * 1024
@@ -45,26 +48,26 @@ class HttpOptions:
 
         return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
-    def to_args(self) -> dict[str, Any]:
+    def to_args(self) -> HttpArgs:
         """The checked ``http`` object of the args-json (raises ConfigError)."""
         _check_tls(self)
         _check_uds(self.uds)
-        return {
-            "ssl_keyfile": _absolute(self.ssl_keyfile),
-            "ssl_certfile": _absolute(self.ssl_certfile),
-            "ssl_ca_certs": _absolute(self.ssl_ca_certs),
-            "ssl_cert_reqs": self.ssl_cert_reqs,
-            "uds": _absolute(self.uds),
-            "allowed_origins": _json_list("--allowed-origins", self.allowed_origins),
-            "allowed_methods": _json_list("--allowed-methods", self.allowed_methods),
-            "allowed_headers": _json_list("--allowed-headers", self.allowed_headers),
-            "allow_credentials": self.allow_credentials,
-            "enable_request_id_headers": self.enable_request_id_headers,
-            "h11_max_incomplete_event_size": self.h11_max_incomplete_event_size,
-            "header_read_timeout": self.header_read_timeout,
-            "http_timeout_keep_alive": self.http_timeout_keep_alive,
-            "max_connections": self.max_connections,
-        }
+        return HttpArgs(
+            ssl_keyfile=_absolute(self.ssl_keyfile),
+            ssl_certfile=_absolute(self.ssl_certfile),
+            ssl_ca_certs=_absolute(self.ssl_ca_certs),
+            ssl_cert_reqs=self.ssl_cert_reqs,
+            uds=_absolute(self.uds),
+            allowed_origins=_json_list("--allowed-origins", self.allowed_origins),
+            allowed_methods=_json_list("--allowed-methods", self.allowed_methods),
+            allowed_headers=_json_list("--allowed-headers", self.allowed_headers),
+            allow_credentials=self.allow_credentials,
+            enable_request_id_headers=self.enable_request_id_headers,
+            h11_max_incomplete_event_size=self.h11_max_incomplete_event_size,
+            header_read_timeout=self.header_read_timeout,
+            http_timeout_keep_alive=self.http_timeout_keep_alive,
+            max_connections=self.max_connections,
+        )
 
 
 def traces_endpoint(value: str | None) -> str | None:

@@ -1,8 +1,6 @@
 """Turning `vrs render` options into the args-json both render services read.
 
-Keys (docs/internals.md): model, served_model_name, host, port, log_level,
-chat_template, chat_template_content_format, tokenizer, max_model_len, tool_call_parser,
-reasoning_parser, http. Rust:
+Keys: ``server.args_json.RenderArgs`` (docs/internals.md), every one written. Rust:
 `vrs-rs render --args-json`; Python: ``server.lifecycle.render.serve_render`` in this process.
 """
 
@@ -22,6 +20,7 @@ from cli.serve_args import (
     resolve_model,
     resolve_tokenizer,
 )
+from server.args_json import RenderArgs, encode
 
 
 @dataclass
@@ -53,20 +52,20 @@ def build_args(options: RenderOptions, console: Console) -> dict[str, Any]:
     """The args-json dict of `vrs-rs render` and the Python render service."""
     model_dir, default_name = resolve_model(options.model, console)
     tokenizer_dir = resolve_tokenizer(options.tokenizer)
-    return {
-        "model": str(model_dir),
-        "served_model_name": options.served_model_name or default_name,
-        "host": options.host,
-        "port": options.port,
-        "log_level": options.log_level,
-        "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
-        "chat_template_content_format": options.chat_template_content_format,
-        "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
-        "max_model_len": options.max_model_len,
-        "tool_call_parser": options.tool_call_parser,
-        "reasoning_parser": options.reasoning_parser,
-        "http": options.http.to_args(),
-    }
+    return encode(RenderArgs(
+        model=str(model_dir),
+        served_model_name=options.served_model_name or default_name,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        chat_template=str(options.chat_template.resolve()) if options.chat_template else None,
+        chat_template_content_format=options.chat_template_content_format,
+        tokenizer=str(tokenizer_dir) if tokenizer_dir else None,
+        max_model_len=options.max_model_len,
+        tool_call_parser=options.tool_call_parser,
+        reasoning_parser=options.reasoning_parser,
+        http=options.http.to_args(),
+    ))
 
 
 def run_render(options: RenderOptions, frontend: str, console: Console) -> None:

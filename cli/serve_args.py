@@ -1,7 +1,8 @@
 """Turning `vrs serve` options into the args-json that vrs-rs (or the Python frontend) takes.
 
 The typer command only declares options; this module resolves the model and builds
-the one dict both frontends read (its keys are documented in docs/internals.md).
+the one map both frontends read: a ``server.args_json.ServeArgs`` (the keys' one
+declaration; docs/internals.md), encoded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import typer
 from rich.console import Console
 
 from cli.http_args import HttpOptions, detailed_traces, traces_endpoint
+from server.args_json import ServeArgs, encode
 
 
 class ModelNotFoundError(ValueError):
@@ -171,7 +173,8 @@ def _from_hf_cache(name: str, what: str, local_kind: str) -> Path:
 
 
 def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
-    """The args-json dict for `vrs-rs serve` and the Python frontend."""
+    """The args-json dict for `vrs-rs serve` and the Python frontend: every key of
+    ``server.args_json.ServeArgs``, null where unset."""
     model_dir, default_name = resolve_model(options.model, console)
     tokenizer_dir = resolve_tokenizer(options.tokenizer)
     served = options.served_model_name or default_name
@@ -205,38 +208,38 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         check_settings(options.tool_call_parser, options.reasoning_parser)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return {
-        "model": str(model_dir),
-        "served_model_name": served,
-        "host": options.host,
-        "port": options.port,
-        "log_level": options.log_level,
-        "shutdown_timeout": options.shutdown_timeout,
-        "python_executable": sys.executable,
-        "chat_template": str(options.chat_template.resolve()) if options.chat_template else None,
-        "chat_template_content_format": options.chat_template_content_format,
-        "tokenizer": str(tokenizer_dir) if tokenizer_dir else None,
-        "engine_config": engine_config,
-        "api_key": None,  # travels as $VRS_API_KEY (see pass_api_key), not on a command line
-        "max_request_body": options.max_request_body,
-        "max_concurrent_requests": options.max_concurrent_requests,
-        "max_batch_prompts": options.max_batch_prompts,
-        "request_timeout": options.request_timeout,
-        "tool_call_parser": options.tool_call_parser,
-        "reasoning_parser": options.reasoning_parser,
-        "data_parallel_size": options.data_parallel_size,
-        "data_parallel_size_local": options.data_parallel_size_local,
-        "data_parallel_address": options.data_parallel_address,
-        "data_parallel_rpc_port": options.data_parallel_rpc_port,
-        "http": options.http.to_args(),
-        "sse_keep_alive_interval": options.sse_keep_alive_interval,
-        "max_num_queued_reqs": options.max_num_queued_reqs,
-        "max_num_queued_tokens": options.max_num_queued_tokens,
-        "max_queue_wait": options.max_queue_wait,
-        "otlp_traces_endpoint": traces_endpoint(options.otlp_traces_endpoint),
-        "collect_detailed_traces": detailed_traces(options.collect_detailed_traces,
-                                                   options.otlp_traces_endpoint),
-    }
+    return encode(ServeArgs(
+        model=str(model_dir),
+        served_model_name=served,
+        host=options.host,
+        port=options.port,
+        log_level=options.log_level,
+        shutdown_timeout=options.shutdown_timeout,
+        python_executable=sys.executable,
+        chat_template=str(options.chat_template.resolve()) if options.chat_template else None,
+        chat_template_content_format=options.chat_template_content_format,
+        tokenizer=str(tokenizer_dir) if tokenizer_dir else None,
+        engine_config=engine_config,
+        api_key=None,  # travels as $VRS_API_KEY (see pass_api_key), not on a command line
+        max_request_body=options.max_request_body,
+        max_concurrent_requests=options.max_concurrent_requests,
+        max_batch_prompts=options.max_batch_prompts,
+        request_timeout=options.request_timeout,
+        tool_call_parser=options.tool_call_parser,
+        reasoning_parser=options.reasoning_parser,
+        data_parallel_size=options.data_parallel_size,
+        data_parallel_size_local=options.data_parallel_size_local,
+        data_parallel_address=options.data_parallel_address,
+        data_parallel_rpc_port=options.data_parallel_rpc_port,
+        http=options.http.to_args(),
+        sse_keep_alive_interval=options.sse_keep_alive_interval,
+        max_num_queued_reqs=options.max_num_queued_reqs,
+        max_num_queued_tokens=options.max_num_queued_tokens,
+        max_queue_wait=options.max_queue_wait,
+        otlp_traces_endpoint=traces_endpoint(options.otlp_traces_endpoint),
+        collect_detailed_traces=detailed_traces(options.collect_detailed_traces,
+                                                options.otlp_traces_endpoint),
+    ))
 
 
 def _mock_replies(path: Path | None) -> list[dict[str, Any]]:

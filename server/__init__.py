@@ -11,6 +11,7 @@ process and its settings) -> ``routes`` (the route tables, one module per endpoi
 detokenizer, stop strings) -> ``parsers`` (tool calls, reasoning) -> ``openai`` (the bodies)
 -> ``logprobs`` -> ``engine_client`` (the ZMQ engine client; Rust's engine-client crate)
 -> ``edge`` (errors, auth, admission, body limits, metrics, traces, the listener, CORS,
-request ids) -> ``http_args`` (the args-json ``http`` object).
+request ids) and ``args_json`` (the args-json keys, declared once) -> ``http_args`` (the
+args-json ``http`` object).
 docs/api.md lists every route and field.
 """

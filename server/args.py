@@ -1,7 +1,7 @@
 """The args-json map of the Python services (docs/internals.md), checked, with the
-defaults of ``rust/server/src/args.rs``: the keys both services take
-([`CommonArgs`]), ``vrs serve``'s own ([`ServeArgs`]) and the checked serving settings
-([`Config`]); ``vrs render``'s own ([`RenderArgs`])."""
+defaults of ``rust/server/src/args.rs``: ``vrs serve``'s map ([`ServeArgs`]) becomes the
+checked serving settings ([`Config`]), ``vrs render``'s ([`RenderArgs`]) is checked as is.
+The keys are declared once, in ``server/args_json.py``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from server.args_json import CommonArgs, RenderArgs, ServeArgs
 from server.edge.middleware import check as check_middleware
 from server.edge.trace import traces_url
 from server.http_args import HttpArgs, check_http_args
@@ -26,46 +27,6 @@ DEFAULT_PORT = 8000
 DEFAULT_SHUTDOWN_TIMEOUT_S = 30.0
 DEFAULT_MAX_REQUEST_BODY = 32 * 1024 * 1024
 API_KEY_ENV = "VRS_API_KEY"
-
-
-class CommonArgs(msgspec.Struct):
-    """The args-json keys of both services, ``vrs serve`` and ``vrs render``
-    (``rust/server/src/args.rs``)."""
-
-    model: str
-    served_model_name: str | None = None
-    host: str | None = None
-    port: int | None = None
-    log_level: str | None = None
-    chat_template: str | None = None
-    tokenizer: str | None = None  # a tokenizer directory; None: the model directory
-    chat_template_content_format: str | None = None  # auto | string | openai; None: auto
-    http: HttpArgs = msgspec.field(default_factory=HttpArgs)
-
-
-class ServeArgs(CommonArgs, forbid_unknown_fields=True):
-    """The args-json map (docs/internals.md); defaults as in ``rust/server/src/args.rs``."""
-
-    shutdown_timeout: float | None = None
-    python_executable: str | None = None
-    engine_config: dict[str, Any] | None = None
-    api_key: str | None = None
-    max_request_body: int | None = None
-    max_concurrent_requests: int | None = None
-    request_timeout: float | None = None
-    tool_call_parser: str | None = None
-    reasoning_parser: str | None = None
-    max_batch_prompts: int | None = None
-    data_parallel_size: int | None = None
-    data_parallel_size_local: int | None = None  # engines elsewhere: Rust frontend only
-    data_parallel_address: str | None = None
-    data_parallel_rpc_port: int | None = None
-    sse_keep_alive_interval: float | None = None
-    max_num_queued_reqs: int | None = None
-    max_num_queued_tokens: int | None = None
-    max_queue_wait: float | None = None
-    otlp_traces_endpoint: str | None = None
-    collect_detailed_traces: bool = False
 
 
 class Config(msgspec.Struct):
@@ -180,14 +141,6 @@ def _options(raw: ServeArgs) -> Options:
                    otlp_traces_endpoint=raw.otlp_traces_endpoint,
                    collect_detailed_traces=raw.collect_detailed_traces,
                    enable_request_id_headers=raw.http.enable_request_id_headers)
-
-
-class RenderArgs(CommonArgs, forbid_unknown_fields=True):
-    """The args-json map of ``vrs render`` (docs/internals.md)."""
-
-    max_model_len: int | None = None
-    tool_call_parser: str | None = None
-    reasoning_parser: str | None = None
 
 
 def parse_render_args(args: dict[str, Any]) -> RenderArgs:

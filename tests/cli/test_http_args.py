@@ -33,7 +33,7 @@ def test_defaults_reach_both_services_unchanged() -> None:
     from cli.http_args import HttpOptions
     from server.http_args import HttpArgs, check_http_args
 
-    written = HttpOptions().to_args()
+    written = msgspec.to_builtins(HttpOptions().to_args())
     assert written == msgspec.to_builtins(HttpArgs())
     parsed = msgspec.convert(written, HttpArgs)
     check_http_args(parsed)
@@ -75,7 +75,7 @@ def test_a_socket_file_is_accepted_for_uds(tmp_path: Path) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))
     sock.close()
-    assert HttpOptions(uds=path).to_args()["uds"] == str(path)
+    assert HttpOptions(uds=path).to_args().uds == str(path)
 
 
 def test_serve_level_settings_are_checked_by_the_python_service() -> None:

@@ -1,6 +1,8 @@
 //! The settings of `vrs-rs serve` and `vrs-rs render`: the `--args-json` contract
-//! (docs/internals.md). [`CommandArgs`] holds the keys both take; [`ServeSpecific`] and
-//! [`RenderSpecific`] each command's own. The `vrs-rs` binary maps its flags onto these.
+//! (docs/internals.md), declared once in `server/args_json.py`, whose JSON Schema
+//! (`server/contracts/args.schema.json`) these structs are tested against.
+//! [`CommandArgs`] holds the keys both take; [`ServeSpecific`] and [`RenderSpecific`]
+//! each command's own. The `vrs-rs` binary maps its flags onto these.
 
 use std::path::Path;
 
@@ -17,8 +19,11 @@ pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8000;
 
 /// The resolved settings of one `serve` or `render` run: the keys both take, and the
-/// command's own (`T`, the other keys of the same JSON object).
+/// command's own (`T`, the other keys of the same JSON object). The keys are those of
+/// `server/contracts/args.schema.json` (generated from `server/args_json.py`); the tests
+/// in `args/tests/schema.rs` hold these structs to that file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Default))]
 #[serde(deny_unknown_fields)]
 pub struct CommandArgs<T> {
     pub model: String,
@@ -40,7 +45,7 @@ pub struct CommandArgs<T> {
     #[serde(default)]
     pub chat_template_content_format: Option<String>,
     /// TLS, the Unix socket, CORS, request ids and connection limits.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "http::object")]
     pub http: HttpArgs,
     #[serde(flatten)]
     pub specific: T,
@@ -132,6 +137,7 @@ pub type ServeArgs = CommandArgs<ServeSpecific>;
 
 /// The settings of `serve` alone.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Default))]
 pub struct ServeSpecific {
     #[serde(default)]
     pub shutdown_timeout: Option<f64>,
@@ -352,6 +358,7 @@ pub type RenderArgs = CommandArgs<RenderSpecific>;
 
 /// The settings of `render` alone.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Default))]
 pub struct RenderSpecific {
     #[serde(default)]
     pub max_model_len: Option<u64>,

@@ -126,3 +126,50 @@ fn tokenizer_flag_and_key_agree() {
     let both = Wrapper::try_parse_from(["x", "--args-json", "{}", "--tokenizer", &dir]);
     assert!(both.is_err(), "--args-json conflicts with --tokenizer");
 }
+
+const SCHEMA: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../server/contracts/args.schema.json"
+));
+
+/// The keys `--args-json`'s help lists, against `$defs.<name>.properties` of the schema
+/// generated from `server/args_json.py`: every key is listed, and every snake_case word of
+/// the help is a key.
+fn check_args_json_help(command: clap::Command, name: &str) {
+    let schema: Value = serde_json::from_str(SCHEMA).expect("args.schema.json parses");
+    let keys: std::collections::BTreeSet<&str> = schema["$defs"][name]["properties"]
+        .as_object()
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert!(!keys.is_empty(), "args.schema.json has no {name} keys");
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_id() == "args_json")
+        .expect("--args-json");
+    let help = arg
+        .get_long_help()
+        .or(arg.get_help())
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let words: std::collections::BTreeSet<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let missing: Vec<_> = keys.difference(&words).collect();
+    let unknown: Vec<_> = words
+        .iter()
+        .filter(|w| w.contains('_') && !keys.contains(*w))
+        .collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "--args-json help of {name}: keys not listed {missing:?}, listed but not keys \
+         {unknown:?} (server/contracts/args.schema.json)"
+    );
+}
+
+#[test]
+fn args_json_help_lists_the_schema_keys() {
+    use clap::CommandFactory;
+
+    check_args_json_help(Wrapper::command(), "ServeArgs");
+    check_args_json_help(RenderWrapper::command(), "RenderArgs");
+}

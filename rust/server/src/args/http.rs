@@ -3,10 +3,12 @@
 //! defaults and checks as in `server/http_args.py` (the `vrs` app builds it in
 //! `cli/http_args.py`).
 
+use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 
 pub const DEFAULT_H11_MAX_INCOMPLETE_EVENT_SIZE: usize = 64 * 1024;
 pub const MIN_H11_MAX_INCOMPLETE_EVENT_SIZE: usize = 1024;
@@ -32,8 +34,10 @@ fn default_keep_alive() -> f64 {
     DEFAULT_HTTP_TIMEOUT_KEEP_ALIVE_S
 }
 
-/// The listener's and the edge's settings (absent keys: their defaults).
+/// The listener's and the edge's settings (absent keys: their defaults); the keys of
+/// `HttpArgs` in `server/contracts/args.schema.json` (see `args/tests/schema.rs`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields)]
 pub struct HttpArgs {
     /// The private key (PEM); `None`: the key is in `ssl_certfile`.
@@ -94,6 +98,27 @@ impl Default for HttpArgs {
             max_connections: None,
         }
     }
+}
+
+/// `http` as the JSON object the contract says it is (`deserialize_with`): serde's
+/// derive alone would also take an array of the values in field order, which the schema
+/// (`server/contracts/args.schema.json`) and the Python services refuse.
+pub fn object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<HttpArgs, D::Error> {
+    struct Object;
+
+    impl<'de> Visitor<'de> for Object {
+        type Value = HttpArgs;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("the http object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<HttpArgs, A::Error> {
+            HttpArgs::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+
+    deserializer.deserialize_map(Object)
 }
 
 impl HttpArgs {

@@ -165,3 +165,14 @@ fn tokenizer_key_names_the_tokenizer_dir() {
     );
     assert!(RenderArgs::from_json(&render).is_err());
 }
+
+/// As the Python services and the schema: an array is no `http` object (serde's derive
+/// alone would read it as the fields in order).
+#[test]
+fn the_http_object_is_an_object_only() {
+    let text = format!(r#"{{"model": {:?}, "http": ["/a.pem"]}}"#, model_dir());
+    let err = ServeArgs::from_json(&text).unwrap_err();
+    assert!(err.contains("expected the http object"), "{err}");
+}
+
+mod schema;
