@@ -2,10 +2,20 @@
 
 A parser that looks for a marker such as ``<think>`` in streamed text must not emit the
 tail of a piece that could be the start of the marker completed by the next piece.
-Mirrors ``rust/server/src/parsers/markers.rs``.
+Mirrors ``rust/server/src/parsers/markers.rs``. Also the ``auto`` rule of both parser
+contract files (``server/contracts/{tool,reasoning}_formats.json``).
 """
 
 from __future__ import annotations
+
+import msgspec
+
+
+class TemplateRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``auto``: a chat template holding every string of ``all`` picks ``parser``."""
+
+    all: tuple[str, ...]
+    parser: str
 
 
 def held_suffix(text: str, marker: str) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from server.parsers.markers import find_any, held_suffix_any, rfind_any
+from server.parsers.markers import TemplateRule, find_any, held_suffix_any, rfind_any
 
 
 class ReasoningMarkers(msgspec.Struct, frozen=True):
@@ -27,13 +27,6 @@ class _Format(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     start: tuple[str, ...]
     end: tuple[str, ...]
     source: str
-
-
-class TemplateRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``auto``: a chat template holding every string of ``all`` picks ``parser``."""
-
-    all: tuple[str, ...]
-    parser: str
 
 
 class _Auto(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from server.parsers.markers import TemplateRule
 from server.parsers.tools.settings import ToolSettings
 
 
@@ -47,13 +48,6 @@ class FormatSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     function_end: str = ""
     parameter: str = ""
     parameter_end: str = ""
-
-
-class TemplateRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``auto``: a chat template holding every string of ``all`` picks ``parser``."""
-
-    all: tuple[str, ...]
-    parser: str
 
 
 class _Auto(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
