@@ -117,6 +117,11 @@ class Searched(msgspec.Struct):
         return RequestStream.replay(request_id, self.identity, [output])
 
 
+def step_params(width: int, seed: int | None) -> p.SamplingParams:
+    """A step request's sampling: one greedy token with the top ``2 × width`` logprobs."""
+    return p.SamplingParams(max_tokens=1, temperature=0.0, logprobs=2 * width, seed=seed)
+
+
 def _wrap_i64(value: int) -> int:
     return (value + 2**63) % 2**64 - 2**63
 
@@ -149,10 +154,8 @@ async def _search(client: EngineClient, queue: Queue, metrics: Metrics, rid: str
         for i, live in enumerate(search.beams):
             seed = None if sampling.seed is None else _wrap_i64(sampling.seed + sent)
             sent += 1
-            params = p.SamplingParams(max_tokens=1, temperature=0.0,
-                                      logprobs=2 * beam.width, seed=seed)
             requests.append(p.EngineCoreRequest(f"{rid}-{step}-{i}", [*prompt.ids, *live.tokens],
-                                                params, time.time()))
+                                                step_params(beam.width, seed), time.time()))
         results = await _step(client, queue, metrics, requests)
         if step == 0:
             identity, cached = results[0][1], results[0][2]
