@@ -188,3 +188,58 @@ async fn refusals_name_the_field() {
     }
     assert!(h.engine.added().is_empty());
 }
+
+/// 40 steps of the fake's 20 ms: longer than the tests below wait.
+const LONG: &str = r#"{"prompt": [3], "max_tokens": 40, "n": 2, "use_beam_search": true}"#;
+
+/// Whether the engine gets no new request for 200 ms, within 5 s.
+async fn stops_sending(h: &Harness) -> bool {
+    for _ in 0..25 {
+        let before = h.engine.added().len();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if h.engine.added().len() == before {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn the_request_timeout_covers_the_search() {
+    let options = crate::state::HttpOptions {
+        request_timeout: Some(Duration::from_millis(300)),
+        ..Default::default()
+    };
+    let h = Harness::with_options(vec![5], Duration::from_millis(20), options);
+    let (status, _, bytes) = call(&h, "POST", COMPLETION, LONG).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{}", json_of(&bytes));
+    assert_eq!(json_of(&bytes)["error"]["type"], "TimeoutError");
+    assert!(stops_sending(&h).await);
+    assert!(
+        h.engine.added().len() < 1 + 2 * 39,
+        "the search stopped early"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_ends_the_search() {
+    let h = Harness::start(vec![5], Duration::from_millis(20));
+    let gone = tokio::time::timeout(
+        Duration::from_millis(300),
+        call(&h, "POST", COMPLETION, LONG),
+    )
+    .await;
+    assert!(gone.is_err(), "the search was still running");
+    assert!(h.engine.added().len() > 1, "it had sent steps");
+    assert!(stops_sending(&h).await);
+    assert!(
+        h.engine.added().len() < 1 + 2 * 39,
+        "the search stopped early"
+    );
+    // The steps running when it went were aborted (their handles dropped).
+    let aborted = h.engine.aborted();
+    assert!(
+        !aborted.is_empty() && aborted.iter().all(|id| id.contains('-')),
+        "{aborted:?}"
+    );
+}
