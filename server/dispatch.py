@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from server.edge import Receive, Send, send_json, trace
 from server.edge import request_id as request_ids
 from server.engine_client import ClientDisconnected
-from server.output import batch, response
+from server.output import batch, beam_search, response
 from server.output.generation import Generation
 from server.parsers.reasoning import markers_of
 from server.state import State
@@ -28,9 +28,13 @@ Build = Callable[[bytes], Awaitable[list[Prompt]]]
 ShapesOf = Callable[[list[Prompt], str], response.Shapes]
 
 
-async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
+async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
+    await _disconnected(receive)
     for generation in generations:
         generation.cancel()
 
@@ -55,9 +59,16 @@ async def generate(state: State, receive: Receive, send: Send, build: Build,
         prompts = await build(body)
         prefix = id_prefix if isinstance(id_prefix, str) else id_prefix()
         rid, engine_rid = request_ids.engine_id(prefix)
+        searched = None
+        if prompts[0].settings.beam_search is not None:
+            searched = await _search(state, receive, engine_rid, prompts, deadline,
+                                     timeout or 0.0)
+            if searched is None:
+                logger.debug("%s: the client went away during its beam search", rid)
+                return
         generations = batch.fan_out(
             state.client, state.text, state.metrics, engine_rid, prompts, arrival, state.queue,
-            traced, markers_of(state.options.reasoning_parser) is not None)
+            traced, markers_of(state.options.reasoning_parser) is not None, searched)
         if traced is not None:
             traced.queued(rid, (len(prompt.ids) for prompt in prompts))
         settings = prompts[0].settings
@@ -69,6 +80,28 @@ async def generate(state: State, receive: Receive, send: Send, build: Build,
                    deadline, timeout or 0.0)
     finally:
         state.admission.release()
+
+
+async def _search(state: State, receive: Receive, rid: str, prompts: list[Prompt],
+                  deadline: float | None, timeout: float) -> list[beam_search.Searched] | None:
+    """The prompts' beam searches (``server/output/beam_search.py``) within the request's
+    deadline (504 past it); None when the client went away first. Either way a search
+    still running is cancelled, which aborts its engine requests."""
+    search = asyncio.ensure_future(beam_search.run(
+        state.client, state.queue, state.metrics, rid, prompts, state.client.eos_token_ids))
+    gone = asyncio.ensure_future(_disconnected(receive))
+    wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        done, _ = await asyncio.wait({search, gone}, timeout=wait,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        search.cancel()
+    if search in done:
+        return search.result()
+    if gone in done:
+        return None
+    raise response.timeout_error(timeout)
 
 
 async def _run(state: State, receive: Receive, send: Send, generations: list[Generation],

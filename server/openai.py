@@ -70,6 +70,9 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Checked by server.validate.structured (raw JSON, as Rust keeps them).
     response_format: Any = None
     structured_outputs: Any = None
+    # Beam search (server/validate/beam_search.py checks what may go with it).
+    use_beam_search: bool | None = None
+    length_penalty: float | None = None
     # Known, not implemented: accepted only with a value that asks for nothing.
     best_of: Any = None
     guided_json: Any = None

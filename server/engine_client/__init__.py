@@ -64,6 +64,15 @@ class RequestStream:
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
 
+    @classmethod
+    def replay(cls, request_id: str, identity: bytes,
+               outputs: list[p.EngineCoreOutput]) -> RequestStream:
+        """A stream that holds ``outputs`` already (computed by the frontend, e.g. a beam
+        search's sequences) and no engine request: the client never sees it."""
+        stream = cls(request_id, identity)
+        stream._items = list(outputs)
+        return stream
+
     def put(self, output: p.EngineCoreOutput, limit: int) -> bool:
         """Queues ``output``; False when more than ``limit`` wait (the stream is then
         failed and its queue dropped)."""
@@ -131,6 +140,7 @@ class EngineClient:
         self._on_dead: Callable[[str], None] | None = None
         self.max_model_len = 0  # from READY (the smallest over the engines)
         self.vocab_size = 0
+        self.eos_token_ids: frozenset[int] = frozenset()  # from READY (the first engine's)
         self._max_pending = max_pending_outputs()
 
     # ------------------------------------------------------------------ startup
@@ -162,6 +172,7 @@ class EngineClient:
         self._group = group
         self.max_model_len = min(ready.max_model_len for ready in self.readies.values())
         self.vocab_size = min(ready.vocab_size for ready in self.readies.values())
+        self.eos_token_ids = frozenset(self.readies[min(self.readies)].eos_token_ids)
 
     def start(self, on_dead: Callable[[str], None]) -> None:
         """Start the output reader and the engine watcher (call inside the event loop)."""

@@ -14,9 +14,10 @@ import msgspec
 from server import openai as s
 from server.edge.error import APIError
 from server.edge.metrics import Metrics
-from server.edge.queue import Queue
+from server.edge.queue import Queue, Ticket
 from server.edge.vllm_metrics import Siblings
 from server.engine_client import EngineClient
+from server.output.beam_search import Searched
 from server.output.generation import Generation
 from server.text import ModelText
 
@@ -34,15 +35,20 @@ def fan_out(
     queue: Queue,
     trace: RequestTrace | None = None,
     reasoning: bool = False,
+    searched: list[Searched] | None = None,
 ) -> list[Generation]:
     """One engine request per (prompt, choice), in choice-index order, each entered in
     ``queue`` first (a full queue refuses the request before anything reaches the
     engine), reporting to ``trace`` as choices of their prompt's index; on an error the
     ones already sent are aborted. ``reasoning``: the server has a reasoning parser, so a
-    chat answer it splits counts its reasoning tokens (its pieces carry token offsets)."""
+    chat answer it splits counts its reasoning tokens (its pieces carry token offsets).
+    ``searched``: each prompt's beam search, done (``server/output/beam_search.py``): its
+    choices replay its beams, and its steps have left the queue already."""
     total = sum(prompt.settings.n for prompt in prompts)
+    tickets: list[Ticket | None] = [None] * total
     try:
-        tickets = queue.enter([len(p.ids) for p in prompts for _ in range(p.settings.n)])
+        if searched is None:
+            tickets = queue.enter([len(p.ids) for p in prompts for _ in range(p.settings.n)])
     except APIError as error:
         if error.rejection is not None:
             metrics.reject(error.rejection)
@@ -80,6 +86,8 @@ def fan_out(
                         trace=None if trace is None else (trace, index),
                         ticket=tickets[len(generations)],
                         token_offsets=offsets,
+                        replay=None if searched is None else searched[index].replay(
+                            j, request_id),
                     )
                 )
     except APIError:

@@ -72,6 +72,7 @@ class Generation:
         trace: tuple[RequestTrace, int] | None = None,
         ticket: Ticket | None = None,
         token_offsets: bool = False,
+        replay: RequestStream | None = None,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -98,8 +99,9 @@ class Generation:
         # token), and the characters of text so far.
         self._offsets = token_offsets
         self._text_len = 0
-        request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
-        self._stream: RequestStream = client.add(request)
+        # ``replay``: outputs the frontend computed (a beam search's), no engine request.
+        self._stream: RequestStream = replay if replay is not None else client.add(
+            p.EngineCoreRequest(request_id, prompt_ids, params, time.time()))
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
         self._engine = int.from_bytes(self._stream.identity, "little")
 

@@ -17,6 +17,7 @@ from server.routes.messages import request as messages_request
 from server.routes.responses import chat_prompt
 from server.routes.responses import request as responses_request
 from server.state import RenderState
+from server.validate.beam_search import check_render
 from server.validate.prompt import Prompt
 
 _encode = msgspec.json.Encoder().encode
@@ -40,6 +41,7 @@ def rendered(prefix: str, model: str, prompt: Prompt) -> bytes:
 
 async def chat(state: RenderState, scope: Scope, receive: Receive, send: Send) -> None:
     prompt = await state.prompts.chat(await read_body(receive))
+    check_render(prompt.settings)
     await send_json(send, 200, rendered("chatcmpl", state.model_name, prompt))
 
 
@@ -52,6 +54,7 @@ async def responses(state: RenderState, scope: Scope, receive: Receive, send: Se
 
 async def completion(state: RenderState, scope: Scope, receive: Receive, send: Send) -> None:
     prompts = await state.prompts.completion(await read_body(receive))
+    check_render(prompts[0].settings)
     if len(prompts) == 1:
         await send_json(send, 200, rendered("cmpl", state.model_name, prompts[0]))
         return

@@ -41,6 +41,15 @@ MAX_N = 128
 MAX_LOGPROBS = sampling_fields.MAX_LOGPROBS
 
 
+class BeamSearch(msgspec.Struct):
+    """``use_beam_search``: ``width`` (the request's ``n``) beams ranked by their cumulative
+    logprob over their length to the power ``length_penalty``. What may go with it:
+    :mod:`server.validate.beam_search`; the search: :mod:`server.output.beam_search`."""
+
+    width: int
+    length_penalty: float = 1.0
+
+
 class Settings(msgspec.Struct):
     """Checked generation settings (``sampling.max_tokens`` is set once the prompt is known;
     ``sampling.logprobs`` by :func:`chat_logprobs` / :func:`completion_output`)."""
@@ -63,6 +72,8 @@ class Settings(msgspec.Struct):
     echo_only: bool = False  # completions: max_tokens 0 with echo (the prompt only)
     # the field that set sampling.structured_outputs (the param of its engine errors)
     constraint: str | None = None
+    # use_beam_search (None: sampling); checked by server.validate.beam_search
+    beam_search: BeamSearch | None = None
 
 
 # --------------------------------------------------------------------------- decoding
@@ -258,6 +269,10 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
         continuous = include_usage and bool(options.continuous_usage_stats)
     n = 1 if request.n is None else request.n
     _check("n", 1 <= n <= MAX_N, f"must be in [1, {MAX_N}]", n)
+    beam = None
+    if request.use_beam_search:
+        penalty = request.length_penalty
+        beam = BeamSearch(n, 1.0 if penalty is None else float(penalty))
     bad_words = sampling_fields.apply(request, sampling, vocab_size)
     found = structured.constraint(request.response_format, request.structured_outputs)
     if found is not None:
@@ -268,7 +283,8 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
                     include_usage=include_usage, model=request.model, n=n,
                     max_tokens_field=max_field, continuous_usage=continuous,
                     bad_words=bad_words, prompt_logprobs=sampling.prompt_logprobs,
-                    echo_only=echo_only, constraint=None if found is None else found.name)
+                    echo_only=echo_only, constraint=None if found is None else found.name,
+                    beam_search=beam)
 
 
 def chat_logprobs(request: s.ChatCompletionRequest, settings: Settings) -> None:

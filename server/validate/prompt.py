@@ -32,7 +32,7 @@ from server.parsers.tools import (
     tool_settings,
 )
 from server.text import ModelText, TemplateError
-from server.validate import params, sampling
+from server.validate import beam_search, params, sampling
 
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
@@ -179,10 +179,12 @@ class PromptBuilder:
             request, None if override is None else ("max_completion_tokens", override),
             self.limits.vocab_size)
         params.chat_logprobs(request, settings)
+        beam_search.check(settings, chat=True)
         self._check_model(settings.model)
         messages = params.chat_messages(request, self.text.has_chat_template)
         tools = tool_settings(request, self.tool_parser)
         forcing = tools.mode in ("required", "named")
+        beam_search.check_tools(settings, choice_text(tools.mode, tools.name) if forcing else None)
         if forcing and settings.constraint is not None:
             raise bad_request(f"`tool_choice` {choice_text(tools.mode, tools.name)} cannot be "
                               f"combined with `{settings.constraint}`", "tool_choice")
@@ -226,6 +228,7 @@ class PromptBuilder:
         request = params.decode(body, chat=False)
         settings = params.validate(request, None, self.limits.vocab_size)
         params.completion_output(request, settings)
+        beam_search.check(settings, chat=False)
         self._check_model(settings.model)
         items = completion_prompts(request, self.limits.vocab_size, self.max_batch_prompts)
         await self._bad_words(settings)

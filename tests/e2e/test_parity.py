@@ -47,6 +47,15 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
     ("sampling-fields", "/v1/chat/completions", {
         "messages": CHAT, "logit_bias": {"5": 10, "70": -100}, "allowed_token_ids": [5, 6, 7],
         "bad_words": ["x", "hello world"], "max_tokens": 4, "seed": 11}),
+    # Beam search: the mock's seeded steps make its logprobs (and so the beams) the same.
+    ("beam-search", "/v1/completions", {"prompt": "Once upon", "max_tokens": 6, "n": 3,
+                                        "use_beam_search": True, "seed": 15}),
+    ("beam-search-batch", "/v1/completions", {
+        "prompt": ["a b", "日本"], "max_tokens": 4, "n": 2, "use_beam_search": True,
+        "length_penalty": -0.5, "echo": True, "seed": 16, "temperature": 0.7}),
+    ("beam-search-chat", "/v1/chat/completions", {
+        "messages": CHAT, "max_tokens": 5, "n": 4, "use_beam_search": True,
+        "length_penalty": 2.5, "seed": 17, "ignore_eos": True}),
 ]
 # The Responses and Messages APIs on the same pipeline (translated at the edge).
 TOOL = {"type": "function", "name": "get_weather", "parameters": {
@@ -82,7 +91,8 @@ REQUESTS += [
 ]
 TYPED = [r for r in REQUESTS if r[1] in ("/v1/responses", "/v1/messages")]
 STREAMED = [r for r in REQUESTS if r[0] in ("ids-prompt", "text-prompt", "chat", "batched-n",
-                                            "echo-logprobs", "chat-echo-prompt-logprobs")]
+                                            "echo-logprobs", "chat-echo-prompt-logprobs",
+                                            "beam-search-chat")]
 
 
 def normalised(body: Any) -> Any:

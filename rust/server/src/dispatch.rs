@@ -17,6 +17,7 @@ use crate::edge::error::{ApiError, Dialect};
 use crate::edge::request_id;
 use crate::edge::trace;
 use crate::output::batch;
+use crate::output::beam_search;
 use crate::output::generation::Generation;
 use crate::output::observer::Observer;
 use crate::output::response::{self, Deadline, Shapes, StreamOptions};
@@ -167,6 +168,18 @@ impl AcceptedRequest {
             .reasoning_parser
             .and_then(crate::parsers::reasoning::markers_of)
             .is_some();
+        let deadline = state.options.request_timeout.map(|timeout| Deadline {
+            at: tokio::time::Instant::from_std(arrival + timeout),
+            timeout,
+        });
+        // A beam search runs its steps first; its choices then replay its beams.
+        let searched = match settings.beam_search {
+            None => None,
+            Some(_) => match search(state, &engine_id, &prompts, deadline).await {
+                Ok(searched) => Some(searched),
+                Err(err) => return err.respond(shapes.dialect()),
+            },
+        };
         let trace = trace::begin();
         let observers: Vec<Observer> = prompts
             .iter()
@@ -179,7 +192,12 @@ impl AcceptedRequest {
             .collect();
         let requests = batch::fan_out(&engine_id, &prompts, now_f64());
         let sizes: Vec<usize> = requests.iter().map(|r| r.prompt_token_ids.len()).collect();
-        let mut tickets = match state.queue.enter(&sizes) {
+        let queued = if searched.is_some() {
+            Ok(Vec::new()) // the search's steps went through the queue
+        } else {
+            state.queue.enter(&sizes)
+        };
+        let mut tickets = match queued {
             Ok(tickets) => tickets.into_iter(),
             Err(err) => {
                 rejected(state, &err);
@@ -190,7 +208,11 @@ impl AcceptedRequest {
         for (index, request) in requests.into_iter().enumerate() {
             let ids = &prompts[index / n].ids;
             let tail = &ids[ids.len().saturating_sub(DETOKENIZER_SEED)..];
-            let handle = match state.client.submit(request) {
+            let submitted = match &searched {
+                Some(searched) => Ok(searched[index / n].replay(index % n, request.request_id)),
+                None => state.client.submit(request),
+            };
+            let handle = match submitted {
                 Ok(handle) => handle,
                 Err(err) => return ApiError::from(err).respond(shapes.dialect()),
             };
@@ -232,10 +254,6 @@ impl AcceptedRequest {
             user = settings.user.as_deref().unwrap_or(""),
             "accepted"
         );
-        let deadline = state.options.request_timeout.map(|timeout| Deadline {
-            at: tokio::time::Instant::from_std(arrival + timeout),
-            timeout,
-        });
         if settings.stream {
             let options = StreamOptions {
                 include_usage: settings.include_usage,
@@ -248,6 +266,30 @@ impl AcceptedRequest {
         } else {
             response::complete(generations, shapes, n, deadline, permit).await
         }
+    }
+}
+
+/// The prompts' beam searches ([`beam_search`]) within the request's deadline (504 past
+/// it). A client that goes away drops this future, and with it the steps' handles, which
+/// aborts their engine requests.
+async fn search(
+    state: &AppState,
+    engine_id: &str,
+    prompts: &[Prompt],
+    deadline: Option<Deadline>,
+) -> Result<Vec<beam_search::Searched>, ApiError> {
+    let engine = beam_search::Engine {
+        client: &state.client,
+        queue: &state.queue,
+        metrics: &state.metrics,
+        eos_token_ids: &state.eos_token_ids,
+    };
+    let run = beam_search::run(&engine, engine_id, prompts);
+    match deadline {
+        None => run.await,
+        Some(deadline) => tokio::time::timeout_at(deadline.at, run)
+            .await
+            .unwrap_or_else(|_| Err(deadline.error())),
     }
 }
 

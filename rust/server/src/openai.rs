@@ -29,6 +29,9 @@ pub struct CommonFields {
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
     pub n: Option<i64>,
+    /// Beam search (`validate::beam_search` checks what may go with it).
+    pub use_beam_search: Option<bool>,
+    pub length_penalty: Option<f64>,
 }
 
 /// Keys of [`CommonFields`].
@@ -58,6 +61,8 @@ pub const COMMON_KEYS: &[&str] = &[
     "prompt_logprobs",
     "response_format",
     "structured_outputs",
+    "use_beam_search",
+    "length_penalty",
 ];
 
 /// The sampling fields both endpoints take and `validate::sampling` checks (kept raw

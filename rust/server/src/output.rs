@@ -4,9 +4,11 @@
 //! ([`choice`], with [`crate::logprobs`]) → the response, streamed as SSE ([`sse`]; a chat
 //! token that brings only text from a pre-rendered head, [`content_chunk`]) or whole
 //! ([`response`]). A batched completions request fans out into prompts × n choices
-//! ([`batch`]).
+//! ([`batch`]); a beam search ([`beam_search`]) runs its steps first, then its choices
+//! replay its beams through the same pipeline.
 
 pub mod batch;
+pub mod beam_search;
 pub mod choice;
 pub mod content_chunk;
 pub mod generation;

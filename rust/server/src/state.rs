@@ -30,6 +30,8 @@ pub struct AppState {
     pub created: u64,
     pub max_model_len: u64,
     pub vocab_size: u64,
+    /// The engine's EOS token ids (from its READY): what ends a beam search's beam.
+    pub eos_token_ids: Vec<u32>,
     pub options: HttpOptions,
     pub metrics: Arc<Metrics>,
     /// Generation requests in flight (`/load`), bounded by `--max-concurrent-requests`.

@@ -127,6 +127,7 @@ impl Harness {
             created: 1,
             max_model_len: served.map_or(connection.ready.max_model_len, |s| s.max_model_len),
             vocab_size: served.map_or(connection.ready.vocab_size, |s| s.vocab_size),
+            eos_token_ids: connection.ready.eos_token_ids.clone(),
             admission: Admission::new(options.max_concurrent_requests),
             queue: Queue::new(options.queue),
             options,

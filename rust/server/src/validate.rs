@@ -1,8 +1,9 @@
 //! The one gate a request body passes: field rules ([`params`], [`sampling`],
-//! [`structured`]), then the prompt ([`prompt`]: model, messages or prompt, tools,
+//! [`structured`], what may go with a beam search: [`beam_search`]), then the prompt ([`prompt`]: model, messages or prompt, tools,
 //! template and tokenization, context length). What comes out is a checked
 //! [`prompt::Prompt`].
 
+pub mod beam_search;
 pub mod params;
 pub mod prompt;
 pub mod sampling;

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
+use vrs_wire::EngineCoreOutput;
 
 use super::{EngineClient, EngineEvent};
 use crate::error::EngineError;
@@ -34,6 +35,28 @@ impl RequestHandle {
                 id,
                 engine,
                 armed: true,
+            },
+        }
+    }
+
+    /// A handle on the same engine that holds `outputs` already (computed by the
+    /// frontend, e.g. a beam search's sequences) and closes after them: no engine request
+    /// of its own, so nothing to abort.
+    pub fn replay(&self, id: String, outputs: Vec<EngineCoreOutput>) -> Self {
+        let (tx, rx) = mpsc::channel(outputs.len().max(1));
+        for output in outputs {
+            // Never full (sized for them) nor closed (`rx` is here).
+            let _ = tx.try_send(EngineEvent::Output(output));
+        }
+        Self {
+            rx,
+            overflow: Arc::new(AtomicBool::new(false)),
+            limit: self.limit,
+            guard: AbortGuard {
+                client: Arc::clone(&self.guard.client),
+                id,
+                engine: self.guard.engine,
+                armed: false,
             },
         }
     }

@@ -61,7 +61,8 @@ pub struct Deadline {
 }
 
 impl Deadline {
-    fn error(&self) -> ApiError {
+    /// The request's 504 (or its SSE error event).
+    pub fn error(&self) -> ApiError {
         ApiError::Timeout(format!("{}", self.timeout.as_secs_f64()))
     }
 }

@@ -19,6 +19,7 @@ use crate::edge::body::body_bytes;
 use crate::edge::error::Dialect;
 use crate::routes::messages::request::Mode;
 use crate::state::RenderState;
+use crate::validate::beam_search;
 use crate::validate::prompt::{self, Prompt};
 
 /// The answer of a render route.
@@ -53,7 +54,10 @@ pub async fn chat(
         Ok(body) => body,
         Err(err) => return err.into_response(),
     };
-    match prompt::chat(&state, body).await {
+    let prompt = prompt::chat(&state, body)
+        .await
+        .and_then(|p| beam_search::check_render(&p.settings).map(|()| p));
+    match prompt {
         Ok(prompt) => rendered(&state, "chatcmpl", prompt),
         Err(err) => err.into_response(),
     }
@@ -67,7 +71,12 @@ pub async fn completion(
         Ok(body) => body,
         Err(err) => return err.into_response(),
     };
-    match prompt::completion(&state, body).await {
+    let prompts = prompt::completion(&state, body).await.and_then(|p| {
+        p.first()
+            .map_or(Ok(()), |first| beam_search::check_render(&first.settings))
+            .map(|()| p)
+    });
+    match prompts {
         Ok(mut prompts) if prompts.len() == 1 => rendered(&state, "cmpl", prompts.swap_remove(0)),
         // A batch of prompts: one answer per prompt, in order.
         Ok(prompts) => Json(

@@ -334,6 +334,7 @@ async fn invocations_route_by_the_body() {
 }
 
 mod bad_requests;
+mod beam_search;
 mod cached;
 mod loopback;
 mod queue;

@@ -44,6 +44,17 @@ pub struct Settings {
     /// The field that set `sampling.structured_outputs` (the `param` of its engine
     /// errors): `response_format`, `structured_outputs.<kind>`, or `tools`.
     pub constraint: Option<&'static str>,
+    /// `use_beam_search` (`None`: sampling); `validate::beam_search` checks the rest.
+    pub beam_search: Option<BeamSearch>,
+}
+
+/// `use_beam_search`: `width` (the request's `n`) beams ranked by their cumulative logprob
+/// over their length to the power `length_penalty`. What may go with it:
+/// `validate::beam_search`; the search: `output::beam_search`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BeamSearch {
+    pub width: u32,
+    pub length_penalty: f64,
 }
 
 /// Most choices one request may ask for.
@@ -289,6 +300,10 @@ pub fn validate(
         &format!("must be in [1, {MAX_N}]"),
         n,
     )?;
+    let beam_search = common.use_beam_search.unwrap_or(false).then(|| BeamSearch {
+        width: u32::try_from(n).unwrap_or(1),
+        length_penalty: common.length_penalty.unwrap_or(1.0),
+    });
     Ok(Settings {
         sampling,
         max_tokens,
@@ -305,6 +320,7 @@ pub fn validate(
         echo_only: false,
         prompt_logprobs: None,
         constraint: None,
+        beam_search,
     })
 }
 

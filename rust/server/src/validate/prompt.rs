@@ -22,7 +22,7 @@ use crate::parsers::reasoning;
 use crate::parsers::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 use crate::text::{offload, Template};
 use crate::validate::params::{self, Endpoint, Settings};
-use crate::validate::{sampling, structured};
+use crate::validate::{beam_search, sampling, structured};
 
 /// The default of `--max-batch-prompts`: the most prompts one completions request may
 /// carry.
@@ -157,6 +157,7 @@ pub async fn chat_object<S: TextModel>(
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
     structured::apply(&value, &mut settings)?;
     sampling::chat_logprobs(&chat, &mut settings)?;
+    beam_search::check(&settings, Endpoint::Chat)?;
     state.check_model(settings.model.as_deref())?;
     let messages = match chat.messages {
         None => return Err(ApiError::bad("messages", "`messages` is required")),
@@ -188,6 +189,9 @@ pub async fn chat_object<S: TextModel>(
     let format = parser
         .filter(|_| tools.mode != ToolMode::None)
         .and_then(tools::format_of);
+    let forcing = matches!(tools.mode, ToolMode::Required | ToolMode::Named)
+        .then(|| tools::choice_text(tools.mode, tools.name.as_deref()));
+    beam_search::check_tools(&settings, forcing.as_deref())?;
     structured::with_tools(&tools, format, &mut settings)?;
     let forced = format.and_then(|f| tools::prefill(f, &tools));
     if let (Some((_, end)), ToolMode::Named) = (format.and_then(ToolFormat::native), tools.mode) {
@@ -255,6 +259,7 @@ pub async fn completion<S: TextModel>(
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
     structured::apply(&value, &mut settings)?;
     sampling::completion_output(&fields, &mut settings)?;
+    beam_search::check(&settings, Endpoint::Completions)?;
     state.check_model(settings.model.as_deref())?;
     let inputs = prompts(fields.prompt, state.max_batch_prompts())?;
     let st = Arc::clone(state);
