@@ -44,9 +44,13 @@ class Case(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         return json.dumps(expand(self.body)).encode()
 
 
+ANTHROPIC_PATHS = "/v1/messages"  # the routes that answer in Anthropic's error shape
+
+
 class Table(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     settings: Settings
     error_types: dict[str, str]
+    anthropic_error_types: dict[str, str]
     cases: list[Case]
 
     def error_type(self, status: int) -> str:
@@ -91,9 +95,11 @@ def load_table(path: Path = TABLE_PATH) -> Table:
         if _too_wide(case.body):
             raise ValueError(f"{path}: case {case.id!r} has an integer outside 64 bits in "
                              "`body`; write the body as `raw` text")
-        if case.status not in {int(status) for status in table.error_types}:
+        types = (table.anthropic_error_types if case.path.startswith(ANTHROPIC_PATHS)
+                 else table.error_types)
+        if str(case.status) not in types:
             raise ValueError(f"{path}: case {case.id!r} expects status {case.status}, "
-                             "which has no entry in `error_types`")
+                             "which has no entry in its error types")
     return table
 
 
@@ -117,6 +123,25 @@ def assert_error(resp: httpx.Response, status: int, param: str | None, words: st
     assert words in error["message"], error["message"]
 
 
+def assert_anthropic_error(resp: httpx.Response, status: int, param: str | None,
+                           words: str) -> None:
+    """An error answer in Anthropic's shape: ``status``, ``{"type": "error", "error":
+    {"type", "message"}}`` (the type the table's for the status), the message starting
+    ``param: `` when the error names a field, and ``words`` in it."""
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"] == "application/json"
+    body = resp.json()
+    assert set(body) == {"type", "error"} and body["type"] == "error", body
+    error = body["error"]
+    assert set(error) == {"type", "message"}, error
+    assert error["type"] == TABLE.anthropic_error_types[str(status)], error
+    if param is not None:
+        assert error["message"].startswith(f"{param}: "), error["message"]
+    assert words in error["message"], error["message"]
+
+
 def assert_case(url: str, case: Case) -> None:
-    """``case`` posted to the server at ``url`` gets its error."""
-    assert_error(post(url, case.path, case.content()), case.status, case.param, case.words)
+    """``case`` posted to the server at ``url`` gets its error (in Anthropic's shape on the
+    ``/v1/messages`` routes)."""
+    check = assert_anthropic_error if case.path.startswith(ANTHROPIC_PATHS) else assert_error
+    check(post(url, case.path, case.content()), case.status, case.param, case.words)

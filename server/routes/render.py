@@ -13,7 +13,7 @@ from engine.protocol import SamplingParams
 from server import openai as s
 from server.edge import Receive, Scope, Send, request_id, send_json
 from server.edge.body import read_body
-from server.routes.messages import request as messages_request
+from server.routes.messages import chat_prompt as messages_chat_prompt
 from server.routes.responses import chat_prompt
 from server.routes.responses import request as responses_request
 from server.state import RenderState
@@ -63,7 +63,5 @@ async def completion(state: RenderState, scope: Scope, receive: Receive, send: S
 
 
 async def messages(state: RenderState, scope: Scope, receive: Receive, send: Send) -> None:
-    chat = messages_request.translate(await read_body(receive),
-                                      reasoning=state.prompts.reasoning_markers is not None)
-    prompt = await state.prompts.chat(_encode(chat))
+    prompt = await messages_chat_prompt(state.prompts, await read_body(receive))
     await send_json(send, 200, rendered("msg", state.model_name, prompt))

@@ -47,6 +47,7 @@ Stop strings (mirrors ``rust/text/src/stop.rs``)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -71,6 +72,9 @@ RESERVED_TEMPLATE_KWARGS = frozenset({
     "sanitize_control_tokens", "padding", "truncation", "max_length", "return_tensors",
     "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs",
 })
+# The conversation that tells whether the template takes a system message after the first.
+INLINE_SYSTEM_PROBE: list[dict[str, Any]] = [
+    {"role": role, "content": "t"} for role in ("system", "user", "system", "user")]
 NO_CHAT_TEMPLATE = ("this model has no chat template, so /v1/chat/completions is unavailable; "
                     "start the server with --chat-template or use /v1/completions")
 
@@ -198,6 +202,17 @@ class ModelText:
     def chat_template_source(self) -> str | None:
         template = self.tokenizer.chat_template
         return template if isinstance(template, str) else None
+
+    @functools.cached_property
+    def merges_inline_system(self) -> bool:
+        """Whether a system message after the first must join the leading system prompt:
+        the template fails on [system, user, system, user] (vLLM's probe, e.g. a
+        ``loop.first`` guard), or there is no template."""
+        try:
+            self.render_chat(INLINE_SYSTEM_PROBE, add_generation_prompt=False)
+        except TemplateError:
+            return True
+        return False
 
     def chat_prompt_ids(self, messages: list[dict[str, Any]], **options: Any) -> list[int]:
         return self.chat_prompt(messages, **options)[1]

@@ -39,9 +39,10 @@ def test_plain_text_and_system() -> None:
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
         "max_tokens": 64}
     blocks = chat({**BASE, "system": [{"type": "text", "text": "a"},
-                                      {"type": "text", "text": "b", "cache_control": {}}],
+                                      {"type": "text", "text": "b",
+                                       "cache_control": {"type": "ephemeral"}}],
                    "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})
-    assert blocks["messages"] == [{"role": "system", "content": "a\nb"},
+    assert blocks["messages"] == [{"role": "system", "content": "ab"},
                                   {"role": "user", "content": [{"type": "text", "text": "x"}]}]
 
 
@@ -117,7 +118,7 @@ REFUSALS = [
     ({**BASE, "messages": M, "mcp_servers": []}, "mcp_servers", "not supported"),
     ({**BASE, "messages": M, "context_management": {}}, "context_management", "not supported"),
     ({**BASE, "messages": [{"role": "tool", "content": "x"}]}, "messages[0].role",
-     "expected 'user' or 'assistant'"),
+     "expected 'user', 'assistant' or 'system', got 'tool'"),
     ({**BASE, "messages": [{"role": "user"}]}, "messages[0].content", "Field required"),
     ({**BASE, "messages": [{"role": "user", "content": "x", "name": "n"}]},
      "messages[0].name", "unknown field 'name'"),
@@ -132,9 +133,10 @@ REFUSALS = [
     ({**BASE, "messages": [{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_9", "content": "r"}]}]},
      "messages[0].content[0].tool_use_id", "tool_result for unknown tool_use_id 'toolu_9'"),
-    ({**BASE, "messages": [*M, {"role": "assistant", "content": [
+    ({**BASE, "messages": [{"role": "user", "content": [
         {"type": "redacted_thinking", "data": "x"}]}]},
-     "messages[1].content[0].type", "content block type 'redacted_thinking' is not supported"),
+     "messages[0].content[0].type",
+     "content block type 'redacted_thinking' is not supported in a user message"),
     ({**BASE, "messages": [*M, {"role": "assistant", "content": [{**CALL, "input": "{}"}]}]},
      "messages[1].content[0].input", "expected an object"),
     ({**BASE, "messages": [{"role": "user", "content": [CALL]}]},
@@ -161,7 +163,7 @@ REFUSALS = [
     ({**BASE, "messages": M, "thinking": {"type": "enabled", "budget_tokens": 2048}},
      "thinking.budget_tokens", "budget_tokens (2048) must be less than max_tokens (64)"),
     ({**BASE, "messages": M, "thinking": {"type": "sometimes"}}, "thinking.type",
-     "expected 'enabled' or 'disabled'"),
+     "expected 'enabled', 'disabled' or 'adaptive', got 'sometimes'"),
 ]
 
 

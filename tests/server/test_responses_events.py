@@ -110,8 +110,8 @@ def test_whole_body_matches_the_stream() -> None:
     assert list(body) == list(streamed) == [
         "id", "object", "created_at", "status", "error", "incomplete_details", "instructions",
         "max_output_tokens", "model", "output", "parallel_tool_calls", "previous_response_id",
-        "reasoning", "store", "temperature", "text", "tool_choice", "tools", "top_p",
-        "truncation", "usage", "user", "metadata"]
+        "reasoning", "store", "temperature", "text", "tool_choice", "tools", "top_logprobs",
+        "top_p", "truncation", "usage", "user", "metadata"]
 
     def strip(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in item.items() if k not in ("id", "call_id")} for item in items]

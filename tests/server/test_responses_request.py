@@ -131,9 +131,13 @@ def test_tools_choice_text_and_reasoning() -> None:
     ("background", None, {"input": "x", "background": True}),
     ("conversation", None, {"input": "x", "conversation": "c"}),
     ("prompt", None, {"input": "x", "prompt": {"id": "p"}}),
-    ("include", None, {"input": "x", "include": ["reasoning.encrypted_content"]}),
+    ("include[1]", None, {"input": "x", "include": ["reasoning.encrypted_content",
+                                                     "message.output_text.text"]}),
+    ("include", None, {"input": "x", "include": "message.output_text.logprobs"}),
     ("truncation", None, {"input": "x", "truncation": "auto"}),
-    ("top_logprobs", None, {"input": "x", "top_logprobs": 2}),
+    ("top_logprobs", None, {"input": "x", "top_logprobs": 21}),
+    ("top_logprobs", None, {"input": "x", "top_logprobs": -1}),
+    ("top_logprobs", None, {"input": "x", "top_logprobs": 2.0}),
     ("max_tool_calls", None, {"input": "x", "max_tool_calls": 2}),
     ("input", None, {}),
     ("input", None, {"input": 5}),
@@ -189,5 +193,5 @@ def test_chat_field_names_map_back() -> None:
         "tools[2].function.parameters", "tools[0].function", "chat_template_kwargs",
         "messages[1].content", "temperature", "messages")] == [
         None, "max_output_tokens", "text.format", "text.format.schema",
-        "tools[2].parameters", "tools[0]", "reasoning.effort", "messages[1].content",
+        "tools[2].parameters", "tools[0]", "chat_template_kwargs", "messages[1].content",
         "temperature", "input"]

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use minijinja::{Environment, Value};
 use serde_json::Value as Json;
@@ -85,6 +85,8 @@ struct Inner {
     mentions_reasoning_effort: bool,
     /// The detected content format of the `default` template, and of `tool_use`.
     detected: [ContentFormat; 2],
+    /// [`ChatTemplate::merges_inline_system`], found on first use.
+    merges_inline_system: OnceLock<bool>,
     special_tokens: Vec<(String, Value)>,
 }
 
@@ -160,6 +162,7 @@ impl ChatTemplate {
                 mentions_content: default.1.contains("content"),
                 mentions_reasoning_effort: default.1.contains("reasoning_effort"),
                 detected,
+                merges_inline_system: OnceLock::new(),
                 special_tokens: special_tokens
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
@@ -172,6 +175,23 @@ impl ChatTemplate {
     /// Responses API's `reasoning.effort` sets.
     pub fn takes_reasoning_effort(&self) -> bool {
         self.inner.mentions_reasoning_effort
+    }
+
+    /// Whether a system message after the first must join the leading system prompt: the
+    /// template fails on `[system, user, system, user]` (vLLM's probe, e.g. a `loop.first`
+    /// guard). Rendered once, on first use.
+    pub fn merges_inline_system(&self) -> bool {
+        *self.inner.merges_inline_system.get_or_init(|| {
+            let messages = ["system", "user", "system", "user"]
+                .iter()
+                .map(|role| serde_json::json!({"role": role, "content": "t"}))
+                .collect();
+            let probe = ChatTemplateInput {
+                messages,
+                ..ChatTemplateInput::default()
+            };
+            self.render(&probe).is_err()
+        })
     }
 
     /// This template with `--chat-template-content-format` set to `option`: message

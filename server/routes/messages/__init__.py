@@ -11,24 +11,37 @@ import msgspec
 
 from server.dispatch import generate
 from server.edge import Receive, Scope, Send, send_json
+from server.edge.error import APIError
 from server.output.choice import ChatChoice
 from server.parsers.reasoning import markers_of
 from server.routes.messages.events import MessageShapes
-from server.routes.messages.request import translate
+from server.routes.messages.request import messages_param, translate
 from server.state import State
-from server.validate.prompt import Prompt
+from server.validate.prompt import Prompt, PromptBuilder
 
-__all__ = ["count_tokens", "messages"]
+__all__ = ["chat_prompt", "count_tokens", "messages"]
 
 _encode = msgspec.json.Encoder().encode
 
 
-async def messages(state: State, scope: Scope, receive: Receive, send: Send) -> None:
-    reasoning = state.prompts.reasoning_markers is not None
+async def chat_prompt(prompts: PromptBuilder, body: bytes, count: bool = False) -> Prompt:
+    """The Messages ``body`` translated, through the chat prompt builder; its errors name
+    the Messages fields (``messages_param``), and so does the 400 of an engine that
+    refuses its structured-output spec (the constraint's name)."""
+    chat = translate(body, reasoning=prompts.reasoning_markers is not None, count=count,
+                     merge_system=prompts.text.merges_inline_system)
+    try:
+        prompt = await prompts.chat(_encode(chat))
+    except APIError as error:
+        error.param = messages_param(error.param)
+        raise
+    prompt.settings.constraint = messages_param(prompt.settings.constraint)
+    return prompt
 
+
+async def messages(state: State, scope: Scope, receive: Receive, send: Send) -> None:
     async def build(body: bytes) -> list[Prompt]:
-        chat = translate(body, reasoning=reasoning)
-        return [await state.prompts.chat(_encode(chat))]
+        return [await chat_prompt(state.prompts, body)]
 
     def shapes_of(prompts: list[Prompt], rid: str) -> MessageShapes:
         prompt = prompts[0]
@@ -41,7 +54,5 @@ async def messages(state: State, scope: Scope, receive: Receive, send: Send) -> 
 
 
 async def count_tokens(state: State, scope: Scope, receive: Receive, send: Send) -> None:
-    body = await state.body(receive)
-    chat = translate(body, reasoning=state.prompts.reasoning_markers is not None, count=True)
-    prompt = await state.prompts.chat(_encode(chat))
+    prompt = await chat_prompt(state.prompts, await state.body(receive), count=True)
     await send_json(send, 200, _encode({"input_tokens": len(prompt.ids)}))

@@ -8,254 +8,75 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
-from server.edge.error import APIError, bad_request
+from server.edge.error import bad_request
+from server.routes.messages.blocks import messages
+from server.routes.messages.json import (
+    cache_control,
+    expected,
+    field_required,
+    integer,
+    keys,
+    mapping,
+    number,
+    one_of,
+    sequence,
+    string,
+    system_text,
+    unknown_field,
+)
 from server.validate.params import decode_object
 
 TOP_LEVEL = ("model", "messages", "max_tokens", "system", "tools", "tool_choice",
              "stop_sequences", "temperature", "top_p", "top_k", "stream", "metadata",
-             "thinking", "service_tier", "seed", "container", "mcp_servers",
-             "context_management")
+             "thinking", "output_config", "cache_control", "service_tier", "seed",
+             "container", "mcp_servers", "context_management")
 REFUSED = ("container", "mcp_servers", "context_management")
 MIN_THINKING_BUDGET = 1024
-# block type -> the keys it may carry (besides ``type``); ``cache_control`` is accepted
-# and has no effect (there is no prompt cache to steer)
-TEXT_KEYS = ("text", "cache_control", "citations")
-TOOL_RESULT_KEYS = ("tool_use_id", "content", "is_error", "cache_control")
-TOOL_USE_KEYS = ("id", "name", "input", "cache_control")
-THINKING_KEYS = ("thinking", "signature")
-TOOL_KEYS = ("name", "description", "input_schema", "type", "cache_control")
-_compact = msgspec.json.Encoder().encode
-
-
-def field_required(path: str) -> APIError:
-    return bad_request("Field required", path)
-
-
-def expected(path: str, what: str) -> APIError:
-    return bad_request(f"invalid value: expected {what}", path)
-
-
-def unknown_field(path: str, name: str) -> APIError:
-    return bad_request(f"unknown field '{name}'", path)
-
-
-def not_supported(path: str, kind: str) -> APIError:
-    return bad_request(f"content block type '{kind}' is not supported", path)
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise expected(path, "a string")
-    return value
-
-
-def _object(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise expected(path, "an object")
-    return value
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise expected(path, "a list")
-    return value
-
-
-def _integer(value: Any, path: str, least: int) -> int:
-    if type(value) is not int or value < least:
-        raise expected(path, f"an integer >= {least}")
-    return value
-
-
-def _number(value: Any, path: str) -> float | int:
-    if type(value) is not int and type(value) is not float:
-        raise expected(path, "a number")
-    return value
-
-
-def _keys(item: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
-    for key in item:
-        if key != "type" and key not in allowed:
-            raise unknown_field(f"{path}.{key}", key)
-
-
-def _block_type(block: Any, path: str) -> str:
-    block = _object(block, path)
-    if "type" not in block:
-        raise field_required(f"{path}.type")
-    return _string(block["type"], f"{path}.type")
-
-
-def _text_of(block: dict[str, Any], path: str) -> str:
-    _keys(block, TEXT_KEYS, path)
-    if "text" not in block:
-        raise field_required(f"{path}.text")
-    return _string(block["text"], f"{path}.text")
-
-
-def _texts(value: Any, path: str) -> str:
-    """A string, or a list of text blocks joined with "\\n"."""
-    if isinstance(value, str):
-        return value
-    parts = []
-    for k, block in enumerate(_list(value, path)):
-        kind = _block_type(block, f"{path}[{k}]")
-        if kind != "text":
-            raise not_supported(f"{path}[{k}].type", kind)
-        parts.append(_text_of(block, f"{path}[{k}]"))
-    return "\n".join(parts)
-
-
-class _Conversation:
-    """The chat messages so far, and the tool_use ids the assistant turns declared."""
-
-    def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
-        self.call_ids: set[str] = set()
-
-    def add(self, message: Any, i: int) -> None:
-        path = f"messages[{i}]"
-        message = _object(message, path)
-        _keys(message, ("role", "content"), path)
-        for key in ("role", "content"):
-            if key not in message:
-                raise field_required(f"{path}.{key}")
-        role = _string(message["role"], f"{path}.role")
-        if role not in ("user", "assistant"):
-            raise bad_request(f"invalid value: expected 'user' or 'assistant', got '{role}'",
-                              f"{path}.role")
-        content = message["content"]
-        if isinstance(content, str):
-            self.messages.append({"role": role, "content": content})
-            return
-        blocks = _list(content, f"{path}.content")
-        if not blocks:
-            raise bad_request("at least one content block is required", f"{path}.content")
-        if role == "user":
-            self._user(blocks, f"{path}.content")
-        else:
-            self._assistant(blocks, f"{path}.content")
-
-    def _user(self, blocks: list[Any], path: str) -> None:
-        parts: list[dict[str, Any]] = []
-        for j, block in enumerate(blocks):
-            at = f"{path}[{j}]"
-            kind = _block_type(block, at)
-            if kind == "text":
-                parts.append({"type": "text", "text": _text_of(block, at)})
-            elif kind == "tool_result":
-                self.messages.append(self._tool_result(block, at))
-            elif kind in ("tool_use", "thinking"):
-                raise bad_request(f"content block type '{kind}' is not supported in a user "
-                                  "message", f"{at}.type")
-            else:
-                raise not_supported(f"{at}.type", kind)
-        if parts:
-            self.messages.append({"role": "user", "content": parts})
-
-    def _tool_result(self, block: dict[str, Any], path: str) -> dict[str, Any]:
-        _keys(block, TOOL_RESULT_KEYS, path)
-        if "tool_use_id" not in block:
-            raise field_required(f"{path}.tool_use_id")
-        call_id = _string(block["tool_use_id"], f"{path}.tool_use_id")
-        if call_id not in self.call_ids:
-            raise bad_request(f"tool_result for unknown tool_use_id '{call_id}'",
-                              f"{path}.tool_use_id")
-        content = block.get("content")
-        text = "" if content is None else _texts(content, f"{path}.content")
-        is_error = block.get("is_error")
-        if is_error is not None and not isinstance(is_error, bool):
-            raise expected(f"{path}.is_error", "a boolean")
-        if is_error:
-            text = "Error: " + text
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
-
-    def _assistant(self, blocks: list[Any], path: str) -> None:
-        parts: list[dict[str, Any]] = []
-        calls: list[dict[str, Any]] = []
-        reasoning: list[str] = []
-        for j, block in enumerate(blocks):
-            at = f"{path}[{j}]"
-            kind = _block_type(block, at)
-            if kind == "text":
-                parts.append({"type": "text", "text": _text_of(block, at)})
-            elif kind == "tool_use":
-                calls.append(self._tool_use(block, at))
-            elif kind == "thinking":
-                _keys(block, THINKING_KEYS, at)
-                if "thinking" not in block:
-                    raise field_required(f"{at}.thinking")
-                reasoning.append(_string(block["thinking"], f"{at}.thinking"))
-                if block.get("signature") is not None:
-                    _string(block["signature"], f"{at}.signature")
-            elif kind == "tool_result":
-                raise bad_request("content block type 'tool_result' is not supported in an "
-                                  "assistant message", f"{at}.type")
-            else:
-                raise not_supported(f"{at}.type", kind)
-        out: dict[str, Any] = {"role": "assistant"}
-        if parts or not calls:
-            out["content"] = parts
-        if calls:
-            out["tool_calls"] = calls
-        if reasoning:
-            out["reasoning_content"] = "".join(reasoning)
-        self.messages.append(out)
-
-    def _tool_use(self, block: dict[str, Any], path: str) -> dict[str, Any]:
-        _keys(block, TOOL_USE_KEYS, path)
-        for key in ("id", "name", "input"):
-            if key not in block:
-                raise field_required(f"{path}.{key}")
-        call_id = _string(block["id"], f"{path}.id")
-        name = _string(block["name"], f"{path}.name")
-        arguments = _object(block["input"], f"{path}.input")
-        self.call_ids.add(call_id)
-        return {"id": call_id, "type": "function",
-                "function": {"name": name, "arguments": _compact(arguments).decode()}}
+TOOL_KEYS = ("type", "name", "description", "input_schema", "type", "cache_control")
+THINKING_DISPLAYS = ("summarized", "omitted", "updates")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# The chat request's structured-output field and the Messages field it comes from.
+_FORMAT = ("response_format", "output_config.format")
 
 
 def _tools(value: Any) -> list[dict[str, Any]]:
     out = []
-    for i, tool in enumerate(_list(value, "tools")):
+    for i, tool in enumerate(sequence(value, "tools")):
         path = f"tools[{i}]"
-        tool = _object(tool, path)
+        tool = mapping(tool, path)
         kind = tool.get("type")
-        if kind is not None and kind != "custom":
-            if not isinstance(kind, str):
-                raise expected(f"{path}.type", "a string")
+        if kind is not None and string(kind, f"{path}.type") != "custom":
             raise bad_request(f"tool type '{kind}' is not supported: only custom tools "
                               "(name, description, input_schema)", f"{path}.type")
-        _keys(tool, TOOL_KEYS, path)
-        for key in ("name", "input_schema"):
-            if key not in tool:
-                raise field_required(f"{path}.{key}")
-        function: dict[str, Any] = {"name": _string(tool["name"], f"{path}.name")}
+        keys(tool, TOOL_KEYS, path)
+        if tool.get("name") is None:
+            raise field_required(f"{path}.name")
+        function: dict[str, Any] = {"name": string(tool["name"], f"{path}.name")}
+        if tool.get("input_schema") is None:
+            raise field_required(f"{path}.input_schema")
+        schema = mapping(tool["input_schema"], f"{path}.input_schema")
         if tool.get("description") is not None:
-            function["description"] = _string(tool["description"], f"{path}.description")
-        function["parameters"] = _object(tool["input_schema"], f"{path}.input_schema")
+            function["description"] = string(tool["description"], f"{path}.description")
+        function["parameters"] = schema
+        cache_control(tool, path)
         out.append({"type": "function", "function": function})
     return out
 
 
 def _tool_choice(value: Any, chat: dict[str, Any]) -> None:
-    choice = _object(value, "tool_choice")
-    if "type" not in choice:
+    choice = mapping(value, "tool_choice")
+    if choice.get("type") is None:
         raise field_required("tool_choice.type")
-    kind = _string(choice["type"], "tool_choice.type")
-    allowed = {"auto": ("disable_parallel_tool_use",), "any": ("disable_parallel_tool_use",),
-               "tool": ("name", "disable_parallel_tool_use"), "none": ()}
-    if kind not in allowed:
-        raise bad_request(f"invalid value: expected 'auto', 'any', 'tool' or 'none', got "
-                          f"'{kind}'", "tool_choice.type")
-    _keys(choice, allowed[kind], "tool_choice")
+    kind = one_of(choice["type"], "tool_choice.type", ("auto", "any", "tool", "none"))
+    allowed = {"auto": ("type", "disable_parallel_tool_use"),
+               "any": ("type", "disable_parallel_tool_use"),
+               "tool": ("type", "disable_parallel_tool_use", "name"), "none": ("type",)}
+    keys(choice, allowed[kind], "tool_choice")
     if kind == "tool":
-        if "name" not in choice:
+        if choice.get("name") is None:
             raise field_required("tool_choice.name")
         chat["tool_choice"] = {"type": "function", "function": {
-            "name": _string(choice["name"], "tool_choice.name")}}
+            "name": string(choice["name"], "tool_choice.name")}}
     else:
         chat["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}[kind]
     disable = choice.get("disable_parallel_tool_use")
@@ -265,22 +86,25 @@ def _tool_choice(value: Any, chat: dict[str, Any]) -> None:
         chat["parallel_tool_calls"] = False
 
 
-def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool:
-    thinking = _object(value, "thinking")
-    if "type" not in thinking:
+def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool | None:
+    """``enable_thinking`` for the template: True (enabled), False (disabled) or None
+    (adaptive: the template's default, as vLLM pins nothing)."""
+    thinking = mapping(value, "thinking")
+    if thinking.get("type") is None:
         raise field_required("thinking.type")
-    kind = _string(thinking["type"], "thinking.type")
+    kind = one_of(thinking["type"], "thinking.type", ("enabled", "disabled", "adaptive"))
     if kind == "disabled":
-        _keys(thinking, (), "thinking")
+        keys(thinking, ("type",), "thinking")
         return False
-    if kind != "enabled":
-        raise bad_request(f"invalid value: expected 'enabled' or 'disabled', got '{kind}'",
-                          "thinking.type")
-    _keys(thinking, ("budget_tokens",), "thinking")
-    if "budget_tokens" not in thinking:
+    keys(thinking, ("type", "budget_tokens", "display") if kind == "enabled"
+         else ("type", "display"), "thinking")
+    if thinking.get("display") is not None:
+        one_of(thinking["display"], "thinking.display", THINKING_DISPLAYS)
+    if kind == "adaptive":
+        return None
+    if thinking.get("budget_tokens") is None:
         raise field_required("thinking.budget_tokens")
-    budget = _integer(thinking["budget_tokens"], "thinking.budget_tokens",
-                      MIN_THINKING_BUDGET)
+    budget = integer(thinking["budget_tokens"], "thinking.budget_tokens", MIN_THINKING_BUDGET)
     if max_tokens is not None and budget >= max_tokens:
         raise bad_request(f"budget_tokens ({budget}) must be less than max_tokens "
                           f"({max_tokens})", "thinking.budget_tokens")
@@ -290,17 +114,52 @@ def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool:
     return True
 
 
+def _output_config(value: Any, chat: dict[str, Any]) -> str | None:
+    """``output_config``: its ``format`` as chat's ``response_format``; its ``effort``."""
+    config = mapping(value, "output_config")
+    keys(config, ("effort", "format"), "output_config")
+    effort = config.get("effort")
+    if effort is not None:
+        one_of(effort, "output_config.effort", EFFORTS)
+    if config.get("format") is not None:
+        fmt = mapping(config["format"], "output_config.format")
+        keys(fmt, ("type", "schema"), "output_config.format")
+        if fmt.get("type") is not None:
+            one_of(fmt["type"], "output_config.format.type", ("json_schema",))
+        if fmt.get("schema") is None:
+            raise field_required("output_config.format.schema")
+        schema = mapping(fmt["schema"], "output_config.format.schema")
+        chat["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "json_schema", "schema": schema}}
+    return effort
+
+
+def _template_kwargs(thinking: bool | None, effort: str | None) -> dict[str, Any]:
+    """What ``thinking`` and ``output_config.effort`` ask of the chat template: the effort
+    as vLLM hands it over (``reasoning_effort``, with ``enable_thinking``), unless thinking
+    is disabled."""
+    kwargs: dict[str, Any] = {}
+    if effort is not None and thinking is not False:
+        kwargs.update(reasoning_effort=effort, enable_thinking=True)
+    if thinking is not None:
+        kwargs["enable_thinking"] = thinking
+    return kwargs
+
+
 def _metadata(value: Any, chat: dict[str, Any]) -> None:
-    metadata = _object(value, "metadata")
-    _keys(metadata, ("user_id",), "metadata")
+    metadata = mapping(value, "metadata")
+    keys(metadata, ("user_id",), "metadata")
     user = metadata.get("user_id")
     if user is not None:
-        chat["user"] = _string(user, "metadata.user_id")
+        chat["user"] = string(user, "metadata.user_id")
 
 
-def translate(body: bytes, *, reasoning: bool, count: bool = False) -> dict[str, Any]:
+def translate(body: bytes, *, reasoning: bool, count: bool = False,
+              merge_system: bool = True) -> dict[str, Any]:
     """The chat request equivalent to the Messages ``body`` (``reasoning``: the server has a
-    reasoning parser; ``count``: a count_tokens body, without max_tokens in the answer)."""
+    reasoning parser; ``count``: a count_tokens body, without max_tokens in the answer;
+    ``merge_system``: the chat template takes no system message after the first, so a
+    ``system`` message joins the system prompt)."""
     raw = decode_object(body)
     for key in raw:
         if key not in TOP_LEVEL:
@@ -310,26 +169,23 @@ def translate(body: bytes, *, reasoning: bool, count: bool = False) -> dict[str,
             raise bad_request(f"{key} is not supported by this server", key)
     if count and "stream" in raw:
         raise bad_request("stream is not supported by count_tokens", "stream")
-    if "model" not in raw:
+    if raw.get("model") is None:
         raise field_required("model")
-    chat: dict[str, Any] = {"model": _string(raw["model"], "model")}
+    chat: dict[str, Any] = {"model": string(raw["model"], "model")}
     max_tokens = None
     if raw.get("max_tokens") is not None or not count:
-        if "max_tokens" not in raw:
+        if raw.get("max_tokens") is None:
             raise field_required("max_tokens")
-        max_tokens = _integer(raw["max_tokens"], "max_tokens", 1)
-    if "messages" not in raw:
+        max_tokens = integer(raw["max_tokens"], "max_tokens", 1)
+    if raw.get("messages") is None:
         raise field_required("messages")
-    conversation = _Conversation()
-    if raw.get("system") is not None:
-        conversation.messages.append({"role": "system",
-                                      "content": _texts(raw["system"], "system")})
-    messages = _list(raw["messages"], "messages")
-    if not messages:
+    system = "" if raw.get("system") is None else system_text(raw["system"], "system", False)
+    listed = raw["messages"]
+    if not isinstance(listed, list):
+        raise expected("messages", "a list")
+    if not listed:
         raise bad_request("at least one message is required", "messages")
-    for i, message in enumerate(messages):
-        conversation.add(message, i)
-    chat["messages"] = conversation.messages
+    chat["messages"] = messages(listed, system, merge_system)
     if max_tokens is not None and not count:
         chat["max_tokens"] = max_tokens
     _options(raw, chat, max_tokens, reasoning)
@@ -344,13 +200,13 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
     if raw.get("tool_choice") is not None:
         _tool_choice(raw["tool_choice"], chat)
     if raw.get("stop_sequences") is not None:
-        stops = _list(raw["stop_sequences"], "stop_sequences")
-        chat["stop"] = [_string(stop, f"stop_sequences[{k}]") for k, stop in enumerate(stops)]
+        stops = sequence(raw["stop_sequences"], "stop_sequences")
+        chat["stop"] = [string(stop, f"stop_sequences[{k}]") for k, stop in enumerate(stops)]
     for key in ("temperature", "top_p"):
         if raw.get(key) is not None:
-            chat[key] = _number(raw[key], key)
+            chat[key] = number(raw[key], key)
     if raw.get("top_k") is not None:
-        chat["top_k"] = _integer(raw["top_k"], "top_k", 0)
+        chat["top_k"] = integer(raw["top_k"], "top_k", 0)
     if raw.get("seed") is not None:
         seed = raw["seed"]
         if type(seed) is not int:
@@ -363,7 +219,24 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
     if raw.get("metadata") is not None:
         _metadata(raw["metadata"], chat)
     if raw.get("service_tier") is not None:
-        _string(raw["service_tier"], "service_tier")
+        string(raw["service_tier"], "service_tier")
+    thinking = None
     if raw.get("thinking") is not None:
-        enabled = _thinking(raw["thinking"], max_tokens, reasoning)
-        chat["chat_template_kwargs"] = {"enable_thinking": enabled}
+        thinking = _thinking(raw["thinking"], max_tokens, reasoning)
+    effort = None
+    if raw.get("output_config") is not None:
+        effort = _output_config(raw["output_config"], chat)
+    cache_control(raw, "")
+    kwargs = _template_kwargs(thinking, effort)
+    if kwargs:
+        chat["chat_template_kwargs"] = kwargs
+
+
+def messages_param(param: str | None) -> str | None:
+    """The Messages name of the chat request's field ``param`` (the chat checks' errors
+    and an engine's refusal of the structured-output constraint name the former)."""
+    chat, ours = _FORMAT
+    if param is None or not (param == chat or param.startswith((chat + ".", chat + "["))):
+        return param
+    rest = param[len(chat):].removeprefix(".json_schema")
+    return ours + rest

@@ -52,8 +52,8 @@ async def create(state: State, scope: Scope, receive: Receive, send: Send) -> No
     def shapes_of(prompts: list[Prompt], rid: str) -> ResponseShapes:
         prompt = prompts[0]
         assert prompt.chat is not None
-        choice = ChatChoice(0, prompt.chat, markers_of(state.options.reasoning_parser), None,
-                            state.token_texts)
+        choice = ChatChoice(0, prompt.chat, markers_of(state.options.reasoning_parser),
+                            prompt.settings.sampling.logprobs, state.token_texts)
         return ResponseShapes(rid.removeprefix(f"{ID_PREFIX}-"), int(time.time()),
                               state.model_name, choice, len(prompt.ids), echo[0])
 

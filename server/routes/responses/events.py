@@ -11,6 +11,7 @@ import msgspec
 
 from server import openai as s
 from server.edge.error import APIError, Dialect
+from server.logprobs import TokenLogprob
 from server.output.choice import ChatChoice
 from server.output.generation import Generation, Piece
 from server.output.sse import typed_event
@@ -23,10 +24,18 @@ def _fresh(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-class _Item:
-    """An output item being generated: its kind, id and text (arguments for a call)."""
+def streamed(logprobs: list[TokenLogprob]) -> list[dict[str, Any]]:
+    """Logprobs as the text delta and done events carry them (no ``bytes``)."""
+    return [{"token": lp.token, "logprob": lp.logprob, "top_logprobs": [
+        {"token": top.token, "logprob": top.logprob} for top in lp.top_logprobs]}
+        for lp in logprobs]
 
-    __slots__ = ("kind", "id", "text", "call_id", "name")
+
+class _Item:
+    """An output item being generated: its kind, id and text (arguments for a call), and a
+    message's logprobs (those of the pieces its text came from)."""
+
+    __slots__ = ("kind", "id", "text", "call_id", "name", "logprobs")
 
     def __init__(self, kind: str, call_id: str = "", name: str = "") -> None:
         self.kind = kind
@@ -34,11 +43,13 @@ class _Item:
         self.text = ""
         self.call_id = call_id
         self.name = name
+        self.logprobs: list[TokenLogprob] = []
 
     def part(self) -> dict[str, Any]:
         if self.kind == "reasoning":
             return {"type": "reasoning_text", "text": self.text}
-        return {"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}
+        return {"type": "output_text", "text": self.text, "annotations": [],
+                "logprobs": self.logprobs}
 
     def json(self, done: bool) -> dict[str, Any]:
         status = "completed" if done else "in_progress"
@@ -85,7 +96,8 @@ class ResponseShapes:
             "parallel_tool_calls": echo.parallel_tool_calls, "previous_response_id": None,
             "reasoning": {"effort": echo.effort, "summary": echo.summary}, "store": False,
             "temperature": echo.temperature, "text": {"format": echo.text_format},
-            "tool_choice": echo.tool_choice, "tools": echo.tools, "top_p": echo.top_p,
+            "tool_choice": echo.tool_choice, "tools": echo.tools,
+            "top_logprobs": echo.top_logprobs, "top_p": echo.top_p,
             "truncation": "disabled",
             "usage": None if usage is None else {
                 "input_tokens": usage.prompt_tokens,
@@ -121,7 +133,7 @@ class ResponseShapes:
                     else "response.output_text.done")
             text: dict[str, Any] = {"text": item.text}
             if item.kind == "message":
-                text["logprobs"] = []
+                text["logprobs"] = streamed(item.logprobs)
             out += self._event(done, item_id=item.id, output_index=index, content_index=0,
                                **text)
             out += self._event("response.content_part.done", item_id=item.id,
@@ -141,7 +153,9 @@ class ResponseShapes:
                                output_index=index, content_index=0, part=item.part())
         return out
 
-    def _text(self, kind: str, text: str) -> bytes:
+    def _text(self, kind: str, text: str, logprobs: list[TokenLogprob] | None = None) -> bytes:
+        """Reasoning or message text (a message's with the logprobs of its piece's tokens)
+        to the open item of that kind, or a new one."""
         if not text:
             return b""
         out = b""
@@ -153,9 +167,10 @@ class ResponseShapes:
         if kind == "reasoning":
             return out + self._event("response.reasoning_text.delta", item_id=item.id,
                                      output_index=index, content_index=0, delta=text)
+        item.logprobs += logprobs or []
         return out + self._event("response.output_text.delta", item_id=item.id,
                                  output_index=index, content_index=0, delta=text,
-                                 logprobs=[])
+                                 logprobs=streamed(logprobs or []))
 
     def start(self) -> bytes:
         progress = self.response("in_progress", None)
@@ -170,7 +185,8 @@ class ResponseShapes:
         while ongoing < len(calls) and calls[ongoing].id is None:
             ongoing += 1
         out = b"".join(self._arguments(call.arguments) for call in calls[:ongoing])
-        out += self._text("reasoning", delta.reasoning) + self._text("message", delta.content)
+        out += self._text("reasoning", delta.reasoning)
+        out += self._text("message", delta.content, delta.logprobs)
         for call in calls[ongoing:]:
             if call.id is not None:
                 out += self._begin(_Item("function_call", call.id, call.name or ""))

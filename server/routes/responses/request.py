@@ -1,7 +1,7 @@
 """A ``POST /v1/responses`` body -> the equivalent chat completions request (a dict), which
 the chat prompt builder then takes unchanged; what only the Responses API has is checked
 here, each refusal a 400 naming the field path. Mirrors
-``rust/server/src/routes/responses/request.rs`` and ``input.rs``. Behaviour: docs/api.md,
+``rust/server/src/routes/responses/request.rs``. Behaviour: docs/api.md,
 "Responses API".
 """
 
@@ -13,19 +13,35 @@ from typing import Any
 import msgspec
 
 from server.edge.error import bad_request
+from server.routes.responses.fields import boolean as _bool
+from server.routes.responses.fields import invalid as _invalid
+from server.routes.responses.fields import mapping as _object
+from server.routes.responses.fields import sequence as _list
+from server.routes.responses.fields import string as _string
+from server.routes.responses.input import messages
 from server.validate.params import decode_object
 
 # Copied to the chat request under the same name (their values are checked there).
 SAME = ("temperature", "top_p", "stop", "seed", "top_k", "user", "parallel_tool_calls")
+# vLLM's extensions of the Responses request that chat takes too: copied the same way.
+EXTRAS = ("min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+          "stop_token_ids", "ignore_eos", "skip_special_tokens", "logit_bias",
+          "structured_outputs")
 HARMLESS = ("service_tier", "prompt_cache_key", "safety_identifier")
 KNOWN = frozenset((
     "model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "text",
     "reasoning", "metadata", "stream", "stream_options", "store", "previous_response_id",
     "background", "conversation", "prompt", "include", "truncation", "top_logprobs",
-    "max_tool_calls", *SAME, *HARMLESS))
+    "max_tool_calls", "chat_template_kwargs", *SAME, *EXTRAS, *HARMLESS))
+# What ``include`` may ask for: the output text's logprobs; the others concern built-in
+# tools, images and encrypted reasoning this server does not produce (accepted, no effect,
+# as vLLM takes them).
+LOGPROBS = "message.output_text.logprobs"
+INCLUDABLE = ("code_interpreter_call.outputs", "computer_call_output.output.image_url",
+              "file_search_call.results", "message.input_image.image_url", LOGPROBS,
+              "reasoning.encrypted_content")
+MAX_TOP_LOGPROBS = 20
 STATELESS = "this server is stateless"
-TEXT_PARTS = ("input_text", "output_text")
-ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 TOOL_CHOICES = ("auto", "none", "required")
 SUMMARIES = ("auto", "concise", "detailed")
 
@@ -45,40 +61,13 @@ class Echo(msgspec.Struct, kw_only=True):
     top_p: Any = 1.0
     user: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    top_logprobs: int = 0
 
 
 class Translated(msgspec.Struct):
     chat: dict[str, Any]  # the chat completions request
     echo: Echo
     stream: bool
-
-
-def _invalid(path: str, expected: str) -> Exception:
-    return bad_request(f"invalid value for '{path}': expected {expected}", path)
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise _invalid(path, "a string")
-    return value
-
-
-def _object(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _invalid(path, "an object")
-    return value
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _invalid(path, "an array")
-    return value
-
-
-def _bool(value: Any, path: str) -> bool:
-    if type(value) is not bool:
-        raise _invalid(path, "a boolean")
-    return value
 
 
 def _refusals(raw: dict[str, Any]) -> None:
@@ -94,125 +83,21 @@ def _refusals(raw: dict[str, Any]) -> None:
     if raw.get("background") is not None and _bool(raw["background"], "background"):
         raise bad_request(f"background is not supported: {STATELESS}", "background")
     include = raw.get("include")
-    if include is not None and _list(include, "include"):
-        raise bad_request("include is not supported: send no include list", "include")
+    for i, item in enumerate([] if include is None else _list(include, "include")):
+        if item not in INCLUDABLE:
+            raise _invalid(f"include[{i}]", "one of " + ", ".join(INCLUDABLE))
     truncation = raw.get("truncation")
     if truncation is not None and _string(truncation, "truncation") != "disabled":
         raise bad_request(f"truncation '{truncation}' is not supported: only 'disabled'",
                           "truncation")
     top = raw.get("top_logprobs")
-    if top is not None and (type(top) is not int or top != 0):
-        raise bad_request("top_logprobs is not supported", "top_logprobs")
+    if top is not None and (type(top) is not int or not 0 <= top <= MAX_TOP_LOGPROBS):
+        raise _invalid("top_logprobs", f"an integer from 0 to {MAX_TOP_LOGPROBS}")
     if raw.get("max_tool_calls") is not None:
         raise bad_request("max_tool_calls is not supported", "max_tool_calls")
     for key in HARMLESS:
         if raw.get(key) is not None:
             _string(raw[key], key)
-
-
-def _parts(content: Any, path: str) -> str | list[dict[str, str]]:
-    """A message item's content: a string, or text parts as chat text parts."""
-    if isinstance(content, str):
-        return content
-    return _text_parts(content, path)
-
-
-def _text_parts(content: Any, path: str) -> list[dict[str, str]]:
-    """Content that is not a string: its text parts as chat text parts."""
-    parts = []
-    for j, part in enumerate(_list(content, path)):
-        part = _object(part, f"{path}[{j}]")
-        kind = _string(part.get("type"), f"{path}[{j}].type")
-        if kind not in TEXT_PARTS:
-            raise bad_request(f"content part type '{kind}' is not supported",
-                              f"{path}[{j}].type")
-        parts.append({"type": "text", "text": _string(part.get("text"), f"{path}[{j}].text")})
-    return parts
-
-
-def _output(value: Any, path: str) -> str:
-    """A function_call_output's output: a string, or input_text parts joined."""
-    if isinstance(value, str):
-        return value
-    return "".join(part["text"] for part in _text_parts(value, path))
-
-
-def _reasoning_text(item: dict[str, Any], path: str) -> str:
-    texts = []
-    content = item.get("content")
-    parts = [] if content is None else _list(content, f"{path}.content")
-    for j, part in enumerate(parts):
-        part = _object(part, f"{path}.content[{j}]")
-        kind = _string(part.get("type"), f"{path}.content[{j}].type")
-        if kind != "reasoning_text":
-            raise bad_request(f"content part type '{kind}' is not supported",
-                              f"{path}.content[{j}].type")
-        texts.append(_string(part.get("text"), f"{path}.content[{j}].text"))
-    if item.get("summary") is not None:
-        _list(item["summary"], f"{path}.summary")
-    return "".join(texts)
-
-
-def messages(raw_input: Any, instructions: str | None) -> list[dict[str, Any]]:
-    """``instructions`` and ``input`` as chat messages."""
-    out: list[dict[str, Any]] = []
-    if instructions is not None:
-        out.append({"role": "system", "content": instructions})
-    if isinstance(raw_input, str):
-        out.append({"role": "user", "content": raw_input})
-        return out
-    if raw_input is None:
-        raise bad_request("'input' is required", "input")
-    items = _list(raw_input, "input")
-    declared: set[str] = set()
-    reasoning: str | None = None  # waiting for the next assistant message
-    open_calls = False  # the last chat message is an assistant one function_calls may join
-    for i, item in enumerate(items):
-        path = f"input[{i}]"
-        item = _object(item, path)
-        kind = _string(item.get("type", "message"), f"{path}.type")
-        joins = False
-        if kind == "message":
-            role = _string(item.get("role"), f"{path}.role")
-            if role not in ROLES:
-                raise bad_request(f"invalid value for '{path}.role': expected one of user, "
-                                  "system, developer, assistant", f"{path}.role")
-            message: dict[str, Any] = {"role": ROLES[role],
-                                       "content": _parts(item.get("content"), f"{path}.content")}
-            if role == "assistant":
-                if reasoning is not None:
-                    message["reasoning_content"], reasoning = reasoning, None
-                joins = True
-            out.append(message)
-        elif kind == "function_call":
-            call_id = _string(item.get("call_id"), f"{path}.call_id")
-            call = {"id": call_id, "type": "function", "function": {
-                "name": _string(item.get("name"), f"{path}.name"),
-                "arguments": _string(item.get("arguments"), f"{path}.arguments")}}
-            declared.add(call_id)
-            if open_calls:
-                out[-1].setdefault("tool_calls", []).append(call)
-            else:
-                message = {"role": "assistant", "tool_calls": [call]}
-                if reasoning is not None:
-                    message["reasoning_content"], reasoning = reasoning, None
-                out.append(message)
-            joins = True
-        elif kind == "function_call_output":
-            call_id = _string(item.get("call_id"), f"{path}.call_id")
-            if call_id not in declared:
-                raise bad_request(f"function_call_output for unknown call_id '{call_id}'",
-                                  f"{path}.call_id")
-            out.append({"role": "tool", "tool_call_id": call_id,
-                        "content": _output(item.get("output"), f"{path}.output")})
-        elif kind == "reasoning":
-            reasoning = (reasoning or "") + _reasoning_text(item, path)
-        else:
-            raise bad_request(f"input item type '{kind}' is not supported", f"{path}.type")
-        open_calls = joins
-    if reasoning is not None:
-        out.append({"role": "assistant", "content": "", "reasoning_content": reasoning})
-    return out
 
 
 def tools(raw: Any) -> list[dict[str, Any]]:
@@ -302,8 +187,7 @@ def _metadata(raw: Any) -> dict[str, str]:
 
 # A chat field's name in the Responses body (errors of the chat checks name the latter).
 _RENAMED = (("max_completion_tokens", "max_output_tokens"),
-            ("response_format.json_schema", "text.format"), ("response_format", "text.format"),
-            ("chat_template_kwargs", "reasoning.effort"))
+            ("response_format.json_schema", "text.format"), ("response_format", "text.format"))
 _TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.function(\.|$)")
 
 
@@ -314,7 +198,7 @@ def responses_param(param: str | None) -> str | None:
         return None if param is None else "input"
     for chat, ours in _RENAMED:
         if param == chat or param.startswith((chat + ".", chat + "[")):
-            return ours + param[len(chat):] if chat != "chat_template_kwargs" else ours
+            return ours + param[len(chat):]
     return _TOOL_FIELD.sub(lambda m: f"tools[{m.group(1)}]{m.group(2)}", param)
 
 
@@ -373,4 +257,25 @@ def translate(body: bytes, takes_effort: bool) -> Translated:
                 raise bad_request(f"unknown field 'stream_options.{key}'",
                                   f"stream_options.{key}")
             _bool(value, "stream_options.include_obfuscation")
+    _extras(raw, chat, echo)
     return Translated(chat, echo, stream)
+
+
+def _extras(raw: dict[str, Any], chat: dict[str, Any], echo: Echo) -> None:
+    """``include``'s logprobs, vLLM's extensions and ``chat_template_kwargs`` (under which
+    what ``reasoning.effort`` set wins, as vLLM merges them) into ``chat``."""
+    echo.top_logprobs = raw.get("top_logprobs") or 0
+    if LOGPROBS in (raw.get("include") or []):
+        chat["logprobs"] = True
+        chat["top_logprobs"] = echo.top_logprobs
+    for key in EXTRAS:
+        if raw.get(key) is not None:
+            chat[key] = raw[key]
+    if raw.get("structured_outputs") is not None and raw.get("text") is not None \
+            and raw["text"].get("format") is not None:
+        raise bad_request("only one structured-output constraint may be given; this request "
+                          "sets `text.format` and `structured_outputs`", "structured_outputs")
+    kwargs = raw.get("chat_template_kwargs")
+    if kwargs is not None:
+        chat["chat_template_kwargs"] = {**_object(kwargs, "chat_template_kwargs"),
+                                        **chat.get("chat_template_kwargs", {})}

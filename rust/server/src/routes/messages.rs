@@ -23,9 +23,10 @@ use crate::output::choice::ChatChoiceState;
 use crate::output::generation::Piece;
 use crate::output::response::Shapes;
 use crate::state::{AppState, SharedState};
-use crate::validate::prompt::{self, TextModel};
+use crate::validate::prompt::{self, Prompt, TextModel};
 
 mod blocks;
+mod config;
 pub mod events;
 mod json;
 pub mod request;
@@ -40,12 +41,32 @@ pub fn chat_body(
     body: &[u8],
     mode: Mode,
 ) -> Result<Map<String, Value>, ApiError> {
-    match request::translate(body, mode, model.reasoning_parser().is_some())? {
+    let server = request::Server {
+        reasoning: model.reasoning_parser().is_some(),
+        merge_system: model.template().map_or(true, |t| t.merges_inline_system()),
+    };
+    match request::translate(body, mode, server)? {
         Value::Object(chat) => Ok(chat),
         _ => Err(ApiError::Internal(
             "the translated chat request is not an object".into(),
         )),
     }
+}
+
+/// The chat prompt of a Messages `body`: its errors name the Messages fields
+/// ([`request::messages_param`]), and so does the 400 of an engine that refuses its
+/// structured-output spec (the constraint's name).
+pub async fn chat_prompt<S: TextModel>(
+    state: &Arc<S>,
+    body: &[u8],
+    mode: Mode,
+) -> Result<Prompt, ApiError> {
+    let chat = chat_body(state.as_ref(), body, mode)?;
+    let mut prompt = prompt::chat_object(state, chat, body.len())
+        .await
+        .map_err(request::renamed)?;
+    prompt.settings.constraint = prompt.settings.constraint.map(request::messages_field);
+    Ok(prompt)
 }
 
 /// `POST /v1/messages`.
@@ -54,11 +75,9 @@ pub async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let build = |state: &SharedState, body: Bytes| {
-        let chat = chat_body(state.as_ref(), &body, Mode::Create);
         let state = Arc::clone(state);
-        let size = body.len();
         async move {
-            prompt::chat_object(&state, chat?, size)
+            chat_prompt(&state, &body, Mode::Create)
                 .await
                 .map(|p| vec![p])
         }
@@ -91,8 +110,7 @@ async fn count(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<usize, ApiError> {
     let body = request_body(body, state.options.max_request_body)?;
-    let chat = chat_body(state.as_ref(), &body, Mode::CountTokens)?;
-    Ok(prompt::chat_object(state, chat, body.len())
+    Ok(chat_prompt(state, &body, Mode::CountTokens)
         .await?
         .ids
         .len())

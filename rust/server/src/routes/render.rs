@@ -98,8 +98,7 @@ pub async fn messages(
 ) -> Response {
     let rendered_messages = async {
         let body = body_bytes(body)?;
-        let chat = crate::routes::messages::chat_body(state.as_ref(), &body, Mode::Create)?;
-        prompt::chat_object(&state, chat, body.len()).await
+        crate::routes::messages::chat_prompt(&state, &body, Mode::Create).await
     };
     match rendered_messages.await {
         Ok(prompt) => rendered(&state, "msg", prompt),

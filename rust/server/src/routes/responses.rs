@@ -21,8 +21,10 @@ use crate::state::{AppState, RenderState, SharedState};
 use crate::validate::prompt::{self, Prompt, TextModel};
 
 pub mod events;
+mod extras;
 pub mod fields;
 pub mod input;
+mod item;
 pub mod request;
 mod wire;
 
@@ -98,7 +100,8 @@ impl ResponseShapes {
             .reasoning_parser
             .and_then(crate::parsers::reasoning::markers_of);
         let texts = Arc::clone(&state.token_texts);
-        let choice = ChatChoiceState::new(0, chat, reasoning, None, texts);
+        let top = job.prompt()?.settings.sampling.logprobs.map(|k| k as usize);
+        let choice = ChatChoiceState::new(0, chat, reasoning, top, texts);
         Ok(Self(ResponseEvents::new(
             job.hex(),
             job.created,

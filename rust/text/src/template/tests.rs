@@ -239,6 +239,33 @@ fn raise_exception_is_a_template_error_with_the_message() {
 }
 
 #[test]
+fn the_inline_system_probe_finds_a_system_first_template() {
+    let permissive = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}";
+    assert!(!ChatTemplate::new(permissive, &[])
+        .unwrap()
+        .merges_inline_system());
+    let guarded = "{% for m in messages %}{% if m.role == 'system' and not loop.first %}\
+        {{ raise_exception('System message must be at the beginning.') }}{% endif %}\
+        {{ m.content }}{% endfor %}";
+    let template = ChatTemplate::new(guarded, &[]).unwrap();
+    assert!(template.merges_inline_system());
+    assert!(
+        template.clone().merges_inline_system(),
+        "found once, shared"
+    );
+    let path = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+            std::path::PathBuf::from,
+        )
+        .join("../../engine/mock/templates/demo_chat_template.jinja");
+    let demo = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    assert!(ChatTemplate::new(&demo, &[])
+        .unwrap()
+        .merges_inline_system());
+}
+
+#[test]
 fn render_errors_are_user_errors() {
     let ct = ChatTemplate::new("{{ messages[0].content.nope.deeper }}", &[]).unwrap();
     let err = ct

@@ -1,20 +1,29 @@
 //! `messages` → chat messages: text blocks → text parts, a user's `tool_result`s → tool
 //! messages (before the rest of that user message), an assistant's `tool_use`s →
-//! `tool_calls`, its `thinking` → `reasoning_content`.
+//! `tool_calls`, its `thinking` → `reasoning_content`, `system` messages → the system prompt
+//! or system messages. Mirrors `server/routes/messages/blocks.py`.
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
 use super::json::{
-    at, boolean, get, invalid, join, known_keys, need, object, one_of, string, text_block, text_of,
-    unsupported_block,
+    at, boolean, cache_control, get, invalid, join, known_keys, need, object, one_of, string,
+    system_text, text_block, text_of, unsupported_block,
 };
 use crate::edge::error::ApiError;
 
-/// The chat messages of `messages` (a list, checked non-empty by the caller).
-pub fn messages(list: &[Value]) -> Result<Vec<Value>, ApiError> {
-    let mut out = Vec::with_capacity(list.len());
+/// The chat messages of `list` (checked non-empty by the caller) after the system prompt
+/// `system`. A `system` message's text joins that prompt when `merge_system` (the chat
+/// template takes no system message after the first), else it stays a system message in
+/// place.
+pub fn messages(
+    list: &[Value],
+    system: String,
+    merge_system: bool,
+) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::with_capacity(list.len() + 1);
+    let mut system = system;
     let mut call_ids = HashSet::new();
     for (i, message) in list.iter().enumerate() {
         let path = at("messages", i);
@@ -23,28 +32,37 @@ pub fn messages(list: &[Value]) -> Result<Vec<Value>, ApiError> {
         let role = one_of(
             need(map, "role", &path)?,
             &join(&path, "role"),
-            &["user", "assistant"],
+            &["user", "assistant", "system"],
         )?;
         let content = need(map, "content", &path)?;
         let cpath = join(&path, "content");
-        if let Some(text) = content.as_str() {
-            out.push(chat_message(role, Value::String(text.to_owned())));
-            continue;
+        let blocks = match content {
+            Value::String(_) => None,
+            Value::Array(blocks) if blocks.is_empty() => {
+                return Err(ApiError::bad(
+                    cpath,
+                    "at least one content block is required",
+                ))
+            }
+            Value::Array(blocks) => Some(blocks),
+            _ => return Err(invalid(&cpath, "a string or a list")),
+        };
+        match (role, blocks) {
+            ("system", _) => {
+                let text = system_text(content, &cpath, true)?;
+                if merge_system {
+                    system.push_str(&text);
+                } else if !text.is_empty() {
+                    out.push(chat_message("system", Value::String(text)));
+                }
+            }
+            (_, None) => out.push(chat_message(role, content.clone())),
+            ("user", Some(blocks)) => user(blocks, &cpath, &call_ids, &mut out)?,
+            (_, Some(blocks)) => out.push(assistant(blocks, &cpath, &mut call_ids)?),
         }
-        let blocks = content
-            .as_array()
-            .ok_or_else(|| invalid(&cpath, "a string or a list"))?;
-        if blocks.is_empty() {
-            return Err(ApiError::bad(
-                cpath,
-                "at least one content block is required",
-            ));
-        }
-        if role == "user" {
-            user(blocks, &cpath, &call_ids, &mut out)?;
-        } else {
-            out.push(assistant(blocks, &cpath, &mut call_ids)?);
-        }
+    }
+    if !system.is_empty() {
+        out.insert(0, chat_message("system", Value::String(system)));
     }
     Ok(out)
 }
@@ -89,7 +107,7 @@ fn user(
                 out.push(tool_result(map, &bpath, call_ids)?);
                 results += 1;
             }
-            "tool_use" | "thinking" => {
+            "tool_use" | "thinking" | "redacted_thinking" => {
                 return Err(unsupported_block(
                     &join(&bpath, "type"),
                     kind,
@@ -139,6 +157,7 @@ fn tool_result(
             text.insert_str(0, "Error: ");
         }
     }
+    cache_control(map, path)?;
     let mut m = Map::new();
     m.insert("role".into(), Value::String("tool".into()));
     m.insert("tool_call_id".into(), Value::String(id.to_owned()));
@@ -176,6 +195,11 @@ fn assistant(
                     &join(&bpath, "thinking"),
                 )?);
             }
+            "redacted_thinking" => {
+                // opaque (encrypted) reasoning of another server: nothing to render
+                known_keys(map, &["type", "data"], &bpath)?;
+                string(need(map, "data", &bpath)?, &join(&bpath, "data"))?;
+            }
             "tool_result" => {
                 return Err(unsupported_block(
                     &join(&bpath, "type"),
@@ -208,6 +232,7 @@ fn tool_use(map: &Map<String, Value>, path: &str) -> Result<(String, Value), Api
     let name = string(need(map, "name", path)?, &join(path, "name"))?;
     let input = need(map, "input", path)?;
     object(input, &join(path, "input"))?;
+    cache_control(map, path)?;
     let arguments = serde_json::to_string(input)
         .map_err(|e| ApiError::Internal(format!("tool_use input: {e}")))?;
     let mut function = Map::new();

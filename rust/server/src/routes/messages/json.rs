@@ -104,11 +104,16 @@ pub fn known_keys(map: &Map<String, Value>, allowed: &[&str], base: &str) -> Res
 }
 
 /// Text blocks (`{"type": "text", "text": ...}`) at `path`, their texts joined with
-/// "\n"; a string is itself.
+/// "\n" (a tool result's content); a string is itself.
 pub fn text_of(value: &Value, path: &str) -> Result<String, ApiError> {
     if let Some(text) = value.as_str() {
         return Ok(text.to_owned());
     }
+    Ok(text_blocks(value, path)?.join("\n"))
+}
+
+/// The texts of a list of text blocks at `path` (any other block type is a 400).
+fn text_blocks<'a>(value: &'a Value, path: &str) -> Result<Vec<&'a str>, ApiError> {
     let blocks = value
         .as_array()
         .ok_or_else(|| invalid(path, "a string or a list of text blocks"))?;
@@ -122,13 +127,60 @@ pub fn text_of(value: &Value, path: &str) -> Result<String, ApiError> {
         }
         texts.push(text_block(map, &bpath)?);
     }
-    Ok(texts.join("\n"))
+    Ok(texts)
+}
+
+/// A system text block that starts with this is Claude Code's per-request attribution
+/// header: left out (as vLLM leaves it out), so the system prompt stays one cacheable
+/// prefix.
+pub const BILLING_HEADER: &str = "x-anthropic-billing-header";
+
+/// A system prompt: a string, or text blocks concatenated (as vLLM joins them), the
+/// billing header blocks left out (`strip_string`: a string that is the header is left
+/// out too, as vLLM does for a system message but not for `system`).
+pub fn system_text(value: &Value, path: &str, strip_string: bool) -> Result<String, ApiError> {
+    if let Some(text) = value.as_str() {
+        let header = strip_string && text.starts_with(BILLING_HEADER);
+        return Ok(if header {
+            String::new()
+        } else {
+            text.to_owned()
+        });
+    }
+    let texts = text_blocks(value, path)?;
+    Ok(texts
+        .into_iter()
+        .filter(|t| !t.starts_with(BILLING_HEADER))
+        .collect())
 }
 
 /// The text of a text block at `path` (its `type` already read).
 pub fn text_block<'a>(map: &'a Map<String, Value>, path: &str) -> Result<&'a str, ApiError> {
     known_keys(map, TEXT_KEYS, path)?;
-    string(need(map, "text", path)?, &join(path, "text"))
+    let text = string(need(map, "text", path)?, &join(path, "text"))?;
+    cache_control(map, path)?;
+    Ok(text)
+}
+
+/// `cache_control` of the object at `path` (`""`: the body), where Anthropic takes it:
+/// `{"type": "ephemeral", "ttl"?: "5m" | "1h"}` or null; accepted and ignored (the prefix
+/// cache needs no breakpoints).
+pub fn cache_control(map: &Map<String, Value>, path: &str) -> Result<(), ApiError> {
+    let Some(value) = get(map, "cache_control") else {
+        return Ok(());
+    };
+    let at = join(path, "cache_control");
+    let control = object(value, &at)?;
+    known_keys(control, &["type", "ttl"], &at)?;
+    one_of(
+        need(control, "type", &at)?,
+        &join(&at, "type"),
+        &["ephemeral"],
+    )?;
+    if let Some(ttl) = get(control, "ttl") {
+        one_of(ttl, &join(&at, "ttl"), &["5m", "1h"])?;
+    }
+    Ok(())
 }
 
 /// The keys a text block may have (`cache_control` and `citations` are accepted and

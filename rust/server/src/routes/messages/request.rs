@@ -6,9 +6,10 @@
 use serde_json::{Map, Value};
 
 use super::blocks;
+use super::config::{output_config, template_kwargs, thinking_enabled};
 use super::json::{
-    array, at, at_least, boolean, get, integer, join, known_keys, need, number, object, one_of,
-    required, string, text_of,
+    array, at, at_least, boolean, cache_control, get, integer, join, known_keys, need, number,
+    object, one_of, required, string, system_text,
 };
 use crate::edge::error::ApiError;
 use crate::validate::params;
@@ -37,6 +38,8 @@ const KEYS: &[&str] = &[
     "stream",
     "metadata",
     "thinking",
+    "output_config",
+    "cache_control",
     "service_tier",
     "seed",
 ];
@@ -44,12 +47,18 @@ const KEYS: &[&str] = &[
 /// Anthropic fields for features this server does not have.
 const REFUSED: &[&str] = &["container", "mcp_servers", "context_management"];
 
-/// The least `thinking.budget_tokens` Anthropic takes.
-pub const MIN_THINKING_BUDGET: i64 = 1024;
+/// What the translation needs of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    /// The server has a reasoning parser (which `thinking` enabled needs).
+    pub reasoning: bool,
+    /// The chat template takes no system message after the first: a `system` message
+    /// joins the system prompt.
+    pub merge_system: bool,
+}
 
-/// The chat request equivalent to `body`; `reasoning`: the server has a reasoning parser
-/// (which `thinking` enabled needs).
-pub fn translate(body: &[u8], mode: Mode, reasoning: bool) -> Result<Value, ApiError> {
+/// The chat request equivalent to `body`.
+pub fn translate(body: &[u8], mode: Mode, server: Server) -> Result<Value, ApiError> {
     let map = params::parse_object(body)?;
     check_keys(&map, mode)?;
     let mut chat = Map::new();
@@ -61,13 +70,10 @@ pub fn translate(body: &[u8], mode: Mode, reasoning: bool) -> Result<Value, ApiE
         (None, Mode::CountTokens) => None,
     };
     let list = need(&map, "messages", "")?;
-    let mut messages = Vec::new();
-    if let Some(system) = get(&map, "system") {
-        let mut m = Map::new();
-        m.insert("role".into(), Value::String("system".into()));
-        m.insert("content".into(), Value::String(text_of(system, "system")?));
-        messages.push(Value::Object(m));
-    }
+    let system = match get(&map, "system") {
+        Some(system) => system_text(system, "system", false)?,
+        None => String::new(),
+    };
     let list = array(list, "messages")?;
     if list.is_empty() {
         return Err(ApiError::bad(
@@ -75,7 +81,7 @@ pub fn translate(body: &[u8], mode: Mode, reasoning: bool) -> Result<Value, ApiE
             "at least one message is required",
         ));
     }
-    messages.extend(blocks::messages(list)?);
+    let messages = blocks::messages(list, system, server.merge_system)?;
     chat.insert("messages".into(), Value::Array(messages));
     // count_tokens checks `max_tokens` (and the thinking budget against it) but renders
     // without it.
@@ -104,13 +110,62 @@ pub fn translate(body: &[u8], mode: Mode, reasoning: bool) -> Result<Value, ApiE
     if let Some(tier) = get(&map, "service_tier") {
         string(tier, "service_tier")?;
     }
-    if let Some(thinking) = get(&map, "thinking") {
-        let enabled = thinking_enabled(thinking, max_tokens, reasoning)?;
-        let mut kwargs = Map::new();
-        kwargs.insert("enable_thinking".into(), Value::Bool(enabled));
+    let thinking = match get(&map, "thinking") {
+        Some(thinking) => thinking_enabled(thinking, max_tokens, server.reasoning)?,
+        None => None,
+    };
+    let effort = match get(&map, "output_config") {
+        Some(config) => output_config(config, &mut chat)?,
+        None => None,
+    };
+    cache_control(&map, "")?;
+    let kwargs = template_kwargs(thinking, effort);
+    if !kwargs.is_empty() {
         chat.insert("chat_template_kwargs".into(), Value::Object(kwargs));
     }
     Ok(Value::Object(chat))
+}
+
+/// The chat request's structured-output field and the Messages field it comes from.
+const FORMAT: (&str, &str) = ("response_format", "output_config.format");
+
+/// The Messages name of the chat request's field `param` (the chat checks' errors and an
+/// engine's refusal of the structured-output constraint name the former).
+pub fn messages_param(param: &str) -> String {
+    let (chat, ours) = FORMAT;
+    match param.strip_prefix(chat) {
+        Some(rest) if rest.is_empty() || rest.starts_with(['.', '[']) => {
+            format!(
+                "{ours}{}",
+                rest.strip_prefix(".json_schema").unwrap_or(rest)
+            )
+        }
+        _ => param.to_owned(),
+    }
+}
+
+/// The Messages name of a whole chat request field (a structured-output constraint's:
+/// `response_format` is `output_config.format`).
+pub fn messages_field(field: &'static str) -> &'static str {
+    if field == FORMAT.0 {
+        FORMAT.1
+    } else {
+        field
+    }
+}
+
+/// The chat path's error with its `param` named as this API names it.
+pub fn renamed(err: ApiError) -> ApiError {
+    match err {
+        ApiError::BadRequest {
+            message,
+            param: Some(param),
+        } => ApiError::BadRequest {
+            message,
+            param: Some(messages_param(&param)),
+        },
+        other => other,
+    }
 }
 
 /// `temperature`, `top_p`, `top_k`, `seed`, `stream`: typed here, passed on under the same
@@ -200,6 +255,7 @@ fn function_tools(tools: &Value) -> Result<Vec<Value>, ApiError> {
             function.insert("description".into(), Value::String(d.to_owned()));
         }
         function.insert("parameters".into(), schema.clone());
+        cache_control(map, &path)?;
         let mut chat_tool = Map::new();
         chat_tool.insert("type".into(), Value::String("function".into()));
         chat_tool.insert("function".into(), Value::Object(function));
@@ -257,43 +313,7 @@ fn user_id(metadata: &Value) -> Result<Option<String>, ApiError> {
         .transpose()
 }
 
-/// `thinking`: enabled (needs the server's reasoning parser; `budget_tokens` ≥ 1024 and
-/// below `max_tokens`) or disabled.
-fn thinking_enabled(
-    thinking: &Value,
-    max_tokens: Option<i64>,
-    reasoning: bool,
-) -> Result<bool, ApiError> {
-    let map = object(thinking, "thinking")?;
-    let kind = one_of(
-        need(map, "type", "thinking")?,
-        "thinking.type",
-        &["enabled", "disabled"],
-    )?;
-    if kind == "disabled" {
-        known_keys(map, &["type"], "thinking")?;
-        return Ok(false);
-    }
-    known_keys(map, &["type", "budget_tokens"], "thinking")?;
-    let budget = at_least(
-        need(map, "budget_tokens", "thinking")?,
-        "thinking.budget_tokens",
-        MIN_THINKING_BUDGET,
-    )?;
-    if let Some(max) = max_tokens.filter(|&max| budget >= max) {
-        return Err(ApiError::bad(
-            "thinking.budget_tokens",
-            format!("budget_tokens ({budget}) must be less than max_tokens ({max})"),
-        ));
-    }
-    if !reasoning {
-        return Err(ApiError::bad(
-            "thinking",
-            "thinking needs a reasoning parser: start the server with --reasoning-parser",
-        ));
-    }
-    Ok(true)
-}
-
+#[cfg(test)]
+mod client_shapes;
 #[cfg(test)]
 mod tests;

@@ -5,85 +5,20 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::edge::error::ApiError;
+use crate::logprobs::TokenLogprob;
 use crate::openai::Usage;
 use crate::output::choice::{ChatChoiceState, ChatDelta};
 use crate::output::generation::Piece;
 
+use super::item::{empty_part, Item, Kind};
 use super::request::Echo;
 use super::wire::{
-    write_event, ArgumentsDelta, Incomplete, NoLogprobs, ResponseObject, ResponseUsage, TextDelta,
+    write_event, ArgumentsDelta, Incomplete, ResponseObject, ResponseUsage, Streamed, TextDelta,
     WithResponse,
 };
-
-#[derive(Debug, Clone, PartialEq)]
-enum Kind {
-    Reasoning,
-    Message,
-    /// A function call: its chat tool-call id and name.
-    Call {
-        call_id: String,
-        name: String,
-    },
-}
-
-/// One output item: its id, kind and text (reasoning / message text, or arguments).
-#[derive(Debug)]
-struct Item {
-    id: String,
-    kind: Kind,
-    text: String,
-}
-
-fn fresh(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
-
-impl Item {
-    /// The item's JSON: `done` whole (status completed), else as it starts.
-    fn json(&self, done: bool) -> Value {
-        let status = if done { "completed" } else { "in_progress" };
-        match &self.kind {
-            Kind::Reasoning => {
-                let content = if done {
-                    json!([{"type": "reasoning_text", "text": self.text}])
-                } else {
-                    json!([])
-                };
-                json!({"id": self.id, "type": "reasoning", "summary": [], "content": content,
-                       "status": status})
-            }
-            Kind::Message => {
-                let content = if done {
-                    json!([output_text(&self.text)])
-                } else {
-                    json!([])
-                };
-                json!({"id": self.id, "type": "message", "status": status, "role": "assistant",
-                       "content": content})
-            }
-            Kind::Call { call_id, name, .. } => {
-                let arguments = if done { self.text.as_str() } else { "" };
-                json!({"id": self.id, "type": "function_call", "status": status,
-                       "call_id": call_id, "name": name, "arguments": arguments})
-            }
-        }
-    }
-}
-
-fn output_text(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
-}
-
-/// The content part of a reasoning or message item.
-fn part(kind: &Kind, text: &str) -> Value {
-    match kind {
-        Kind::Reasoning => json!({"type": "reasoning_text", "text": text}),
-        _ => output_text(text),
-    }
-}
 
 /// The response's shapes: the echo, the one chat choice, the items so far.
 pub struct ResponseEvents {
@@ -159,6 +94,7 @@ impl ResponseEvents {
             text: &self.echo.text,
             tool_choice: &self.echo.tool_choice,
             tools: &self.echo.tools,
+            top_logprobs: &self.echo.top_logprobs,
             top_p: &self.echo.top_p,
             truncation: "disabled",
             usage: usage
@@ -201,8 +137,9 @@ impl ResponseEvents {
         while let Some(call) = calls.next_if(|c| c.id.is_none()) {
             self.arguments(&call.arguments, &mut buf);
         }
-        self.text(Kind::Reasoning, &delta.reasoning, &mut buf);
-        self.text(Kind::Message, &delta.content, &mut buf);
+        self.text(Kind::Reasoning, &delta.reasoning, None, &mut buf);
+        let logprobs = delta.logprobs.as_deref();
+        self.text(Kind::Message, &delta.content, logprobs, &mut buf);
         for call in calls {
             if let Some(call_id) = call.id {
                 let kind = Kind::Call {
@@ -218,8 +155,15 @@ impl ResponseEvents {
         }
     }
 
-    /// Reasoning or message text: to the open item of that kind, or a new one.
-    fn text(&mut self, kind: Kind, text: &str, buf: &mut Option<&mut Vec<u8>>) {
+    /// Reasoning or message text (a message's with the logprobs of its piece's tokens): to
+    /// the open item of that kind, or a new one.
+    fn text(
+        &mut self,
+        kind: Kind,
+        text: &str,
+        logprobs: Option<&[TokenLogprob]>,
+        buf: &mut Option<&mut Vec<u8>>,
+    ) {
         if text.is_empty() {
             return;
         }
@@ -231,29 +175,26 @@ impl ResponseEvents {
         let item = &mut self.items[at];
         item.text.push_str(text);
         let reasoning = item.kind == Kind::Reasoning;
+        let logprobs = logprobs.unwrap_or_default();
+        if !reasoning {
+            item.logprobs.extend_from_slice(logprobs);
+        }
         let Some(out) = buf else { return };
         let sequence = self.sequence;
         self.sequence += 1;
-        let item_id = &self.items[at].id;
-        if reasoning {
-            let fields = TextDelta {
-                item_id,
-                output_index: at,
-                content_index: 0,
-                delta: text,
-                logprobs: None,
-            };
-            write_event(out, "response.reasoning_text.delta", sequence, &fields);
+        let fields = TextDelta {
+            item_id: &self.items[at].id,
+            output_index: at,
+            content_index: 0,
+            delta: text,
+            logprobs: (!reasoning).then_some(Streamed(logprobs)),
+        };
+        let kind = if reasoning {
+            "response.reasoning_text.delta"
         } else {
-            let fields = TextDelta {
-                item_id,
-                output_index: at,
-                content_index: 0,
-                delta: text,
-                logprobs: Some(NoLogprobs([])),
-            };
-            write_event(out, "response.output_text.delta", sequence, &fields);
-        }
+            "response.output_text.delta"
+        };
+        write_event(out, kind, sequence, &fields);
     }
 
     /// Argument text of the call in progress (the open item, when it is a call).
@@ -284,20 +225,11 @@ impl ResponseEvents {
     /// Ends the open item, starts one of `kind`.
     fn begin(&mut self, kind: Kind, buf: &mut Option<&mut Vec<u8>>) {
         self.end(buf);
-        let prefix = match kind {
-            Kind::Reasoning => "rs",
-            Kind::Message => "msg",
-            Kind::Call { .. } => "fc",
-        };
-        let item = Item {
-            id: fresh(prefix),
-            kind,
-            text: String::new(),
-        };
+        let item = Item::new(kind);
         let at = self.items.len();
         let (id, added) = (item.id.clone(), item.json(false));
         let text_part = !matches!(item.kind, Kind::Call { .. });
-        let part = part(&item.kind, "");
+        let part = empty_part(&item.kind);
         self.items.push(item);
         self.open = true;
         self.event(
@@ -319,12 +251,14 @@ impl ResponseEvents {
         }
         let at = self.items.len() - 1;
         let item = &self.items[at];
-        let (id, text, kind, whole) = (
+        let (id, text, kind, whole, part) = (
             item.id.clone(),
             item.text.clone(),
             item.kind.clone(),
             item.json(true),
+            item.part(),
         );
+        let streamed = item.streamed_logprobs();
         match &kind {
             Kind::Call { name, .. } => {
                 let fields =
@@ -337,11 +271,11 @@ impl ResponseEvents {
                 if kind == Kind::Reasoning {
                     self.event(buf, "response.reasoning_text.done", fields);
                 } else {
-                    fields["logprobs"] = json!([]);
+                    fields["logprobs"] = streamed;
                     self.event(buf, "response.output_text.done", fields);
                 }
                 let fields = json!({"item_id": id, "output_index": at, "content_index": 0,
-                                    "part": part(&kind, &text)});
+                                    "part": part});
                 self.event(buf, "response.content_part.done", fields);
             }
         }
@@ -392,3 +326,6 @@ impl ResponseEvents {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod logprob_tests;

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use crate::edge::error::ApiError;
 
+use super::extras::{extras, EXTRAS, INCLUDABLE, MAX_TOP_LOGPROBS};
 use super::fields::{bad, boolean, invalid, known_keys, list, object, string};
 use super::input;
 
@@ -43,6 +44,7 @@ const KEYS: &[&str] = &[
     "service_tier",
     "prompt_cache_key",
     "safety_identifier",
+    "chat_template_kwargs",
 ];
 
 /// Fields passed to the chat request under the same name.
@@ -70,6 +72,7 @@ pub struct Echo {
     pub top_p: Value,
     pub user: Value,
     pub metadata: Value,
+    pub top_logprobs: Value,
 }
 
 /// A translated request: the chat request object and the echo.
@@ -135,6 +138,7 @@ pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError
     if let Some(options) = given("stream_options") {
         stream_options(options)?;
     }
+    extras(&map, &mut chat)?;
     let echoed = |key: &str, default: Value| given(key).cloned().unwrap_or(default);
     let echo = Echo {
         instructions: echoed("instructions", Value::Null),
@@ -148,6 +152,7 @@ pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError
         top_p: echoed("top_p", json!(1.0)),
         user: echoed("user", Value::Null),
         metadata: echoed("metadata", json!({})),
+        top_logprobs: echoed("top_logprobs", json!(0)),
     };
     Ok(Translated { chat, echo })
 }
@@ -157,7 +162,8 @@ const STATELESS: &str = "this server is stateless";
 /// Unknown fields, then the stateful and unimplemented features that ask for something:
 /// a 400 naming the field, never ignored.
 fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
-    if let Some(key) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    let known = |k: &str| KEYS.contains(&k) || EXTRAS.contains(&k);
+    if let Some(key) = map.keys().find(|k| !known(k)) {
         return Err(bad(key, format!("unknown field '{key}'")));
     }
     let given = |key: &str| map.get(key).filter(|v| !v.is_null());
@@ -179,11 +185,11 @@ fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
         }
     }
     if let Some(include) = given("include") {
-        if !list(Some(include), "include")?.is_empty() {
-            return Err(bad(
-                "include",
-                "include is not supported: send no include list",
-            ));
+        for (i, item) in list(Some(include), "include")?.iter().enumerate() {
+            if !item.as_str().is_some_and(|s| INCLUDABLE.contains(&s)) {
+                let expected = format!("one of {}", INCLUDABLE.join(", "));
+                return Err(invalid(&format!("include[{i}]"), &expected));
+            }
         }
     }
     if let Some(truncation) = given("truncation") {
@@ -194,8 +200,9 @@ fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
         }
     }
     if let Some(top) = given("top_logprobs") {
-        if top.as_u64() != Some(0) || top.is_f64() {
-            return Err(bad("top_logprobs", "top_logprobs is not supported"));
+        if top.as_u64().map_or(true, |n| n > MAX_TOP_LOGPROBS) {
+            let expected = format!("an integer from 0 to {MAX_TOP_LOGPROBS}");
+            return Err(invalid("top_logprobs", &expected));
         }
     }
     if given("max_tool_calls").is_some() {

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::logprobs::TokenLogprob;
 use crate::openai::{PromptTokensDetails, Usage};
 
 /// Appends `event: kind` and its data: `{"type": kind, "sequence_number": sequence`
@@ -44,12 +45,44 @@ pub(super) struct TextDelta<'a> {
     pub(super) content_index: u32,
     pub(super) delta: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) logprobs: Option<NoLogprobs>,
+    pub(super) logprobs: Option<Streamed<'a>>,
 }
 
-/// An empty `logprobs` list.
+/// Logprobs as the text delta and done events carry them: `{token, logprob, top_logprobs:
+/// [{token, logprob}]}` (no `bytes`, unlike the output item's).
+pub(super) struct Streamed<'a>(pub(super) &'a [TokenLogprob]);
+
 #[derive(Serialize)]
-pub(super) struct NoLogprobs(pub(super) [u8; 0]);
+struct StreamedLogprob<'a> {
+    token: &'a str,
+    logprob: f64,
+    top_logprobs: Vec<StreamedTop<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamedTop<'a> {
+    token: &'a str,
+    logprob: f64,
+}
+
+impl Serialize for Streamed<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|lp| {
+            StreamedLogprob {
+                token: &lp.token,
+                logprob: lp.logprob,
+                top_logprobs: lp
+                    .top_logprobs
+                    .iter()
+                    .map(|top| StreamedTop {
+                        token: &top.token,
+                        logprob: top.logprob,
+                    })
+                    .collect(),
+            }
+        }))
+    }
+}
 
 #[derive(Serialize)]
 pub(super) struct ArgumentsDelta<'a> {
@@ -113,6 +146,7 @@ pub(super) struct ResponseObject<'a> {
     pub(super) text: &'a Value,
     pub(super) tool_choice: &'a Value,
     pub(super) tools: &'a Value,
+    pub(super) top_logprobs: &'a Value,
     pub(super) top_p: &'a Value,
     pub(super) truncation: &'static str,
     pub(super) usage: Option<ResponseUsage>,

@@ -26,8 +26,13 @@ const TEMPLATE: &str =
 struct Table {
     settings: Settings,
     error_types: BTreeMap<u16, String>,
+    /// The error types of the routes that answer in Anthropic's shape (`/v1/messages*`).
+    anthropic_error_types: BTreeMap<u16, String>,
     cases: Vec<Case>,
 }
+
+/// The routes whose errors are in Anthropic's shape.
+const ANTHROPIC_PATHS: &str = "/v1/messages";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,6 +85,48 @@ fn expand(value: Value) -> Value {
     }
 }
 
+/// What is wrong with the answer to `case` on a `/v1/messages` route (empty: nothing):
+/// `{"type": "error", "error": {"type", "message"}}`, the message starting `param: ` when
+/// the error names a field.
+fn anthropic_mismatches(table: &Table, case: &Case, v: &Value) -> Vec<String> {
+    let mut wrong = Vec::new();
+    let keys = |v: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort_unstable();
+        keys
+    };
+    if keys(v) != ["error", "type"] || v["type"] != "error" {
+        wrong.push(format!("body keys {:?}", keys(v)));
+    }
+    let error = &v["error"];
+    if keys(error) != ["message", "type"] {
+        wrong.push(format!("error keys {:?}", keys(error)));
+    }
+    let expected_type = table
+        .anthropic_error_types
+        .get(&case.status)
+        .map(String::as_str);
+    if error["type"].as_str() != expected_type {
+        wrong.push(format!(
+            "type {}, expected {expected_type:?}",
+            error["type"]
+        ));
+    }
+    let message = error["message"].as_str().unwrap_or_default();
+    if let Some(param) = &case.param {
+        if !message.starts_with(&format!("{param}: ")) {
+            wrong.push(format!("message {message:?} does not start with {param:?}"));
+        }
+    }
+    if !message.contains(&case.words) {
+        wrong.push(format!("message {message:?} lacks {:?}", case.words));
+    }
+    wrong
+}
+
 /// What is wrong with the answer to `case` (empty: nothing).
 fn mismatches(
     table: &Table,
@@ -94,6 +141,10 @@ fn mismatches(
     }
     if content_type != "application/json" {
         wrong.push(format!("content type {content_type:?}"));
+    }
+    if case.path.starts_with(ANTHROPIC_PATHS) {
+        wrong.extend(anthropic_mismatches(table, case, v));
+        return wrong;
     }
     let error = &v["error"];
     let keys: Vec<&str> = error

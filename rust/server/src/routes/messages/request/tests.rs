@@ -2,14 +2,22 @@ use serde_json::{json, Value};
 
 use super::*;
 
+/// A server with a reasoning parser (or not) whose template takes no late system message.
+fn server(reasoning: bool) -> Server {
+    Server {
+        reasoning,
+        merge_system: true,
+    }
+}
+
 fn chat(body: Value) -> Value {
-    translate(body.to_string().as_bytes(), Mode::Create, true)
+    translate(body.to_string().as_bytes(), Mode::Create, server(true))
         .unwrap_or_else(|e| panic!("{body}: {e:?}"))
 }
 
 /// The 400's (param, message).
 fn refused(body: Value, mode: Mode, reasoning: bool) -> (String, String) {
-    match translate(body.to_string().as_bytes(), mode, reasoning) {
+    match translate(body.to_string().as_bytes(), mode, server(reasoning)) {
         Err(ApiError::BadRequest { message, param }) => (param.unwrap_or_default(), message),
         other => panic!("{body}: {other:?}"),
     }
@@ -39,7 +47,7 @@ fn a_plain_request_becomes_the_chat_request() {
     assert_eq!(
         chat(body),
         json!({"model": "m",
-               "messages": [{"role": "system", "content": "a\nb"},
+               "messages": [{"role": "system", "content": "ab"},
                             {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
                "max_tokens": 16, "stop": ["x"], "temperature": 0.5, "top_p": 0.9, "top_k": 3,
                "seed": 7, "stream": true, "user": "u1"})
@@ -125,7 +133,7 @@ fn thinking_sets_the_template_switch() {
     );
     let disabled = with("thinking", json!({"type": "disabled"}));
     assert_eq!(
-        translate(disabled.to_string().as_bytes(), Mode::Create, false).unwrap()
+        translate(disabled.to_string().as_bytes(), Mode::Create, server(false)).unwrap()
             ["chat_template_kwargs"],
         json!({"enable_thinking": false})
     );
@@ -142,10 +150,20 @@ fn thinking_sets_the_template_switch() {
 fn count_tokens_needs_no_max_tokens_and_refuses_stream() {
     let mut body = base();
     body.as_object_mut().unwrap().remove("max_tokens");
-    let out = translate(body.to_string().as_bytes(), Mode::CountTokens, false).unwrap();
+    let out = translate(
+        body.to_string().as_bytes(),
+        Mode::CountTokens,
+        server(false),
+    )
+    .unwrap();
     assert!(out.get("max_tokens").is_none());
     body["max_tokens"] = json!(5);
-    let out = translate(body.to_string().as_bytes(), Mode::CountTokens, false).unwrap();
+    let out = translate(
+        body.to_string().as_bytes(),
+        Mode::CountTokens,
+        server(false),
+    )
+    .unwrap();
     assert!(out.get("max_tokens").is_none(), "checked, not rendered");
     body["max_tokens"] = json!(0);
     assert_eq!(
@@ -188,7 +206,7 @@ fn every_refusal_names_its_field() {
         (with("context_management", json!({})), "context_management", "context_management is not supported by this server"),
         (with("system", json!([{"type": "image"}])), "system[0].type", "content block type 'image' is not supported"),
         (with("system", json!(3)), "system", "invalid value: expected a string or a list of text blocks"),
-        (with("messages", json!([{"role": "tool", "content": "x"}])), "messages[0].role", "invalid value: expected 'user' or 'assistant', got 'tool'"),
+        (with("messages", json!([{"role": "tool", "content": "x"}])), "messages[0].role", "invalid value: expected 'user', 'assistant' or 'system', got 'tool'"),
         (with("messages", json!([{"role": "user", "content": "x", "name": "n"}])), "messages[0].name", "unknown field 'name'"),
         (with("messages", json!([{"role": "user"}])), "messages[0].content", "Field required"),
         (msg(json!([])), "messages[0].content", "at least one content block is required"),
@@ -199,7 +217,7 @@ fn every_refusal_names_its_field() {
         (msg(json!([{"type": "text", "text": "a", "x": 1}])), "messages[0].content[0].x", "unknown field 'x'"),
         (msg(json!([{"type": "tool_result", "tool_use_id": "nope"}])), "messages[0].content[0].tool_use_id", "tool_result for unknown tool_use_id 'nope'"),
         (msg(json!([{"type": "tool_use", "id": "a", "name": "f", "input": {}}])), "messages[0].content[0].type", "content block type 'tool_use' is not supported in a user message"),
-        (asst(json!([{"type": "redacted_thinking", "data": "x"}])), "messages[1].content[0].type", "content block type 'redacted_thinking' is not supported"),
+        (msg(json!([{"type": "redacted_thinking", "data": "x"}])), "messages[0].content[0].type", "content block type 'redacted_thinking' is not supported in a user message"),
         (asst(json!([{"type": "tool_result", "tool_use_id": "a"}])), "messages[1].content[0].type", "content block type 'tool_result' is not supported in an assistant message"),
         (asst(json!([{"type": "tool_use", "id": "a", "name": "f", "input": []}])), "messages[1].content[0].input", "invalid value: expected an object"),
         (asst(json!([{"type": "tool_use", "name": "f", "input": {}}])), "messages[1].content[0].id", "Field required"),
@@ -214,7 +232,7 @@ fn every_refusal_names_its_field() {
         (with("seed", json!(1.5)), "seed", "invalid value: expected an integer"),
         (with("stream", json!("yes")), "stream", "invalid value: expected a boolean"),
         (with("metadata", json!({"user_id": "u", "org": "o"})), "metadata.org", "unknown field 'org'"),
-        (with("thinking", json!({"type": "adaptive"})), "thinking.type", "invalid value: expected 'enabled' or 'disabled', got 'adaptive'"),
+        (with("thinking", json!({"type": "sometimes"})), "thinking.type", "invalid value: expected 'enabled', 'disabled' or 'adaptive', got 'sometimes'"),
         (with("thinking", json!({"type": "enabled", "budget_tokens": 100})), "thinking.budget_tokens", "invalid value: expected an integer >= 1024"),
         (with("thinking", json!({"type": "enabled", "budget_tokens": 1024})), "thinking.budget_tokens", "budget_tokens (1024) must be less than max_tokens (16)"),
     ];
@@ -230,10 +248,10 @@ fn every_refusal_names_its_field() {
 #[test]
 fn unknown_fields_come_before_refused_ones_in_body_order() {
     let body = br#"{"container": "c", "zz": 1, "aa": 2, "max_tokens": 1}"#;
-    match translate(body, Mode::Create, false) {
+    match translate(body, Mode::Create, server(false)) {
         Err(ApiError::BadRequest { param, .. }) => assert_eq!(param.as_deref(), Some("zz")),
         other => panic!("{other:?}"),
     }
-    assert!(translate(b"[]", Mode::Create, false).is_err());
-    assert!(translate(b"{", Mode::Create, false).is_err());
+    assert!(translate(b"[]", Mode::Create, server(false)).is_err());
+    assert!(translate(b"{", Mode::Create, server(false)).is_err());
 }

@@ -177,6 +177,7 @@ fn text_streams_as_one_message_item() {
             "text",
             "tool_choice",
             "tools",
+            "top_logprobs",
             "top_p",
             "truncation",
             "usage",

@@ -161,6 +161,7 @@ fn the_echo_has_defaults_and_the_given_values() {
             top_p: json!(1.0),
             user: Value::Null,
             metadata: json!({}),
+            top_logprobs: json!(0),
         }
     );
     let body = json!({"input": "x", "instructions": "i", "max_output_tokens": 9,
@@ -199,11 +200,20 @@ fn every_refusal_names_its_field() {
          "conversation is not supported: this server is stateless"),
         (json!({"input": "x", "prompt": {"id": "p"}}), "prompt",
          "prompt is not supported: this server is stateless"),
-        (json!({"input": "x", "include": ["reasoning.encrypted_content"]}), "include",
-         "include is not supported: send no include list"),
+        (json!({"input": "x", "include": ["reasoning.encrypted_content", "message.output_text.text"]}),
+         "include[1]", "invalid value for 'include[1]': expected one of code_interpreter_call.outputs, \
+          computer_call_output.output.image_url, file_search_call.results, \
+          message.input_image.image_url, message.output_text.logprobs, reasoning.encrypted_content"),
+        (json!({"input": "x", "include": "message.output_text.logprobs"}), "include",
+         "invalid value for 'include': expected an array"),
         (json!({"input": "x", "truncation": "auto"}), "truncation",
          "truncation 'auto' is not supported: only 'disabled'"),
-        (json!({"input": "x", "top_logprobs": 2}), "top_logprobs", "top_logprobs is not supported"),
+        (json!({"input": "x", "top_logprobs": 21}), "top_logprobs",
+         "invalid value for 'top_logprobs': expected an integer from 0 to 20"),
+        (json!({"input": "x", "top_logprobs": -1}), "top_logprobs",
+         "invalid value for 'top_logprobs': expected an integer from 0 to 20"),
+        (json!({"input": "x", "top_logprobs": 2.0}), "top_logprobs",
+         "invalid value for 'top_logprobs': expected an integer from 0 to 20"),
         (json!({"input": "x", "max_tool_calls": 3}), "max_tool_calls",
          "max_tool_calls is not supported"),
         (json!({"input": "x", "service_tier": 1}), "service_tier",
