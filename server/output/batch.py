@@ -80,6 +80,8 @@ def fan_out(
                         trace=None if trace is None else (trace, index),
                         ticket=tickets[len(generations)],
                         token_offsets=offsets,
+                        priority=settings.priority,
+                        cache_salt=settings.cache_salt,
                     )
                 )
     except APIError:

@@ -72,6 +72,8 @@ class Generation:
         trace: tuple[RequestTrace, int] | None = None,
         ticket: Ticket | None = None,
         token_offsets: bool = False,
+        priority: int = 0,
+        cache_salt: str | None = None,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -98,7 +100,8 @@ class Generation:
         # token), and the characters of text so far.
         self._offsets = token_offsets
         self._text_len = 0
-        request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time())
+        request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time(),
+                                      priority, cache_salt)
         self._stream: RequestStream = client.add(request)
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
         self._engine = int.from_bytes(self._stream.identity, "little")

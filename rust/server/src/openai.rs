@@ -58,6 +58,12 @@ pub const COMMON_KEYS: &[&str] = &[
     "prompt_logprobs",
     "response_format",
     "structured_outputs",
+    // `validate::engine_fields` checks these (kept raw).
+    "priority",
+    "cache_salt",
+    "thinking_token_budget",
+    "vllm_xargs",
+    "kv_transfer_params",
 ];
 
 /// The sampling fields both endpoints take and `validate::sampling` checks (kept raw

@@ -3,6 +3,7 @@
 //! template and tokenization, context length). What comes out is a checked
 //! [`prompt::Prompt`].
 
+pub mod engine_fields;
 pub mod params;
 pub mod prompt;
 pub mod sampling;

@@ -265,14 +265,16 @@ def _tool_choice(value: Any, chat: dict[str, Any]) -> None:
         chat["parallel_tool_calls"] = False
 
 
-def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool:
+def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> int | None:
+    """Enabled: its ``budget_tokens`` (needs a reasoning parser; at least 1024 and below
+    ``max_tokens``); disabled: None."""
     thinking = _object(value, "thinking")
     if "type" not in thinking:
         raise field_required("thinking.type")
     kind = _string(thinking["type"], "thinking.type")
     if kind == "disabled":
         _keys(thinking, (), "thinking")
-        return False
+        return None
     if kind != "enabled":
         raise bad_request(f"invalid value: expected 'enabled' or 'disabled', got '{kind}'",
                           "thinking.type")
@@ -287,7 +289,7 @@ def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool:
     if not reasoning:
         raise bad_request("thinking needs a reasoning parser: start the server with "
                           "--reasoning-parser", "thinking")
-    return True
+    return budget
 
 
 def _metadata(value: Any, chat: dict[str, Any]) -> None:
@@ -365,5 +367,7 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
     if raw.get("service_tier") is not None:
         _string(raw["service_tier"], "service_tier")
     if raw.get("thinking") is not None:
-        enabled = _thinking(raw["thinking"], max_tokens, reasoning)
-        chat["chat_template_kwargs"] = {"enable_thinking": enabled}
+        budget = _thinking(raw["thinking"], max_tokens, reasoning)
+        chat["chat_template_kwargs"] = {"enable_thinking": budget is not None}
+        if budget is not None:  # enforced by the engine, as vLLM maps it
+            chat["thinking_token_budget"] = budget

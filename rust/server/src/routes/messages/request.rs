@@ -105,10 +105,14 @@ pub fn translate(body: &[u8], mode: Mode, reasoning: bool) -> Result<Value, ApiE
         string(tier, "service_tier")?;
     }
     if let Some(thinking) = get(&map, "thinking") {
-        let enabled = thinking_enabled(thinking, max_tokens, reasoning)?;
+        let budget = thinking_budget(thinking, max_tokens, reasoning)?;
         let mut kwargs = Map::new();
-        kwargs.insert("enable_thinking".into(), Value::Bool(enabled));
+        kwargs.insert("enable_thinking".into(), Value::Bool(budget.is_some()));
         chat.insert("chat_template_kwargs".into(), Value::Object(kwargs));
+        if let Some(budget) = budget {
+            // Enforced by the engine, as vLLM maps it (`thinking_token_budget`).
+            chat.insert("thinking_token_budget".into(), Value::from(budget));
+        }
     }
     Ok(Value::Object(chat))
 }
@@ -257,13 +261,13 @@ fn user_id(metadata: &Value) -> Result<Option<String>, ApiError> {
         .transpose()
 }
 
-/// `thinking`: enabled (needs the server's reasoning parser; `budget_tokens` ≥ 1024 and
-/// below `max_tokens`) or disabled.
-fn thinking_enabled(
+/// `thinking`: enabled, its `budget_tokens` (needs the server's reasoning parser;
+/// `budget_tokens` ≥ 1024 and below `max_tokens`), or disabled (`None`).
+fn thinking_budget(
     thinking: &Value,
     max_tokens: Option<i64>,
     reasoning: bool,
-) -> Result<bool, ApiError> {
+) -> Result<Option<i64>, ApiError> {
     let map = object(thinking, "thinking")?;
     let kind = one_of(
         need(map, "type", "thinking")?,
@@ -272,7 +276,7 @@ fn thinking_enabled(
     )?;
     if kind == "disabled" {
         known_keys(map, &["type"], "thinking")?;
-        return Ok(false);
+        return Ok(None);
     }
     known_keys(map, &["type", "budget_tokens"], "thinking")?;
     let budget = at_least(
@@ -292,7 +296,7 @@ fn thinking_enabled(
             "thinking needs a reasoning parser: start the server with --reasoning-parser",
         ));
     }
-    Ok(true)
+    Ok(Some(budget))
 }
 
 #[cfg(test)]
