@@ -41,6 +41,11 @@ class ContentFormat(StrEnum):
     openai = "openai"
 
 
+class SchedulingPolicy(StrEnum):
+    fcfs = "fcfs"
+    priority = "priority"
+
+
 class FrontendKind(StrEnum):
     rust = "rust"
     python = "python"
@@ -93,6 +98,10 @@ DTypeOpt = Annotated[DType, typer.Option(
          "AVX-512 BF16, else float32).")]
 BlockSize = Annotated[int, typer.Option(help="Tokens per KV-cache block.")]
 MaxNumSeqs = Annotated[int, typer.Option(min=1, help="Most requests in one engine step.")]
+SchedulingPolicyOpt = Annotated[SchedulingPolicy, typer.Option(
+    help="vLLM's: fcfs (first come, first served) or priority (requests with a lower "
+         "`priority` field first, then by arrival; the lowest-priority running request is "
+         "preempted first). With fcfs a non-zero `priority` is refused.")]
 MaxNumBatchedTokens = Annotated[int, typer.Option(
     min=1, help="Token budget of one engine step (long prompts are chunked).")]
 KvCacheMemory = Annotated[str | None, typer.Option(

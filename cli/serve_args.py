@@ -48,6 +48,7 @@ class ServeOptions:
     mock_step_delay_ms: float
     structured_outputs_compile_timeout: float = 5.0
     enforce_eager: bool = False
+    scheduling_policy: str = "fcfs"
     chat_template_content_format: str = "auto"
     mock_replies: Path | None = None
     api_key: str | None = None
@@ -188,6 +189,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "block_size": options.block_size,
         "max_num_seqs": options.max_num_seqs,
         "max_num_batched_tokens": options.max_num_batched_tokens,
+        "scheduling_policy": options.scheduling_policy,
         "kv_cache_memory_bytes": options.kv_cache_memory_bytes,
         "gpu_memory_utilization": options.gpu_memory_utilization,
         "enable_prefix_caching": options.enable_prefix_caching,
@@ -227,6 +229,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         request_timeout=options.request_timeout,
         tool_call_parser=options.tool_call_parser,
         reasoning_parser=options.reasoning_parser,
+        scheduling_policy=options.scheduling_policy,
         data_parallel_size=options.data_parallel_size,
         data_parallel_size_local=options.data_parallel_size_local,
         data_parallel_address=options.data_parallel_address,

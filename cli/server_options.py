@@ -37,6 +37,7 @@ def server_options(
     block_size: o.BlockSize = 16,
     max_num_seqs: o.MaxNumSeqs = 256,
     max_num_batched_tokens: o.MaxNumBatchedTokens = 2048,
+    scheduling_policy: o.SchedulingPolicyOpt = o.SchedulingPolicy.fcfs,
     kv_cache_memory: o.KvCacheMemory = None,
     gpu_memory_utilization: o.GpuMemoryUtilization = 0.9,
     enable_prefix_caching: o.EnablePrefixCaching = True,

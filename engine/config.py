@@ -13,6 +13,7 @@ import msgspec
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+SCHEDULING_POLICIES = ("fcfs", "priority")
 
 
 class ConfigError(ValueError):
@@ -39,6 +40,8 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     block_size: int = 16
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 2048
+    # vLLM's --scheduling-policy: fcfs, or priority (lower request priority first).
+    scheduling_policy: str = "fcfs"
     kv_cache_memory_bytes: int | None = None  # None: a default sized for the device
     gpu_memory_utilization: float = 0.9
     enable_prefix_caching: bool = True
@@ -67,6 +70,8 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
         _check(self.block_size in (1, 2, 4, 8, 16, 32, 64, 128), "block_size",
                "a power of two from 1 to 128", self.block_size)
         _check(1 <= self.max_num_seqs <= 65536, "max_num_seqs", "1..65536", self.max_num_seqs)
+        _check(self.scheduling_policy in SCHEDULING_POLICIES, "scheduling_policy",
+               f"one of {', '.join(SCHEDULING_POLICIES)}", self.scheduling_policy)
         _check(self.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",
                self.max_num_batched_tokens)
         if self.kv_cache_memory_bytes is not None:

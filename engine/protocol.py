@@ -118,6 +118,18 @@ class StructuredOutputs(msgspec.Struct, array_like=True, forbid_unknown_fields=T
     structural_tag: str | None = None  # an xgrammar structural tag, as JSON text
 
 
+class ThinkingBudget(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """vLLM's ``thinking_token_budget``: once a thinking section (opened by a start marker,
+    in the prompt or the output, and not yet closed by an end marker) holds ``budget``
+    tokens after its start marker, the engine forces the first end marker, token by token
+    (engine/thinking_budget.py). The markers are the server's reasoning parser's, each
+    tokenized by the frontend (without special tokens)."""
+
+    budget: int
+    start_token_ids: list[list[int]]
+    end_token_ids: list[list[int]]  # the first one is forced
+
+
 class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     max_tokens: int
     min_tokens: int = 0
@@ -143,6 +155,12 @@ class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True
     bad_words_token_ids: list[list[int]] = []
     # None = free text; else the grammar the output must follow (engine/grammar/).
     structured_outputs: StructuredOutputs | None = None
+    # None = no budget; else the thinking section's budget and markers (vLLM's
+    # thinking_token_budget, Anthropic's thinking.budget_tokens).
+    thinking_budget: ThinkingBudget | None = None
+    # vLLM's SamplingParams.extra_args: the request's vllm_xargs, and its
+    # kv_transfer_params under that key (docs/api.md says what the engine makes of them).
+    extra_args: dict[str, Any] | None = None
 
 
 class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -152,6 +170,11 @@ class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=T
     prompt_token_ids: list[int]
     sampling_params: SamplingParams
     arrival_time: float
+    # vLLM's priority: lower is served earlier (with --scheduling-policy priority).
+    priority: int = 0
+    # vLLM's cache_salt: salts the prefix cache's block hashes (requests with different
+    # salts never share cached blocks).
+    cache_salt: str | None = None
 
 
 class AbortRequests(msgspec.Struct, array_like=True, forbid_unknown_fields=True):

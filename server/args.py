@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from engine.config import SCHEDULING_POLICIES
 from server.args_json import CommonArgs, RenderArgs, ServeArgs
 from server.edge.middleware import check as check_middleware
 from server.edge.trace import traces_url
@@ -85,6 +86,7 @@ def parse_args(args: dict[str, Any]) -> Config:
     port = DEFAULT_PORT if raw.port is None else raw.port
     engine_config = dict(raw.engine_config or {})
     engine_config.setdefault("model", raw.model)
+    engine_config.setdefault("scheduling_policy", raw.scheduling_policy or "fcfs")
     data_parallel_size = 1 if raw.data_parallel_size is None else raw.data_parallel_size
     if not 1 <= data_parallel_size < 65536:
         raise ValueError(f"data_parallel_size must be in 1..65535; got {data_parallel_size}")
@@ -115,6 +117,10 @@ def _options(raw: ServeArgs) -> Options:
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"request_timeout must be > 0 seconds, got {timeout}")
     check_settings(raw.tool_call_parser, raw.reasoning_parser)
+    policy = raw.scheduling_policy or "fcfs"
+    if policy not in SCHEDULING_POLICIES:
+        raise ValueError(f"scheduling_policy must be one of {', '.join(SCHEDULING_POLICIES)}; "
+                         f"got {policy!r}")
     batch = DEFAULT_MAX_BATCH_PROMPTS if raw.max_batch_prompts is None else raw.max_batch_prompts
     if batch < 1:
         raise ValueError(f"max_batch_prompts must be >= 1, got {batch}")
@@ -133,7 +139,8 @@ def _options(raw: ServeArgs) -> Options:
         traces_url(raw.otlp_traces_endpoint)
     return Options(api_key=key or None, max_request_body=body, max_concurrent_requests=limit,
                    request_timeout=timeout, tool_call_parser=raw.tool_call_parser,
-                   reasoning_parser=raw.reasoning_parser, max_batch_prompts=batch,
+                   reasoning_parser=raw.reasoning_parser, scheduling_policy=policy,
+                   max_batch_prompts=batch,
                    sse_keep_alive_interval=raw.sse_keep_alive_interval,
                    max_num_queued_reqs=raw.max_num_queued_reqs,
                    max_num_queued_tokens=raw.max_num_queued_tokens,

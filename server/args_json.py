@@ -51,6 +51,7 @@ class ServeArgs(CommonArgs, forbid_unknown_fields=True):
     request_timeout: float | None = None
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    scheduling_policy: str | None = None  # fcfs | priority; None: fcfs
     max_batch_prompts: int | None = None
     data_parallel_size: int | None = None
     data_parallel_size_local: int | None = None  # engines elsewhere: Rust frontend only

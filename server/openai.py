@@ -73,6 +73,12 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Beam search (server/validate/beam_search.py checks what may go with it).
     use_beam_search: bool | None = None
     length_penalty: float | None = None
+    # Checked by server.validate.engine_fields (raw JSON, as Rust keeps them).
+    priority: Any = None
+    cache_salt: Any = None
+    thinking_token_budget: Any = None
+    vllm_xargs: Any = None
+    kv_transfer_params: Any = None
     # Known, not implemented: accepted only with a value that asks for nothing.
     best_of: Any = None
     guided_json: Any = None
@@ -83,7 +89,6 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     store: Any = None
     metadata: Any = None
     mm_processor_kwargs: Any = None
-    priority: Any = None
     truncate_prompt_tokens: Any = None
 
 
@@ -122,8 +127,7 @@ class CompletionRequest(_Request, kw_only=True):
 COMMON_FIELDS = frozenset(
     f for f in _Request.__struct_fields__ if f not in
     {"best_of", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-     "service_tier", "store", "metadata", "mm_processor_kwargs", "priority",
-     "truncate_prompt_tokens"})
+     "service_tier", "store", "metadata", "mm_processor_kwargs", "truncate_prompt_tokens"})
 CHAT_FIELDS = frozenset({"messages", "max_completion_tokens", "chat_template_kwargs",
                          "add_generation_prompt", "continue_final_message", "logprobs",
                          "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",

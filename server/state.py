@@ -34,6 +34,7 @@ class Options(msgspec.Struct, kw_only=True):
     request_timeout: float | None = None
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    scheduling_policy: str = "fcfs"  # --scheduling-policy: fcfs | priority
     max_batch_prompts: int = DEFAULT_MAX_BATCH_PROMPTS
     sse_keep_alive_interval: float | None = None  # seconds; None: no comment frames
     max_num_queued_reqs: int | None = None
@@ -61,7 +62,8 @@ class State:
                                      tool_parser=self.options.tool_call_parser,
                                      reasoning_parser=self.options.reasoning_parser,
                                      tokenize_latency=self.metrics.tokenize,
-                                     max_batch_prompts=self.options.max_batch_prompts)
+                                     max_batch_prompts=self.options.max_batch_prompts,
+                                     scheduling_policy=self.options.scheduling_policy)
         self.executor = executor
         self.token_texts = TokenTexts(text.backend)
         self.created = int(time.time())

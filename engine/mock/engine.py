@@ -22,23 +22,29 @@ while the grammar accepts its tokens, then random allowed tokens take over.
 ``prompt_logprobs`` are answered with synthetic, well-formed entries (with the first
 output): one per prompt token from the second on, ``token_id`` the prompt token, its
 rank, logprob and top ``k`` made up as above, from a generator seeded by the prompt's ids
-(the same prompt gets the same entries). The first output also carries ``queue_time``
-(from ``add_request`` to the first step that runs the request) and ``prefill_time``
-(from then to the end of that step); the final one ``decode_time`` (from the first
-token to the end).
+(the same prompt gets the same entries; engine/mock/logprobs.py). The first output also
+carries ``queue_time`` (from ``add_request`` to the first step that runs the request) and
+``prefill_time`` (from then to the end of that step); the final one ``decode_time`` (from
+the first token to the end).
+
+A thinking budget (``thinking_budget``) is honoured as in the real engine
+(engine/thinking_budget.py): once it is spent, the next tokens are the end marker's,
+ahead of whatever the script or the generator would have given (a script resumes after
+them, where it was).
 
 Scheduling follows the real scheduler's shape: at most ``max_num_seqs`` requests run at
-once; the others wait first come, first served (a constrained request joins the queue's
-tail once its grammar is compiled) and start as running ones finish or are aborted.
-``SchedulerStats`` reports them as the real engine does: ``num_running`` the running
-requests, ``num_waiting`` the queued ones plus those waiting for their grammar.
+once; the others wait first come, first served, or with ``--scheduling-policy priority``
+in (priority, arrival) order (a constrained request joins the queue once its grammar is
+compiled), and start as running ones finish or are aborted (nothing is preempted: the
+mock has no KV cache, so ``cache_salt`` changes nothing either). ``SchedulerStats``
+reports them as the real engine does: ``num_running`` the running requests,
+``num_waiting`` the queued ones plus those waiting for their grammar.
 """
 
 from __future__ import annotations
 
-import array
+import heapq
 import json
-import math
 import random
 import time
 import zlib
@@ -52,24 +58,15 @@ from engine.config import ConfigError, EngineConfig
 from engine.grammar.bitmask import allowed_token_ids
 from engine.grammar.compiler import GrammarCompiler
 from engine.grammar.pending import PendingGrammars
+from engine.mock.logprobs import FIRST_SAMPLED_ID as _FIRST_SAMPLED_ID
+from engine.mock.logprobs import made_up, prompt_logprobs
 from engine.mock.replies import MockReplies
-
-# Ids below this are the tokenizer's control tokens (bos, eos, pad) in most vocabularies;
-# the mock never samples them so that output length is decided by the request alone.
-_FIRST_SAMPLED_ID = 3
-
-
-# Mock top-k log-probabilities: the first probability and the ratio between neighbours
-# are drawn from these ranges, so the k probabilities sum to at most 1.
-_TOP_P_RANGE = (0.1, 0.5)
-_TOP_RATIO_RANGE = (0.05, 0.5)
-_GREEDY_SHARE = 0.6  # how often the sampled token is the most likely one
-_MAX_MOCK_RANK = 10
+from engine.thinking_budget import ThinkingState, budget_error
 
 
 class _MockRequest:
     __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script",
-                 "prompt_ids", "received", "grammar", "first_token")
+                 "prompt_ids", "received", "grammar", "first_token", "key", "thinking")
     lp_rng: random.Random | None
 
     def __init__(self, request: p.EngineCoreRequest, base_seed: int,
@@ -92,6 +89,11 @@ class _MockRequest:
         self.received = time.perf_counter()
         self.grammar: Any = None  # the xgrammar matcher of a constrained request
         self.first_token: float | None = None  # when its first token went out
+        # Its place in the priority policy's queue (lower first; the ids break ties).
+        self.key = (request.priority, request.arrival_time, request.request_id)
+        spec = self.params.thinking_budget
+        self.thinking = (None if spec is None
+                         else ThinkingState(spec, request.prompt_token_ids))
 
 
 class MockEngine:
@@ -108,6 +110,7 @@ class MockEngine:
         replies: MockReplies | None = None,
         grammars: GrammarCompiler | None = None,
         max_num_seqs: int = 256,
+        scheduling_policy: str = "fcfs",
     ) -> None:
         if vocab_size <= _FIRST_SAMPLED_ID:
             raise ConfigError(f"mock engine: vocab_size={vocab_size} is too small")
@@ -126,6 +129,10 @@ class MockEngine:
         # Requests beyond max_num_seqs, first come first served (a dict keeps insertion
         # order and makes an abort O(1)).
         self._waiting: dict[str, _MockRequest] = {}
+        # The priority policy's order of ``_waiting``: a heap of (key, id), its entries
+        # for requests no longer waiting dropped as they surface.
+        self._priority = scheduling_policy == "priority"
+        self._heap: list[tuple[tuple[int, float, str], str]] = []
         self.grammars = grammars
         self.pending: PendingGrammars[_MockRequest] = PendingGrammars()
 
@@ -153,6 +160,7 @@ class MockEngine:
             grammars=GrammarCompiler(tokenizer_dir, int(hf["vocab_size"]), eos,
                                      config.structured_outputs_compile_timeout),
             max_num_seqs=config.max_num_seqs,
+            scheduling_policy=config.scheduling_policy,
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -178,11 +186,14 @@ class MockEngine:
         if (request.request_id in self._running or request.request_id in self._waiting
                 or request.request_id in self.pending):
             return [_error(request.request_id, "duplicate request id")]
+        error = budget_error(request.sampling_params, self.vocab_size)
+        if error is not None:
+            return [_error(request.request_id, error)]
         script = self.replies.script_for(request.prompt_token_ids) if self.replies else None
         mock = _MockRequest(request, self.seed, script)
         spec = request.sampling_params.structured_outputs
         if spec is None:
-            self._waiting[request.request_id] = mock
+            self._wait(mock)
         elif self.grammars is None:
             return [_error(request.request_id, "structured outputs need the model's tokenizer, "
                            "and this mock engine was started without one", invalid=True)]
@@ -223,7 +234,9 @@ class MockEngine:
                 output.queue_time = max(0.0, scheduled - request.received)
                 output.prefill_time = request.first_token - scheduled
                 if request.prompt_ids is not None:
-                    output.prompt_logprobs = self._prompt_logprobs(request)
+                    output.prompt_logprobs = prompt_logprobs(
+                        request.prompt_ids, request.params.prompt_logprobs or 0,
+                        self.vocab_size)
             if output.finish_reason is not None:
                 output.decode_time = _decode_time(request)
                 finished.append(request.request_id)
@@ -244,18 +257,29 @@ class MockEngine:
 
     # ------------------------------------------------------------- internals
 
+    def _wait(self, request: _MockRequest) -> None:
+        self._waiting[request.request_id] = request
+        if self._priority:
+            heapq.heappush(self._heap, (request.key, request.request_id))
+
     def _schedule_waiting(self) -> None:
-        """Moves the oldest waiting requests to the running set, up to max_num_seqs."""
-        waiting, running = self._waiting, self._running
+        """Moves waiting requests to the running set, up to max_num_seqs: the oldest
+        (fcfs), or the first in (priority, arrival) order (priority)."""
+        waiting, running, heap = self._waiting, self._running, self._heap
         while waiting and len(running) < self.max_num_seqs:
-            request_id = next(iter(waiting))
+            if self._priority:
+                request_id = heapq.heappop(heap)[1]
+                if request_id not in waiting:
+                    continue  # aborted while waiting
+            else:
+                request_id = next(iter(waiting))
             running[request_id] = waiting.pop(request_id)
 
     def _admit_grammars(self) -> list[p.EngineCoreOutput]:
         ready, failed = self.pending.take()
         for request, matcher in ready:
             request.grammar = matcher
-            self._waiting[request.request_id] = request
+            self._wait(request)
         return [_error(request.request_id, message, invalid=True) for request, message in failed]
 
     def _constrained_token(self, request: _MockRequest) -> int:
@@ -279,10 +303,20 @@ class MockEngine:
             raise RuntimeError(f"the grammar rejected token {token} it allowed")
         return token
 
+    def _logprobs(self, request: _MockRequest, token: int) -> p.TokenLogprobs:
+        """Made-up but well-formed log-probabilities for ``token`` (see the module doc)."""
+        rng = request.lp_rng
+        assert rng is not None, "lp_rng is seeded for every request that asks for logprobs"
+        return made_up(rng, token, request.params.logprobs or 0, self.vocab_size)
+
     def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
         params = request.params
         script = request.script
-        if request.grammar is not None:
+        thinking = request.thinking
+        forced = None if thinking is None else thinking.forced()
+        if forced is not None:
+            token = forced  # the thinking budget is spent: its end marker, before the script
+        elif request.grammar is not None:
             token = self._constrained_token(request)
         elif script:
             token = script.pop(0)
@@ -293,6 +327,8 @@ class MockEngine:
             # vocabulary far below 2**53.
             token = _FIRST_SAMPLED_ID + int(request.rng.random() * self._span)
         generated = request.generated = request.generated + 1
+        if thinking is not None:
+            thinking.advance(token)
         if params.logprobs is None:
             out = p.EngineCoreOutput(request.request_id, [token])
         else:
@@ -309,43 +345,6 @@ class MockEngine:
                 or request.prompt_len + generated >= self.max_model_len):
             out.finish_reason = "length"
         return out
-
-    def _logprobs(self, request: _MockRequest, token: int) -> p.TokenLogprobs:
-        """Made-up but well-formed log-probabilities for ``token`` (see the module doc)."""
-        rng = request.lp_rng
-        assert rng is not None, "lp_rng is seeded for every request that asks for logprobs"
-        return self._made_up(rng, token, request.params.logprobs or 0)
-
-    def _prompt_logprobs(self, request: _MockRequest) -> list[p.TokenLogprobs]:
-        """Synthetic prompt logprobs, seeded by the prompt's ids (see the module doc)."""
-        ids = request.prompt_ids or []
-        rng = random.Random(zlib.crc32(array.array("q", ids).tobytes()))
-        k = request.params.prompt_logprobs or 0
-        return [self._made_up(rng, token, k) for token in ids[1:]]
-
-    def _made_up(self, rng: random.Random, token: int, k: int) -> p.TokenLogprobs:
-        choices = self.vocab_size - _FIRST_SAMPLED_ID  # distinct ids the mock can draw
-        k = min(k, choices)
-        rank = 1 if rng.random() < _GREEDY_SHARE else rng.randint(2, _MAX_MOCK_RANK)
-        rank = min(rank, choices)
-        probs = [rng.uniform(*_TOP_P_RANGE)]
-        while len(probs) < max(k, rank):
-            probs.append(probs[-1] * rng.uniform(*_TOP_RATIO_RANGE))
-        ids: list[int] = []
-        taken = {token}
-        for position in range(max(k, rank)):
-            if position == rank - 1:
-                ids.append(token)
-                continue
-            other = rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
-            while other in taken:
-                other = rng.randrange(_FIRST_SAMPLED_ID, self.vocab_size)
-            taken.add(other)
-            ids.append(other)
-        logprobs = [math.log(prob) for prob in probs]
-        return p.TokenLogprobs(token_id=token, logprob=logprobs[rank - 1], rank=rank,
-                               top_token_ids=ids[:k], top_logprobs=logprobs[:k])
-
 
 def _decode_time(request: _MockRequest) -> float | None:
     """Seconds from the request's first token to now (None before its first token)."""

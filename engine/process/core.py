@@ -12,6 +12,12 @@ Three threads, as in vLLM's EngineCoreProc:
 A backend exception in ``step`` is fatal: the dead sentinel goes out and the process
 exits non-zero. Per-request failures are the backend's business (finish_reason
 ``error``), never the loop's.
+
+A request's ``extra_args`` (vLLM's: its ``vllm_xargs``, and ``kv_transfer_params``) reach
+no logits processor: vrs has only built-in ones, and none reads them (vLLM without a
+custom processor ignores them too). ``kv_transfer_params`` needs a KV connector, which
+neither backend has: as vLLM without one, the request is served normally and a warning
+is logged.
 """
 
 from __future__ import annotations
@@ -132,6 +138,11 @@ class EngineCore:
         if kind == p.RequestType.ADD:
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("engine %d: add %s", self.engine_index, msg.request_id)
+            extra = msg.sampling_params.extra_args
+            if extra is not None and extra.get("kv_transfer_params") is not None:
+                logger.warning("engine %d: request %s: Got kv_transfer_params, but no "
+                               "KVConnector found. Disabling KVTransfer for this request.",
+                               self.engine_index, msg.request_id)
             return self.backend.add_request(msg), None
         if kind == p.RequestType.ABORT:
             if logger.isEnabledFor(logging.DEBUG):

@@ -75,7 +75,8 @@ class ModelEngine:
         self.vocab_size = model.config.vocab_size
         self.kv_cache = KVCacheManager(num_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(
-            self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens
+            self.kv_cache, config.max_num_seqs, config.max_num_batched_tokens,
+            config.scheduling_policy,
         )
         self.attention = attention
         self.runner = ModelRunner(
@@ -173,7 +174,8 @@ class ModelEngine:
         if sp.seed is not None and not 0 <= sp.seed < 2**64:
             sp = msgspec.structs.replace(sp, seed=sp.seed % 2**64)
         req = Request(
-            request.request_id, request.prompt_token_ids, sp, request.arrival_time, self._eos
+            request.request_id, request.prompt_token_ids, sp, request.arrival_time, self._eos,
+            request.priority, request.cache_salt,
         )
         if sp.structured_outputs is None:
             self.scheduler.add_request(req)

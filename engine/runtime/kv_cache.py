@@ -12,7 +12,10 @@ Pure Python, no tensors: the model runner turns block ids into slots. Rules:
 * a cached block stays reusable while it sits on the free list, until it is taken for
   new tokens (evicted);
 * a prefix hit never covers the last prompt token: the model must see at least one
-  token to produce logits.
+  token to produce logits;
+* a request's ``cache_salt`` (vLLM's) salts its first block's hash, and through the chain
+  every later one: requests with different salts (or one salted, one not) never share a
+  cached block, while requests with the same salt do.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ ROOT_HASH = b""
 def hash_block(parent_hash: bytes, tokens: list[int]) -> bytes:
     """Chained hash of one full block: depends on every token before it too."""
     return hashlib.blake2b(parent_hash + array("q", tokens).tobytes(), digest_size=16).digest()
+
+
+def root_hash(cache_salt: str | None) -> bytes:
+    """The parent hash of a request's first block: its salt's own digest, or none."""
+    if cache_salt is None:
+        return ROOT_HASH
+    return hashlib.blake2b(b"cache_salt\0" + cache_salt.encode(), digest_size=16).digest()
 
 
 def cdiv(a: int, b: int) -> int:
@@ -73,7 +83,7 @@ class KVCacheManager:
         tokens = request.token_ids
         while len(hashes) < num_blocks:
             i = len(hashes)
-            parent = hashes[-1] if hashes else ROOT_HASH
+            parent = hashes[-1] if hashes else root_hash(request.cache_salt)
             hashes.append(hash_block(parent, tokens[i * bs:(i + 1) * bs]))
 
     def find_cached_prefix(self, request: Request) -> list[int]:

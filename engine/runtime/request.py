@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from engine import protocol as p
+from engine.thinking_budget import ThinkingState
 
 # Below this temperature sampling is greedy (argmax), as in vLLM.
 GREEDY_EPSILON = 1e-5
@@ -52,6 +53,9 @@ class Request:
         "first_token_at",
         "prompt_logprobs",
         "grammar",
+        "priority",
+        "cache_salt",
+        "thinking",
     )
 
     def __init__(
@@ -61,6 +65,8 @@ class Request:
         params: p.SamplingParams,
         arrival_time: float,
         eos_token_ids: frozenset[int],
+        priority: int = 0,
+        cache_salt: str | None = None,
     ) -> None:
         self.request_id = request_id
         self.token_ids: list[int] = list(prompt_token_ids)
@@ -98,6 +104,13 @@ class Request:
         # compiled): it has accepted every output token so far, and it survives
         # preemption as the tokens do.
         self.grammar: Any = None
+        self.priority = priority  # lower is served earlier (--scheduling-policy priority)
+        self.cache_salt = cache_salt  # salts the prefix cache's first block hash
+        # The thinking budget's state (engine/thinking_budget.py); None: no budget.
+        self.thinking = (
+            None if params.thinking_budget is None
+            else ThinkingState(params.thinking_budget, self.token_ids)
+        )
 
     # ------------------------------------------------------------------ views
 
@@ -155,6 +168,8 @@ class Request:
     def append_token(self, token_id: int, max_model_len: int) -> bool:
         """Record a sampled token; returns True when it finishes the request."""
         self.token_ids.append(token_id)
+        if self.thinking is not None:
+            self.thinking.advance(token_id)
         if self.num_output_tokens >= self.params.min_tokens:
             if token_id in self.stop_ids or token_id in self.eos_token_ids:
                 self.finish_reason = p.FinishReason.STOP.value

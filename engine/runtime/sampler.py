@@ -9,6 +9,9 @@ engine/runtime/logits_processors.py, only for the rows that set them), penalties
 and for the rest temperature, top-k, top-p, min-p and a draw. When the earlier masks
 leave a constrained row nothing the grammar allows (``min_tokens`` against a finished
 grammar, say), the grammar wins: that row is its raw logits under the grammar's mask.
+Last, a request whose thinking budget is spent (engine/thinking_budget.py) takes its
+forced end-marker token whatever was drawn (vLLM's 1e9 logit, after every other rule);
+its logprobs are still the raw logits'.
 
 Nothing sorts the vocabulary unless top-p needs it: greedy rows take an argmax; top-k /
 top-p rows draw among their candidates (engine/runtime/top_k_top_p.py: ``torch.topk`` of
@@ -53,6 +56,10 @@ class Sampler:
         self.generator.manual_seed(seed)
 
     def __call__(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
+        forced = [
+            (i, token) for i, r in enumerate(requests)
+            if r.thinking is not None and (token := r.thinking.forced()) is not None
+        ]
         fast = all(
             r.is_greedy
             and r.params.logprobs is None
@@ -63,12 +70,17 @@ class Sampler:
             for r in requests
         )
         if fast:
-            return SamplerOutput(row_argmax(logits).tolist(), [None] * len(requests))
-        return self._sample(logits.float(), requests)
+            tokens = row_argmax(logits).tolist()
+            for i, token in forced:
+                tokens[i] = token
+            return SamplerOutput(tokens, [None] * len(requests))
+        return self._sample(logits.float(), requests, forced)
 
     # ------------------------------------------------------------------ general path
 
-    def _sample(self, logits: torch.Tensor, requests: list[Request]) -> SamplerOutput:
+    def _sample(
+        self, logits: torch.Tensor, requests: list[Request], forced: list[tuple[int, int]]
+    ) -> SamplerOutput:
         n = len(requests)
         want_logprobs = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
         raw_logprobs = None
@@ -109,6 +121,8 @@ class Sampler:
             tokens[random_rows] = self._draw(logits[random_rows],
                                              [requests[i] for i in random_rows])
         token_list = tokens.tolist()
+        for i, token in forced:
+            token_list[i] = token
 
         logprobs: list[p.TokenLogprobs | None] = [None] * n
         if raw_logprobs is not None:  # one top-k over every row that asked

@@ -4,16 +4,29 @@ Each step fills a token budget (``max_num_batched_tokens``): running requests fi
 admission order (one decode token each, or the next chunk of a long prompt), then
 waiting ones (new or preempted) while there are sequence slots, budget and blocks. A
 prompt longer than the remaining budget is chunked across steps. When a running
-request needs a block and none is free, the newest running request is preempted: its
-blocks are freed and it goes back to the front of the queue, to be recomputed (its
-prefix-cached blocks usually survive and make that cheap). A request that still needs
-prompt logprobs takes no prefix-cache hits: it computes every prompt position (as vLLM).
+request needs a block and none is free, a running request is preempted: its blocks are
+freed and it goes back to the queue, to be recomputed (its prefix-cached blocks usually
+survive and make that cheap). A request that still needs prompt logprobs takes no
+prefix-cache hits: it computes every prompt position (as vLLM).
+
+The scheduling policy (``--scheduling-policy``, vLLM's) decides the order:
+
+* ``fcfs`` (the default): the queue is first come, first served; the newest running
+  request is preempted, and goes back to the front of the queue;
+* ``priority``: the queue is ordered by (priority, arrival time), lower priority values
+  first (then the request id, as vLLM breaks ties); the victim of a preemption is the
+  running request with the largest (priority, arrival time), even one already scheduled
+  this step (its tokens go back to the budget), and it re-enters the queue in that
+  order. When the request that needs the block is itself that victim, the running
+  requests after it (higher priority) still get their turn.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.runtime.kv_cache import KVCacheManager
@@ -36,17 +49,64 @@ class SchedulerOutput:
         return len(self.requests)
 
 
+def priority_key(request: Request) -> tuple[int, float, str]:
+    """The ``priority`` policy's order: lower priority values first, then earlier arrival."""
+    return (request.priority, request.arrival_time, request.request_id)
+
+
+class PriorityQueue:
+    """The waiting requests in :func:`priority_key` order, with the deque methods the
+    scheduler uses (``appendleft`` inserts in order too: a preempted request has no place
+    at the front)."""
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[int, float, str]] = []
+        self._requests: list[Request] = []
+
+    def append(self, request: Request) -> None:
+        key = priority_key(request)
+        i = bisect.bisect_right(self._keys, key)
+        self._keys.insert(i, key)
+        self._requests.insert(i, request)
+
+    appendleft = append
+
+    def popleft(self) -> Request:
+        del self._keys[0]
+        return self._requests.pop(0)
+
+    def remove(self, request: Request) -> None:
+        i = next(i for i, r in enumerate(self._requests) if r is request)
+        del self._keys[i]
+        del self._requests[i]
+
+    def __getitem__(self, index: int) -> Request:
+        return self._requests[index]
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(self._requests)
+
+
 class Scheduler:
     def __init__(
         self,
         kv_cache: KVCacheManager,
         max_num_seqs: int,
         max_num_batched_tokens: int,
+        policy: str = "fcfs",
     ) -> None:
+        if policy not in ("fcfs", "priority"):
+            raise ValueError(f"unknown scheduling policy {policy!r}; allowed: fcfs, priority")
         self.kv_cache = kv_cache
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
-        self.waiting: deque[Request] = deque()
+        self.priority = policy == "priority"
+        self.waiting: deque[Request] | PriorityQueue = (
+            PriorityQueue() if self.priority else deque()
+        )
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
@@ -113,13 +173,25 @@ class Scheduler:
             num_new = min(request.num_tokens - request.num_computed_tokens, budget)
             scheduled = True
             while not kv.allocate_slots(request, num_new):
-                victim = running.pop()
+                if self.priority:
+                    victim = max(running, key=priority_key)
+                    at = next(j for j, r in enumerate(running) if r is victim)
+                    del running[at]
+                    if at < i:  # scheduled this step already: its tokens go back
+                        k = next(k for k, r in enumerate(out.requests) if r is victim)
+                        del out.requests[k]
+                        budget += out.num_new_tokens.pop(k)
+                        i -= 1
+                else:
+                    victim = running.pop()
                 self._preempt(victim)
                 out.preempted.append(victim)
                 if victim is request:
                     scheduled = False
                     break
             if not scheduled:
+                if self.priority:
+                    continue  # it was the lowest: the ones after it may fit now
                 break
             out.requests.append(request)
             out.num_new_tokens.append(num_new)

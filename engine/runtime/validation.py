@@ -11,6 +11,7 @@ import math
 from engine import protocol as p
 from engine.runtime.kv_cache import cdiv
 from engine.runtime.sampler import MAX_LOGPROBS
+from engine.thinking_budget import budget_error
 
 
 def request_error(
@@ -59,7 +60,7 @@ def request_error(
     for ok, name, value, allowed in checks:
         if not ok:
             return f"{name}={value!r} is out of range; allowed: {allowed}"
-    error = _token_lists_error(sp, vocab_size)
+    error = _token_lists_error(sp, vocab_size) or budget_error(sp, vocab_size)
     if error is not None:
         return error
     total = len(prompt) + sp.max_tokens

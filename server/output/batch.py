@@ -88,6 +88,8 @@ def fan_out(
                         token_offsets=offsets,
                         replay=None if searched is None else searched[index].replay(
                             j, request_id),
+                        priority=settings.priority,
+                        cache_salt=settings.cache_salt,
                     )
                 )
     except APIError:

@@ -73,6 +73,8 @@ class Generation:
         ticket: Ticket | None = None,
         token_offsets: bool = False,
         replay: RequestStream | None = None,
+        priority: int = 0,
+        cache_salt: str | None = None,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -100,8 +102,12 @@ class Generation:
         self._offsets = token_offsets
         self._text_len = 0
         # ``replay``: outputs the frontend computed (a beam search's), no engine request.
-        self._stream: RequestStream = replay if replay is not None else client.add(
-            p.EngineCoreRequest(request_id, prompt_ids, params, time.time()))
+        if replay is not None:
+            self._stream: RequestStream = replay
+        else:
+            request = p.EngineCoreRequest(request_id, prompt_ids, params, time.time(),
+                                          priority, cache_salt)
+            self._stream = client.add(request)
         # The engine it was routed to: the ``engine`` label of the vllm:* series.
         self._engine = int.from_bytes(self._stream.identity, "little")
 

@@ -24,10 +24,13 @@ _encode = msgspec.json.Encoder().encode
 
 
 def sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
-    """The sampling parameters field by field (``structured_outputs`` too, by name)."""
+    """The sampling parameters field by field (``structured_outputs`` and ``thinking_budget``
+    too, by name)."""
     fields = msgspec.structs.asdict(sampling)
     if sampling.structured_outputs is not None:
         fields["structured_outputs"] = msgspec.structs.asdict(sampling.structured_outputs)
+    if sampling.thinking_budget is not None:
+        fields["thinking_budget"] = msgspec.structs.asdict(sampling.thinking_budget)
     return fields
 
 

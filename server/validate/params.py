@@ -72,6 +72,9 @@ class Settings(msgspec.Struct):
     echo_only: bool = False  # completions: max_tokens 0 with echo (the prompt only)
     # the field that set sampling.structured_outputs (the param of its engine errors)
     constraint: str | None = None
+    # The engine request's own fields (server.validate.engine_fields).
+    priority: int = 0
+    cache_salt: str | None = None
     # use_beam_search (None: sampling); checked by server.validate.beam_search
     beam_search: BeamSearch | None = None
 

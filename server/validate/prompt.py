@@ -32,7 +32,7 @@ from server.parsers.tools import (
     tool_settings,
 )
 from server.text import ModelText, TemplateError
-from server.validate import beam_search, params, sampling
+from server.validate import beam_search, engine_fields, params, sampling
 
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
@@ -132,7 +132,8 @@ class PromptBuilder:
                  executor: Executor, *, tool_parser: str | None = None,
                  reasoning_parser: str | None = None,
                  tokenize_latency: Histogram | None = None,
-                 max_batch_prompts: int = DEFAULT_MAX_BATCH_PROMPTS) -> None:
+                 max_batch_prompts: int = DEFAULT_MAX_BATCH_PROMPTS,
+                 scheduling_policy: str | None = None) -> None:
         self.text = text
         self.model_name = model_name
         self.limits = limits
@@ -141,6 +142,9 @@ class PromptBuilder:
         self.reasoning_markers = markers_of(reasoning_parser)
         self.max_batch_prompts = max_batch_prompts
         self._latency = tokenize_latency
+        # --scheduling-policy (None: no engine, as in the render service).
+        self.scheduling_policy = scheduling_policy
+        self._marker_ids: dict[str, list[int]] = {}  # reasoning markers, tokenized
 
     def _check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
@@ -172,6 +176,19 @@ class PromptBuilder:
                 sampling.bad_words_ids, settings.bad_words,
                 lambda word: self.text.encode(word, False))
 
+    def _engine_fields(self, request: Any, settings: params.Settings) -> None:
+        """``priority``, ``cache_salt``, ``thinking_token_budget``, ``vllm_xargs`` and
+        ``kv_transfer_params`` into ``settings`` (server.validate.engine_fields)."""
+        settings.priority, settings.cache_salt = engine_fields.apply(
+            request, settings.sampling, self.scheduling_policy, self.reasoning_markers,
+            settings.constraint, self._marker)
+
+    def _marker(self, text: str) -> list[int]:
+        ids = self._marker_ids.get(text)
+        if ids is None:
+            ids = self._marker_ids[text] = self.text.encode(text, False)
+        return ids
+
     async def chat(self, body: bytes) -> Prompt:
         request = params.decode(body, chat=True)
         override = request.max_completion_tokens
@@ -179,6 +196,7 @@ class PromptBuilder:
             request, None if override is None else ("max_completion_tokens", override),
             self.limits.vocab_size)
         params.chat_logprobs(request, settings)
+        self._engine_fields(request, settings)
         beam_search.check(settings, chat=True)
         self._check_model(settings.model)
         messages = params.chat_messages(request, self.text.has_chat_template)
@@ -188,6 +206,9 @@ class PromptBuilder:
         if forcing and settings.constraint is not None:
             raise bad_request(f"`tool_choice` {choice_text(tools.mode, tools.name)} cannot be "
                               f"combined with `{settings.constraint}`", "tool_choice")
+        if forcing and settings.sampling.thinking_budget is not None:
+            raise bad_request(f"`tool_choice` {choice_text(tools.mode, tools.name)} cannot be "
+                              "combined with `thinking_token_budget`", "tool_choice")
         parser = self.tool_parser if tools.mode != "none" else None
         forced, tag = None, None
         if parser is not None and forces_natively(parser):
@@ -228,6 +249,7 @@ class PromptBuilder:
         request = params.decode(body, chat=False)
         settings = params.validate(request, None, self.limits.vocab_size)
         params.completion_output(request, settings)
+        self._engine_fields(request, settings)
         beam_search.check(settings, chat=False)
         self._check_model(settings.model)
         items = completion_prompts(request, self.limits.vocab_size, self.max_batch_prompts)

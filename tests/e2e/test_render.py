@@ -272,10 +272,26 @@ def test_sampling_params_are_lowered_like_serving(servers: dict[str, RenderServe
         "presence_penalty": 0.5, "frequency_penalty": -0.25, "repetition_penalty": 1.1,
         "logprobs": None, "prompt_logprobs": None, "logit_bias": [],
         "allowed_token_ids": None, "bad_words_token_ids": [], "structured_outputs": None,
+        "thinking_budget": None, "extra_args": None,
     }
     from engine import protocol
 
     assert list(params) == list(protocol.SamplingParams.__struct_fields__)
+
+
+def test_engine_fields_are_lowered_like_serving(servers: dict[str, RenderServer],
+                                                tokenizer: Any) -> None:
+    """The thinking budget with the reasoning parser's markers tokenized (``auto`` picks
+    qwen3 for the demo template), the extra args as vLLM builds them; the same from both."""
+    entry = next(r for r in REQUESTS if r["name"] == "engine_fields")
+    params = rendered(servers["rust"], entry)["sampling_params"]
+    ids = [tokenizer.convert_tokens_to_ids(marker) for marker in ("<think>", "</think>")]
+    assert params["thinking_budget"] == {"budget": 64, "start_token_ids": [[ids[0]]],
+                                         "end_token_ids": [[ids[1]]]}
+    assert params["extra_args"] == {
+        "a": [1, "b", 2.5], "t": 1, "f": 0.5,
+        "kv_transfer_params": {"do_remote_prefill": False, "ids": [1, 2], "none": None}}
+    assert params == rendered(servers["python"], entry)["sampling_params"]
 
 
 @pytest.mark.parametrize("entry", OVERRIDE_CHATS, ids=[r["name"] for r in OVERRIDE_CHATS])

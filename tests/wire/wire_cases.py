@@ -64,7 +64,31 @@ def _full_sampling() -> p.SamplingParams:
         allowed_token_ids=[0, 7, 128_815],
         bad_words_token_ids=[[42], [1, 2, 65_536], []],
         structured_outputs=_full_structured_outputs(),
+        thinking_budget=_thinking_budget(),
+        extra_args=_extra_args(),
     )
+
+
+def _thinking_budget() -> p.ThinkingBudget:
+    return p.ThinkingBudget(
+        budget=4_000_000_000,
+        start_token_ids=[[151_667], [8_420, 374, 847, 3_381, 1_882, 25]],
+        end_token_ids=[[151_668], []],
+    )
+
+
+def _extra_args() -> dict[str, object]:
+    # vLLM's vllm_xargs shapes, and kv_transfer_params (any JSON) under its key.
+    return {
+        "session_id": "sess-日本",
+        "n": -3,
+        "big": 2**64 - 1,
+        "small": -(2**63),
+        "x": 0.5,
+        "list": [1, "a", 2.5],
+        "kv_transfer_params": {"do_remote_prefill": True, "remote_block_ids": [1, 2],
+                               "none": None, "nested": {"k": []}},
+    }
 
 
 def _full_structured_outputs() -> p.StructuredOutputs:
@@ -158,6 +182,7 @@ def cases() -> list[Case]:
         Case("structured_outputs", _full_structured_outputs(), full=True),
         Case("structured_outputs_regex", p.StructuredOutputs(regex="[0-9]+")),
         Case("sampling_params_defaults", p.SamplingParams(max_tokens=16)),
+        Case("thinking_budget", _thinking_budget()),
         Case(
             "sampling_params_short",
             p.SamplingParams(max_tokens=8, min_tokens=2, temperature=0.5),
@@ -170,7 +195,20 @@ def cases() -> list[Case]:
                 prompt_token_ids=[0, 1, 127, 128, 255, 256, 65_535, 65_536, 128_815],
                 sampling_params=_full_sampling(),
                 arrival_time=1_767_225_600.123456,
+                priority=-(2**63),
+                cache_salt="salt-🧂-\u0000x",
             ),
+            full=True,
+        ),
+        Case(
+            "engine_core_request_short",
+            p.EngineCoreRequest(
+                request_id="r",
+                prompt_token_ids=[1, 2],
+                sampling_params=p.SamplingParams(max_tokens=8),
+                arrival_time=0.5,
+            ),
+            raw=msgspec.msgpack.encode(["r", [1, 2], p.SamplingParams(max_tokens=8), 0.5]),
         ),
         Case("abort_requests", p.AbortRequests(request_ids=["a", "", "長い-id-🚀" * 20])),
         Case("abort_requests_empty", p.AbortRequests(request_ids=[])),

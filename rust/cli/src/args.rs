@@ -76,16 +76,17 @@ pub struct ServeCli {
     /// log_level, shutdown_timeout, python_executable, chat_template,
     /// chat_template_content_format, tokenizer, engine_config,
     /// api_key, max_request_body, max_concurrent_requests, request_timeout,
-    /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
-    /// data_parallel_address, data_parallel_rpc_port, max_batch_prompts,
-    /// sse_keep_alive_interval, max_num_queued_reqs, max_num_queued_tokens, max_queue_wait,
-    /// otlp_traces_endpoint, collect_detailed_traces, and `http` (TLS, Unix socket, CORS,
-    /// request ids, connection limits: only here); see docs/internals.md).
+    /// tool_call_parser, reasoning_parser, scheduling_policy, data_parallel_size,
+    /// data_parallel_size_local, data_parallel_address, data_parallel_rpc_port,
+    /// max_batch_prompts, sse_keep_alive_interval, max_num_queued_reqs,
+    /// max_num_queued_tokens, max_queue_wait, otlp_traces_endpoint,
+    /// collect_detailed_traces, and `http` (TLS, Unix socket, CORS, request ids,
+    /// connection limits: only here); see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
         "python_executable", "chat_template", "chat_template_content_format", "tokenizer", "mock", "max_model_len", "engine_config",
         "api_key", "max_request_body", "max_concurrent_requests", "request_timeout",
-        "tool_call_parser", "reasoning_parser", "data_parallel_size",
+        "tool_call_parser", "reasoning_parser", "scheduling_policy", "data_parallel_size",
         "data_parallel_size_local", "data_parallel_address", "data_parallel_rpc_port",
         "max_batch_prompts",
     ])]
@@ -163,6 +164,10 @@ pub struct ServeCli {
     /// Most prompts in one /v1/completions request (400 above it; default 256).
     #[arg(long, value_name = "N")]
     pub max_batch_prompts: Option<usize>,
+
+    /// fcfs or priority: the engine's queue order (vLLM's; default fcfs).
+    #[arg(long, value_name = "POLICY")]
+    pub scheduling_policy: Option<String>,
 }
 
 /// The `serve` settings of the standalone flags (or of `--args-json` when given).
@@ -202,6 +207,7 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
         request_timeout: cli.request_timeout,
         tool_call_parser: cli.tool_call_parser,
         reasoning_parser: cli.reasoning_parser,
+        scheduling_policy: cli.scheduling_policy,
         data_parallel_size: cli.data_parallel_size,
         data_parallel_size_local: cli.data_parallel_size_local,
         data_parallel_address: cli.data_parallel_address,

@@ -157,6 +157,9 @@ pub struct ServeSpecific {
     pub tool_call_parser: Option<String>,
     #[serde(default)]
     pub reasoning_parser: Option<String>,
+    /// `fcfs` or `priority` (vLLM's `--scheduling-policy`; default fcfs).
+    #[serde(default)]
+    pub scheduling_policy: Option<String>,
     #[serde(default)]
     pub data_parallel_size: Option<u16>,
     #[serde(default)]
@@ -246,11 +249,31 @@ impl Specific for ServeSpecific {
         }
         crate::parsers::select::check_tool_setting(own.tool_call_parser.as_deref())?;
         crate::parsers::select::check_reasoning_setting(own.reasoning_parser.as_deref())?;
+        if let Some(policy) = own.scheduling_policy.as_deref() {
+            if !SCHEDULING_POLICIES.contains(&policy) {
+                return Err(format!(
+                    "scheduling_policy must be one of {}; got {policy:?}",
+                    SCHEDULING_POLICIES.join(", ")
+                ));
+            }
+        }
         Ok(())
     }
 }
 
+/// vLLM's `--scheduling-policy` values; the first is the default.
+pub const SCHEDULING_POLICIES: [&str; 2] = ["fcfs", "priority"];
+
 impl ServeArgs {
+    /// `--scheduling-policy` (checked; default fcfs).
+    pub fn scheduling_policy(&self) -> &'static str {
+        let wanted = self.specific.scheduling_policy.as_deref();
+        SCHEDULING_POLICIES
+            .into_iter()
+            .find(|p| Some(*p) == wanted)
+            .unwrap_or(SCHEDULING_POLICIES[0])
+    }
+
     /// Silence after which a stream gets a `: keep-alive` comment (`None`: never).
     pub fn sse_keep_alive_interval(&self) -> Option<std::time::Duration> {
         self.specific
@@ -344,11 +367,14 @@ impl ServeArgs {
             .unwrap_or(DEFAULT_PYTHON)
     }
 
-    /// The map sent in INIT: `engine_config` as given, with `model` filled in when absent.
+    /// The map sent in INIT: `engine_config` as given, with `model` and
+    /// `scheduling_policy` filled in when absent.
     pub fn engine_config(&self) -> Map<String, Value> {
         let mut map = self.specific.engine_config.clone().unwrap_or_default();
         map.entry("model")
             .or_insert_with(|| Value::String(self.model.clone()));
+        map.entry("scheduling_policy")
+            .or_insert_with(|| Value::from(self.scheduling_policy()));
         map
     }
 }

@@ -63,6 +63,12 @@ pub const COMMON_KEYS: &[&str] = &[
     "structured_outputs",
     "use_beam_search",
     "length_penalty",
+    // `validate::engine_fields` checks these (kept raw).
+    "priority",
+    "cache_salt",
+    "thinking_token_budget",
+    "vllm_xargs",
+    "kv_transfer_params",
 ];
 
 /// The sampling fields both endpoints take and `validate::sampling` checks (kept raw

@@ -53,6 +53,8 @@ pub struct HttpOptions {
     pub queue: QueueLimits,
     pub tool_call_parser: Option<&'static str>,
     pub reasoning_parser: Option<&'static str>,
+    /// `--scheduling-policy`: `fcfs` or `priority`.
+    pub scheduling_policy: &'static str,
     /// The most prompts in one completions request (`--max-batch-prompts`).
     pub max_batch_prompts: usize,
     /// CORS and request ids.
@@ -71,6 +73,7 @@ impl Default for HttpOptions {
             queue: QueueLimits::default(),
             tool_call_parser: None,
             reasoning_parser: None,
+            scheduling_policy: "fcfs",
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
             middleware: Middleware::default(),
             sse_keep_alive: None,
@@ -94,6 +97,7 @@ impl HttpOptions {
             },
             tool_call_parser: tools.name,
             reasoning_parser: reasoning.name,
+            scheduling_policy: args.scheduling_policy(),
             max_batch_prompts: args
                 .specific
                 .max_batch_prompts
@@ -154,6 +158,10 @@ impl TextModel for AppState {
 
     fn reasoning_parser(&self) -> Option<&'static str> {
         self.options.reasoning_parser
+    }
+
+    fn scheduling_policy(&self) -> Option<&'static str> {
+        Some(self.options.scheduling_policy)
     }
 
     fn max_batch_prompts(&self) -> usize {

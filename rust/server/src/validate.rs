@@ -4,6 +4,7 @@
 //! [`prompt::Prompt`].
 
 pub mod beam_search;
+pub mod engine_fields;
 pub mod params;
 pub mod prompt;
 pub mod sampling;

@@ -17,7 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 
 /// Version carried in [`Hello::protocol_version`]; both sides must agree.
@@ -312,6 +312,20 @@ pub struct StructuredOutputs {
     pub structural_tag: Option<String>,
 }
 
+/// vLLM's `thinking_token_budget`: once a thinking section (opened by a start marker, in
+/// the prompt or the output, and not yet closed by an end marker) holds `budget` tokens
+/// after its start marker, the engine forces the first end marker, token by token. The
+/// markers are the server's reasoning parser's, each tokenized by the frontend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThinkingBudget {
+    /// Tokens a thinking section may hold.
+    pub budget: u32,
+    /// The start markers' token ids.
+    pub start_token_ids: Vec<Vec<u32>>,
+    /// The end markers' token ids; the first one is forced.
+    pub end_token_ids: Vec<Vec<u32>>,
+}
+
 /// Sampling settings of one request; defaults equal the Python struct's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SamplingParams {
@@ -369,6 +383,13 @@ pub struct SamplingParams {
     /// `None` = free text; else the grammar the output must follow.
     #[serde(default)]
     pub structured_outputs: Option<StructuredOutputs>,
+    /// `None` = no budget; else the thinking section's budget and markers.
+    #[serde(default)]
+    pub thinking_budget: Option<ThinkingBudget>,
+    /// vLLM's `SamplingParams.extra_args` (`vllm_xargs`, and `kv_transfer_params` under
+    /// that key): a msgpack map with string keys, or `None`.
+    #[serde(default, deserialize_with = "de_opt_string_keyed_map")]
+    pub extra_args: Option<rmpv::Value>,
 }
 
 impl SamplingParams {
@@ -393,6 +414,8 @@ impl SamplingParams {
             allowed_token_ids: None,
             bad_words_token_ids: Vec::new(),
             structured_outputs: None,
+            thinking_budget: None,
+            extra_args: None,
         }
     }
 }
@@ -408,6 +431,12 @@ pub struct EngineCoreRequest {
     pub sampling_params: SamplingParams,
     /// Unix time (seconds) the frontend received the request.
     pub arrival_time: f64,
+    /// vLLM's priority: lower is served earlier (with `--scheduling-policy priority`).
+    #[serde(default)]
+    pub priority: i64,
+    /// vLLM's cache salt: requests with different salts never share cached blocks.
+    #[serde(default)]
+    pub cache_salt: Option<String>,
 }
 
 /// ABORT: stop these requests now; each ends with finish_reason `abort`.
@@ -568,13 +597,23 @@ pub struct EngineOutputs {
 
 /// Decodes a msgpack value and requires a map with string keys (Python `dict[str, Any]`).
 fn de_string_keyed_map<'de, D: Deserializer<'de>>(de: D) -> Result<rmpv::Value, D::Error> {
-    let value = rmpv::Value::deserialize(de)?;
+    string_keyed("engine_config", rmpv::Value::deserialize(de)?)
+}
+
+fn de_opt_string_keyed_map<'de, D: Deserializer<'de>>(
+    de: D,
+) -> Result<Option<rmpv::Value>, D::Error> {
+    match rmpv::Value::deserialize(de)? {
+        rmpv::Value::Nil => Ok(None),
+        value => string_keyed("extra_args", value).map(Some),
+    }
+}
+
+fn string_keyed<E: serde::de::Error>(what: &str, value: rmpv::Value) -> Result<rmpv::Value, E> {
     match &value {
         rmpv::Value::Map(entries) if entries.iter().all(|(k, _)| k.is_str()) => Ok(value),
-        rmpv::Value::Map(_) => Err(D::Error::custom("engine_config: map keys must be strings")),
-        other => Err(D::Error::custom(format!(
-            "engine_config: expected a map, got {other}"
-        ))),
+        rmpv::Value::Map(_) => Err(E::custom(format!("{what}: map keys must be strings"))),
+        other => Err(E::custom(format!("{what}: expected a map, got {other}"))),
     }
 }
 
@@ -593,6 +632,8 @@ mod tests {
             prompt_token_ids: vec![0, 127, 128, 65_535, 65_536],
             sampling_params: sp,
             arrival_time: 1.5,
+            priority: 0,
+            cache_salt: None,
         }
     }
 
@@ -600,7 +641,7 @@ mod tests {
     fn round_trip_request() {
         let req = sample_request();
         let bytes = encode(&req).unwrap();
-        assert_eq!(bytes[0], 0x94, "a fixarray of 4 fields");
+        assert_eq!(bytes[0], 0x96, "a fixarray of 6 fields");
         let back: EngineCoreRequest = decode(&bytes).unwrap();
         assert_eq!(back, req);
     }
@@ -632,10 +673,10 @@ mod tests {
         let bytes = encode(&(1u32, 2u32, 3u32, 4u32)).unwrap();
         let err = decode::<Hello>(&bytes).unwrap_err();
         assert!(matches!(err, WireError::Decode(_)), "{err}");
-        // Also nested: a SamplingParams with 14 elements inside a request.
+        // Also nested: a SamplingParams with one element too many.
         let mut sp = encode(&SamplingParams::new(1)).unwrap();
-        assert_eq!(sp[..3], [0xdc, 0x00, 18], "an array16 of 18 fields");
-        sp[2] += 1; // 18 -> 19 elements
+        assert_eq!(sp[..3], [0xdc, 0x00, 20], "an array16 of 20 fields");
+        sp[2] += 1; // 20 -> 21 elements
         sp.push(0xc0);
         assert!(decode::<SamplingParams>(&sp).is_err());
     }
@@ -710,14 +751,28 @@ mod tests {
         let mut sp = SamplingParams::new(4);
         sp.structured_outputs = Some(so);
         assert_eq!(decode::<SamplingParams>(&encode(&sp).unwrap()).unwrap(), sp);
-        // An older frontend's 17-field SamplingParams means "no constraint".
+        // An older frontend's 17-field SamplingParams means "no constraint" (and no
+        // thinking budget, no extra args).
         let old = encode(&SamplingParams::new(4)).unwrap();
         let mut short = vec![0xdc, 0x00, 17];
-        short.extend_from_slice(&old[3..old.len() - 1]);
+        short.extend_from_slice(&old[3..old.len() - 3]);
         assert_eq!(
             decode::<SamplingParams>(&short).unwrap(),
             SamplingParams::new(4)
         );
+    }
+
+    #[test]
+    fn extra_args_are_a_string_keyed_map_or_nil() {
+        let mut sp = SamplingParams::new(4);
+        sp.extra_args = Some(Value::Map(vec![(Value::from("k"), Value::from(1))]));
+        assert_eq!(decode::<SamplingParams>(&encode(&sp).unwrap()).unwrap(), sp);
+        sp.extra_args = Some(Value::Map(vec![(Value::from(1), Value::from(1))]));
+        assert!(decode::<SamplingParams>(&encode(&sp).unwrap()).is_err());
+        sp.extra_args = Some(Value::from("not a map"));
+        assert!(decode::<SamplingParams>(&encode(&sp).unwrap()).is_err());
+        sp.extra_args = None;
+        assert_eq!(decode::<SamplingParams>(&encode(&sp).unwrap()).unwrap(), sp);
     }
 
     #[test]

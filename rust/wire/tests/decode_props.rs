@@ -128,19 +128,25 @@ fn request() -> impl Strategy<Value = EngineCoreRequest> {
         prop::option::of(0u32..21),
         finite(),
         prop::option::of(structured_outputs()),
+        any::<i64>(),
+        prop::option::of("\\PC{0,8}"),
     )
-        .prop_map(|(id, prompt, max_tokens, seed, logprobs, arrival, so)| {
-            let mut sampling = SamplingParams::new(max_tokens);
-            sampling.seed = seed;
-            sampling.logprobs = logprobs;
-            sampling.structured_outputs = so;
-            EngineCoreRequest {
-                request_id: id,
-                prompt_token_ids: prompt,
-                sampling_params: sampling,
-                arrival_time: arrival,
-            }
-        })
+        .prop_map(
+            |(id, prompt, max_tokens, seed, logprobs, arrival, so, priority, salt)| {
+                let mut sampling = SamplingParams::new(max_tokens);
+                sampling.seed = seed;
+                sampling.logprobs = logprobs;
+                sampling.structured_outputs = so;
+                EngineCoreRequest {
+                    request_id: id,
+                    prompt_token_ids: prompt,
+                    sampling_params: sampling,
+                    arrival_time: arrival,
+                    priority,
+                    cache_salt: salt,
+                }
+            },
+        )
 }
 
 proptest! {

@@ -112,7 +112,44 @@ fn full_sampling() -> SamplingParams {
         allowed_token_ids: Some(vec![0, 7, 128_815]),
         bad_words_token_ids: vec![vec![42], vec![1, 2, 65_536], vec![]],
         structured_outputs: Some(full_structured_outputs()),
+        thinking_budget: Some(thinking_budget()),
+        extra_args: Some(extra_args()),
     }
+}
+
+fn thinking_budget() -> ThinkingBudget {
+    ThinkingBudget {
+        budget: 4_000_000_000,
+        start_token_ids: vec![vec![151_667], vec![8_420, 374, 847, 3_381, 1_882, 25]],
+        end_token_ids: vec![vec![151_668], vec![]],
+    }
+}
+
+/// vLLM's `vllm_xargs` shapes, and `kv_transfer_params` (any JSON) under its key.
+fn extra_args() -> Value {
+    map(vec![
+        ("session_id", Value::from("sess-日本")),
+        ("n", Value::from(-3)),
+        ("big", Value::from(u64::MAX)),
+        ("small", Value::from(i64::MIN)),
+        ("x", Value::from(0.5f64)),
+        (
+            "list",
+            Value::Array(vec![Value::from(1), Value::from("a"), Value::from(2.5f64)]),
+        ),
+        (
+            "kv_transfer_params",
+            map(vec![
+                ("do_remote_prefill", Value::from(true)),
+                (
+                    "remote_block_ids",
+                    Value::Array(vec![Value::from(1), Value::from(2)]),
+                ),
+                ("none", Value::Nil),
+                ("nested", map(vec![("k", Value::Array(vec![]))])),
+            ]),
+        ),
+    ])
 }
 
 /// Every field set, so the fixture checks each one's position (a frontend sets one).
@@ -283,6 +320,7 @@ fn cases() -> BTreeMap<&'static str, Case> {
         ),
         ("sampling_params_defaults", case(SamplingParams::new(16))),
         ("sampling_params_short", case(short_sampling)),
+        ("thinking_budget", case(thinking_budget())),
         (
             "engine_core_request",
             case(EngineCoreRequest {
@@ -290,6 +328,19 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 prompt_token_ids: vec![0, 1, 127, 128, 255, 256, 65_535, 65_536, 128_815],
                 sampling_params: full_sampling(),
                 arrival_time: 1_767_225_600.123456,
+                priority: i64::MIN,
+                cache_salt: Some("salt-🧂-\u{0}x".into()),
+            }),
+        ),
+        (
+            "engine_core_request_short",
+            case(EngineCoreRequest {
+                request_id: "r".into(),
+                prompt_token_ids: vec![1, 2],
+                sampling_params: SamplingParams::new(8),
+                arrival_time: 0.5,
+                priority: 0,
+                cache_salt: None,
             }),
         ),
         (

@@ -86,22 +86,24 @@ def _tool_choice(value: Any, chat: dict[str, Any]) -> None:
         chat["parallel_tool_calls"] = False
 
 
-def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool | None:
-    """``enable_thinking`` for the template: True (enabled), False (disabled) or None
-    (adaptive: the template's default, as vLLM pins nothing)."""
+def _thinking(value: Any, max_tokens: int | None,
+              reasoning: bool) -> tuple[bool | None, int | None]:
+    """``enable_thinking`` for the template, True (enabled), False (disabled) or None
+    (adaptive: the template's default, as vLLM pins nothing); and the thinking budget
+    (enabled: ``budget_tokens``, enforced by the engine as vLLM maps it)."""
     thinking = mapping(value, "thinking")
     if thinking.get("type") is None:
         raise field_required("thinking.type")
     kind = one_of(thinking["type"], "thinking.type", ("enabled", "disabled", "adaptive"))
     if kind == "disabled":
         keys(thinking, ("type",), "thinking")
-        return False
+        return False, None
     keys(thinking, ("type", "budget_tokens", "display") if kind == "enabled"
          else ("type", "display"), "thinking")
     if thinking.get("display") is not None:
         one_of(thinking["display"], "thinking.display", THINKING_DISPLAYS)
     if kind == "adaptive":
-        return None
+        return None, None
     if thinking.get("budget_tokens") is None:
         raise field_required("thinking.budget_tokens")
     budget = integer(thinking["budget_tokens"], "thinking.budget_tokens", MIN_THINKING_BUDGET)
@@ -111,7 +113,7 @@ def _thinking(value: Any, max_tokens: int | None, reasoning: bool) -> bool | Non
     if not reasoning:
         raise bad_request("thinking needs a reasoning parser: start the server with "
                           "--reasoning-parser", "thinking")
-    return True
+    return True, budget
 
 
 def _output_config(value: Any, chat: dict[str, Any]) -> str | None:
@@ -220,9 +222,9 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
         _metadata(raw["metadata"], chat)
     if raw.get("service_tier") is not None:
         string(raw["service_tier"], "service_tier")
-    thinking = None
+    thinking, budget = None, None
     if raw.get("thinking") is not None:
-        thinking = _thinking(raw["thinking"], max_tokens, reasoning)
+        thinking, budget = _thinking(raw["thinking"], max_tokens, reasoning)
     effort = None
     if raw.get("output_config") is not None:
         effort = _output_config(raw["output_config"], chat)
@@ -230,6 +232,8 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
     kwargs = _template_kwargs(thinking, effort)
     if kwargs:
         chat["chat_template_kwargs"] = kwargs
+    if budget is not None:  # enforced by the engine, as vLLM maps it
+        chat["thinking_token_budget"] = budget
 
 
 def messages_param(param: str | None) -> str | None:

@@ -9,6 +9,8 @@ fn request(id: &str, max_tokens: u32) -> EngineCoreRequest {
         prompt_token_ids: vec![3, 4],
         sampling_params: SamplingParams::new(max_tokens),
         arrival_time: 0.0,
+        priority: 0,
+        cache_salt: None,
     }
 }
 

@@ -28,6 +28,8 @@ pub fn fan_out(id: &str, prompts: &[Prompt], arrival_time: f64) -> Vec<EngineCor
                 prompt_token_ids: prompt.ids.clone(),
                 sampling_params: sampling,
                 arrival_time,
+                priority: prompt.settings.priority,
+                cache_salt: prompt.settings.cache_salt.clone(),
             });
         }
     }

@@ -336,6 +336,7 @@ async fn invocations_route_by_the_body() {
 mod bad_requests;
 mod beam_search;
 mod cached;
+mod engine_fields;
 mod loopback;
 mod queue;
 mod structured;

@@ -44,6 +44,10 @@ pub struct Settings {
     /// The field that set `sampling.structured_outputs` (the `param` of its engine
     /// errors): `response_format`, `structured_outputs.<kind>`, or `tools`.
     pub constraint: Option<&'static str>,
+    /// The engine request's own fields (`validate::engine_fields`): vLLM's `priority`
+    /// and `cache_salt`.
+    pub priority: i64,
+    pub cache_salt: Option<String>,
     /// `use_beam_search` (`None`: sampling); `validate::beam_search` checks the rest.
     pub beam_search: Option<BeamSearch>,
 }
@@ -155,7 +159,6 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
         | "store"
         | "metadata"
         | "mm_processor_kwargs"
-        | "priority"
         | "truncate_prompt_tokens" => value.is_null(),
         _ => return None,
     };
@@ -321,6 +324,8 @@ pub fn validate(
         prompt_logprobs: None,
         constraint: None,
         beam_search,
+        priority: 0,
+        cache_salt: None,
     })
 }
 

@@ -22,7 +22,7 @@ use crate::parsers::reasoning;
 use crate::parsers::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 use crate::text::{offload, Template};
 use crate::validate::params::{self, Endpoint, Settings};
-use crate::validate::{beam_search, sampling, structured};
+use crate::validate::{beam_search, engine_fields, sampling, structured};
 
 /// The default of `--max-batch-prompts`: the most prompts one completions request may
 /// carry.
@@ -41,6 +41,11 @@ pub trait TextModel: Send + Sync + 'static {
     /// The reasoning parser's name (`--reasoning-parser`, resolved): which markers a
     /// prompt may leave open.
     fn reasoning_parser(&self) -> Option<&'static str> {
+        None
+    }
+    /// `--scheduling-policy` (`fcfs` or `priority`); `None`: no engine to schedule (the
+    /// render service), so any `priority` is taken.
+    fn scheduling_policy(&self) -> Option<&'static str> {
         None
     }
     /// The most prompts one completions request may carry (`--max-batch-prompts`).
@@ -122,6 +127,15 @@ fn finish(
     })
 }
 
+/// What [`engine_fields`] needs of the server.
+fn engine_server(state: &impl TextModel) -> engine_fields::Server<'_> {
+    engine_fields::Server {
+        scheduling_policy: state.scheduling_policy(),
+        reasoning_parser: state.reasoning_parser(),
+        tokenizer: state.tokenizer(),
+    }
+}
+
 /// Runs `work` (template and/or tokenization), timing it when the server measures that.
 fn timed<S: TextModel, T>(state: &S, work: impl FnOnce() -> T) -> T {
     let started = Instant::now();
@@ -157,6 +171,7 @@ pub async fn chat_object<S: TextModel>(
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
     structured::apply(&value, &mut settings)?;
     sampling::chat_logprobs(&chat, &mut settings)?;
+    engine_fields::apply(&value, &mut settings, &engine_server(state.as_ref()))?;
     beam_search::check(&settings, Endpoint::Chat)?;
     state.check_model(settings.model.as_deref())?;
     let messages = match chat.messages {
@@ -193,6 +208,7 @@ pub async fn chat_object<S: TextModel>(
         .then(|| tools::choice_text(tools.mode, tools.name.as_deref()));
     beam_search::check_tools(&settings, forcing.as_deref())?;
     structured::with_tools(&tools, format, &mut settings)?;
+    engine_fields::with_tools(&tools, &settings)?;
     let forced = format.and_then(|f| tools::prefill(f, &tools));
     if let (Some((_, end)), ToolMode::Named) = (format.and_then(ToolFormat::native), tools.mode) {
         settings.stop.push(end.to_owned()); // one call, then stop
@@ -259,6 +275,7 @@ pub async fn completion<S: TextModel>(
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
     structured::apply(&value, &mut settings)?;
     sampling::completion_output(&fields, &mut settings)?;
+    engine_fields::apply(&value, &mut settings, &engine_server(state.as_ref()))?;
     beam_search::check(&settings, Endpoint::Completions)?;
     state.check_model(settings.model.as_deref())?;
     let inputs = prompts(fields.prompt, state.max_batch_prompts())?;

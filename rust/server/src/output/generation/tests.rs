@@ -13,6 +13,8 @@ fn start(h: &Harness, id: &str, sampling: SamplingParams, stop: &[&str]) -> Gene
         prompt_token_ids: PROMPT.to_vec(),
         sampling_params: sampling,
         arrival_time: 0.0,
+        priority: 0,
+        cache_salt: None,
     };
     let handle = h.client.submit(request).unwrap();
     let stop: Vec<String> = stop.iter().map(|s| (*s).to_owned()).collect();

@@ -63,12 +63,13 @@ pub fn template_kwargs(thinking: Option<bool>, effort: Option<&str>) -> Map<Stri
 
 /// `thinking`: enabled (`Some(true)`; needs the server's reasoning parser; `budget_tokens`
 /// ≥ 1024 and below `max_tokens`), disabled (`Some(false)`) or adaptive (`None`: the
-/// template's default, as vLLM pins nothing).
+/// template's default, as vLLM pins nothing); with the thinking budget (enabled:
+/// `budget_tokens`, enforced by the engine as vLLM maps it).
 pub fn thinking_enabled(
     thinking: &Value,
     max_tokens: Option<i64>,
     reasoning: bool,
-) -> Result<Option<bool>, ApiError> {
+) -> Result<(Option<bool>, Option<i64>), ApiError> {
     let map = object(thinking, "thinking")?;
     let kind = one_of(
         need(map, "type", "thinking")?,
@@ -81,13 +82,13 @@ pub fn thinking_enabled(
         _ => known_keys(map, &["type", "budget_tokens", "display"], "thinking")?,
     }
     if kind == "disabled" {
-        return Ok(Some(false));
+        return Ok((Some(false), None));
     }
     if let Some(display) = get(map, "display") {
         one_of(display, "thinking.display", THINKING_DISPLAYS)?;
     }
     if kind == "adaptive" {
-        return Ok(None);
+        return Ok((None, None));
     }
     let budget = at_least(
         need(map, "budget_tokens", "thinking")?,
@@ -106,5 +107,5 @@ pub fn thinking_enabled(
             "thinking needs a reasoning parser: start the server with --reasoning-parser",
         ));
     }
-    Ok(Some(true))
+    Ok((Some(true), Some(budget)))
 }

@@ -110,9 +110,9 @@ pub fn translate(body: &[u8], mode: Mode, server: Server) -> Result<Value, ApiEr
     if let Some(tier) = get(&map, "service_tier") {
         string(tier, "service_tier")?;
     }
-    let thinking = match get(&map, "thinking") {
+    let (thinking, budget) = match get(&map, "thinking") {
         Some(thinking) => thinking_enabled(thinking, max_tokens, server.reasoning)?,
-        None => None,
+        None => (None, None),
     };
     let effort = match get(&map, "output_config") {
         Some(config) => output_config(config, &mut chat)?,
@@ -122,6 +122,10 @@ pub fn translate(body: &[u8], mode: Mode, server: Server) -> Result<Value, ApiEr
     let kwargs = template_kwargs(thinking, effort);
     if !kwargs.is_empty() {
         chat.insert("chat_template_kwargs".into(), Value::Object(kwargs));
+    }
+    if let Some(budget) = budget {
+        // Enforced by the engine, as vLLM maps it (`thinking_token_budget`).
+        chat.insert("thinking_token_budget".into(), Value::from(budget));
     }
     Ok(Value::Object(chat))
 }

@@ -130,10 +130,27 @@ async fn chat_render_is_what_the_engine_would_receive() {
             "logit_bias",
             "allowed_token_ids",
             "bad_words_token_ids",
-            "structured_outputs"
+            "structured_outputs",
+            "thinking_budget",
+            "extra_args"
         ]
     );
     assert_eq!(sampling["structured_outputs"], Value::Null);
+    assert_eq!(sampling["extra_args"], Value::Null);
+}
+
+#[tokio::test]
+async fn render_shows_the_extra_args_as_json() {
+    let f = fixture();
+    let body = json!({"prompt": "hello", "priority": 5,
+                      "vllm_xargs": {"a": [1, "b", 2.5], "t": true},
+                      "kv_transfer_params": {"k": {"n": null}}});
+    let (status, out) = call(&f, "POST", "/v1/completions/render", body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(
+        out["sampling_params"]["extra_args"],
+        json!({"a": [1, "b", 2.5], "t": 1, "kv_transfer_params": {"k": {"n": null}}})
+    );
 }
 
 #[tokio::test]
