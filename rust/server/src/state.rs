@@ -39,6 +39,9 @@ pub struct AppState {
     pub token_texts: Arc<TokenTexts>,
 }
 
+/// Responses kept at most by default (`--responses-store-max-entries`).
+pub const DEFAULT_STORE_ENTRIES: usize = 1000;
+
 /// The HTTP settings of a serving vrs-rs (from its args; the parsers as
 /// [`crate::parsers::select`] chose them).
 #[derive(Debug, Clone)]
@@ -57,6 +60,8 @@ pub struct HttpOptions {
     pub middleware: Middleware,
     /// `--sse-keep-alive-interval`.
     pub sse_keep_alive: Option<std::time::Duration>,
+    /// `--responses-store-max-entries` with `--enable-responses-store` (`None`: off).
+    pub responses_store: Option<usize>,
 }
 
 impl Default for HttpOptions {
@@ -72,6 +77,7 @@ impl Default for HttpOptions {
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
             middleware: Middleware::default(),
             sse_keep_alive: None,
+            responses_store: None,
         }
     }
 }
@@ -98,6 +104,11 @@ impl HttpOptions {
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
             middleware: middleware(&args.http)?,
             sse_keep_alive: args.sse_keep_alive_interval(),
+            responses_store: args.specific.enable_responses_store.then(|| {
+                args.specific
+                    .responses_store_max_entries
+                    .unwrap_or(DEFAULT_STORE_ENTRIES)
+            }),
         })
     }
 }
