@@ -23,7 +23,6 @@ KNOWN = frozenset((
     "reasoning", "metadata", "stream", "stream_options", "store", "previous_response_id",
     "background", "conversation", "prompt", "include", "truncation", "top_logprobs",
     "max_tool_calls", *SAME, *HARMLESS))
-STATELESS = "this server is stateless"
 TEXT_PARTS = ("input_text", "output_text")
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 TOOL_CHOICES = ("auto", "none", "required")
@@ -82,17 +81,21 @@ def _bool(value: Any, path: str) -> bool:
 
 
 def _refusals(raw: dict[str, Any]) -> None:
-    """The stateful and unimplemented features: a 400 naming the field, never ignored."""
+    """The unimplemented features: a 400 naming the field, never ignored; the types of
+    the stateful fields (their meaning: server/routes/responses/store.py)."""
     for key in raw:
         if key not in KNOWN:
             raise bad_request(f"unknown field '{key}'", key)
-    if raw.get("store") is not None and _bool(raw["store"], "store"):
-        raise bad_request(f"store is not supported: {STATELESS}; send store=false", "store")
-    for key in ("previous_response_id", "conversation", "prompt"):
+    if raw.get("store") is not None:
+        _bool(raw["store"], "store")
+    if raw.get("previous_response_id") is not None:
+        _string(raw["previous_response_id"], "previous_response_id")
+    for key in ("conversation", "prompt"):
         if raw.get(key) is not None:
-            raise bad_request(f"{key} is not supported: {STATELESS}", key)
-    if raw.get("background") is not None and _bool(raw["background"], "background"):
-        raise bad_request(f"background is not supported: {STATELESS}", "background")
+            raise bad_request(f"{key} is not supported", key)
+    if raw.get("background") is not None and _bool(raw["background"], "background") \
+            and not raw.get("store", True):
+        raise bad_request("background can only be used when `store` is true", "background")
     include = raw.get("include")
     if include is not None and _list(include, "include"):
         raise bad_request("include is not supported: send no include list", "include")
@@ -153,8 +156,10 @@ def _reasoning_text(item: dict[str, Any], path: str) -> str:
     return "".join(texts)
 
 
-def messages(raw_input: Any, instructions: str | None) -> list[dict[str, Any]]:
-    """``instructions`` and ``input`` as chat messages."""
+def messages(raw_input: Any, instructions: str | None,
+             known_calls: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """``instructions`` and ``input`` as chat messages (``known_calls``: the call ids a
+    ``previous_response_id`` declared)."""
     out: list[dict[str, Any]] = []
     if instructions is not None:
         out.append({"role": "system", "content": instructions})
@@ -164,7 +169,7 @@ def messages(raw_input: Any, instructions: str | None) -> list[dict[str, Any]]:
     if raw_input is None:
         raise bad_request("'input' is required", "input")
     items = _list(raw_input, "input")
-    declared: set[str] = set()
+    declared: set[str] = set(known_calls)
     reasoning: str | None = None  # waiting for the next assistant message
     open_calls = False  # the last chat message is an assistant one function_calls may join
     for i, item in enumerate(items):
@@ -318,9 +323,10 @@ def responses_param(param: str | None) -> str | None:
     return _TOOL_FIELD.sub(lambda m: f"tools[{m.group(1)}]{m.group(2)}", param)
 
 
-def translate(body: bytes, takes_effort: bool) -> Translated:
+def translate(body: bytes, takes_effort: bool,
+              known_calls: frozenset[str] = frozenset()) -> Translated:
     """The chat request of a Responses body (``takes_effort``: the chat template reads
-    ``reasoning_effort``)."""
+    ``reasoning_effort``; ``known_calls``: as :func:`messages`)."""
     raw = decode_object(body)
     _refusals(raw)
     echo = Echo()
@@ -330,7 +336,7 @@ def translate(body: bytes, takes_effort: bool) -> Translated:
     instructions = raw.get("instructions")
     if instructions is not None:
         echo.instructions = _string(instructions, "instructions")
-    chat["messages"] = messages(raw.get("input"), echo.instructions)
+    chat["messages"] = messages(raw.get("input"), echo.instructions, known_calls)
     if raw.get("tools") is not None:
         chat["tools"] = tools(raw["tools"])
         echo.tools = raw["tools"]
