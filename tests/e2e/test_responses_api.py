@@ -1,7 +1,7 @@
 """``POST /v1/responses`` (the store off: the default) on the Rust and Python frontends,
-through the official `openai` SDK unchanged: text, a reasoning item, a scripted tool call as a function_call
-item, the two-turn tool loop (its prompt the equivalent chat request's, through the
-render routes of `vrs render` and ``usage.input_tokens``), ``max_output_tokens`` ->
+through the official `openai` SDK unchanged: text, a reasoning item, a scripted tool call
+as a function_call item, the two-turn tool loop (its prompt the equivalent chat request's,
+through the render routes of `vrs render` and ``usage.input_tokens``), ``max_output_tokens`` ->
 ``incomplete``; created whole, streamed (every event, typed by the SDK) and through
 ``responses.stream`` + ``get_final_response``; bad input -> a 4xx OpenAI error naming
 the field; the stored-response routes -> vLLM's 404 (with the store:
