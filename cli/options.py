@@ -234,6 +234,14 @@ OtlpTracesEndpoint = Annotated[str | None, typer.Option(
     help="Export one OpenTelemetry span per request over OTLP/HTTP to this URL (e.g. "
          "http://localhost:4318; https:// checks the collector against the system's CAs or "
          "the file in OTEL_EXPORTER_OTLP_CERTIFICATE). Default: no traces.")]
+EnableResponsesStore = Annotated[bool, typer.Option(
+    "--enable-responses-store",
+    help="Keep Responses API responses in memory (store, previous_response_id, background, "
+         "GET / cancel / DELETE /v1/responses/ID), as vLLM's "
+         "VLLM_ENABLE_RESPONSES_API_STORE=1 (also honoured). Default: off (stateless).")]
+ResponsesStoreMaxEntries = Annotated[int, typer.Option(
+    min=1, help="Responses kept at most with --enable-responses-store; the least recently "
+                "used is dropped first.")]
 CollectDetailedTraces = Annotated[str | None, typer.Option(
     help="Comma-separated: all, model, worker (vLLM's values; each adds the engine's "
          "per-request queue, prefill and decode times to the span). Needs "

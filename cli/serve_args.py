@@ -73,6 +73,8 @@ class ServeOptions:
     max_queue_wait: float | None = None
     otlp_traces_endpoint: str | None = None
     collect_detailed_traces: str | None = None
+    enable_responses_store: bool = False
+    responses_store_max_entries: int = 1000
     http: HttpOptions = field(default_factory=HttpOptions)
 
     @classmethod
@@ -242,7 +244,24 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         otlp_traces_endpoint=traces_endpoint(options.otlp_traces_endpoint),
         collect_detailed_traces=detailed_traces(options.collect_detailed_traces,
                                                 options.otlp_traces_endpoint),
+        enable_responses_store=responses_store(options.enable_responses_store),
+        responses_store_max_entries=options.responses_store_max_entries,
     ))
+
+
+STORE_ENV = "VLLM_ENABLE_RESPONSES_API_STORE"
+
+
+def responses_store(flag: bool) -> bool:
+    """``--enable-responses-store``, or vLLM's ``VLLM_ENABLE_RESPONSES_API_STORE`` set to a
+    non-zero integer (as vLLM reads it)."""
+    from engine.config import ConfigError
+
+    raw = os.environ.get(STORE_ENV, "0").strip() or "0"
+    try:
+        return flag or int(raw) != 0
+    except ValueError:
+        raise ConfigError(f"{STORE_ENV} must be an integer (0 or 1), got {raw!r}") from None
 
 
 def _mock_replies(path: Path | None) -> list[dict[str, Any]]:

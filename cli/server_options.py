@@ -63,6 +63,8 @@ def server_options(
     max_queue_wait: o.MaxQueueWait = None,
     otlp_traces_endpoint: o.OtlpTracesEndpoint = None,
     collect_detailed_traces: o.CollectDetailedTraces = None,
+    enable_responses_store: o.EnableResponsesStore = False,
+    responses_store_max_entries: o.ResponsesStoreMaxEntries = 1000,
     ssl_keyfile: o.SslKeyfile = None,
     ssl_certfile: o.SslCertfile = None,
     ssl_ca_certs: o.SslCaCerts = None,

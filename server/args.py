@@ -18,7 +18,7 @@ from server.edge.middleware import check as check_middleware
 from server.edge.trace import traces_url
 from server.http_args import HttpArgs, check_http_args
 from server.parsers.select import check_settings
-from server.state import Options
+from server.state import DEFAULT_STORE_ENTRIES, Options
 from server.text.content_format import check_option as check_content_format
 from server.validate.prompt import DEFAULT_MAX_BATCH_PROMPTS
 
@@ -133,6 +133,9 @@ def _options(raw: ServeArgs) -> Options:
         bound = getattr(raw, name)
         if bound is not None and bound < 0:
             raise ValueError(f"{name} must be >= 0, got {bound}")
+    entries = raw.responses_store_max_entries
+    if entries is not None and entries < 1:
+        raise ValueError(f"responses_store_max_entries must be >= 1, got {entries}")
     if raw.collect_detailed_traces and raw.otlp_traces_endpoint is None:
         raise ValueError("collect_detailed_traces needs otlp_traces_endpoint")
     if raw.otlp_traces_endpoint is not None:
@@ -147,7 +150,9 @@ def _options(raw: ServeArgs) -> Options:
                    max_queue_wait=raw.max_queue_wait,
                    otlp_traces_endpoint=raw.otlp_traces_endpoint,
                    collect_detailed_traces=raw.collect_detailed_traces,
-                   enable_request_id_headers=raw.http.enable_request_id_headers)
+                   enable_request_id_headers=raw.http.enable_request_id_headers,
+                   enable_responses_store=raw.enable_responses_store,
+                   responses_store_max_entries=entries or DEFAULT_STORE_ENTRIES)
 
 
 def parse_render_args(args: dict[str, Any]) -> RenderArgs:

@@ -63,6 +63,8 @@ class ServeArgs(CommonArgs, forbid_unknown_fields=True):
     max_queue_wait: float | None = None
     otlp_traces_endpoint: str | None = None
     collect_detailed_traces: bool = False
+    enable_responses_store: bool = False
+    responses_store_max_entries: int | None = None
 
 
 class RenderArgs(CommonArgs, forbid_unknown_fields=True):

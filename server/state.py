@@ -24,6 +24,8 @@ from server.parsers.select import Choice, choose, model_config
 from server.text import ModelText, takes_effort
 from server.validate.prompt import DEFAULT_MAX_BATCH_PROMPTS, PromptBuilder
 
+DEFAULT_STORE_ENTRIES = 1000  # --responses-store-max-entries
+
 
 class Options(msgspec.Struct, kw_only=True):
     """Server settings the routes use (see ``server.args.Config``)."""
@@ -43,6 +45,8 @@ class Options(msgspec.Struct, kw_only=True):
     otlp_traces_endpoint: str | None = None
     collect_detailed_traces: bool = False
     enable_request_id_headers: bool = False
+    enable_responses_store: bool = False
+    responses_store_max_entries: int = DEFAULT_STORE_ENTRIES
 
 
 class State:

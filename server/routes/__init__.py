@@ -30,6 +30,7 @@ from server.routes import (
     responses,
     tokenize,
 )
+from server.routes.responses.store import ResponseStore
 from server.state import RenderState, State
 
 logger = logging.getLogger("vrs.frontend")
@@ -45,6 +46,8 @@ def router(state: State) -> Routes:
     def on(handler: Any) -> Handler:
         return functools.partial(handler, state)
 
+    store = ResponseStore(state.options.enable_responses_store,
+                          state.options.responses_store_max_entries)
     return {
         "/v1/chat/completions": ("POST", on(chat_completions.chat_completions)),
         "/v1/completions": ("POST", on(completions.completions)),
@@ -57,8 +60,9 @@ def router(state: State) -> Routes:
         "/invocations": ("POST", on(invocations.invocations)),
         "/tokenize": ("POST", on(tokenize.tokenize)),
         "/detokenize": ("POST", on(tokenize.detokenize)),
-        "/v1/responses": ("POST", on(responses.create)),
-        responses.PREFIX: (("GET", "POST", "DELETE"), responses.stored),
+        "/v1/responses": ("POST", functools.partial(responses.create, state, store)),
+        responses.PREFIX: (("GET", "POST", "DELETE"),
+                           functools.partial(responses.stored_routes, store)),
         "/v1/messages": ("POST", on(messages.messages)),
         "/v1/messages/count_tokens": ("POST", on(messages.count_tokens)),
     }

@@ -1,10 +1,11 @@
-"""``POST /v1/responses`` (stateless) on the Rust and Python frontends, through the official
-`openai` SDK unchanged: text, a reasoning item, a scripted tool call as a function_call
-item, the two-turn tool loop (its prompt the equivalent chat request's, through the
-render routes of `vrs render` and ``usage.input_tokens``), ``max_output_tokens`` ->
+"""``POST /v1/responses`` (the store off: the default) on the Rust and Python frontends,
+through the official `openai` SDK unchanged: text, a reasoning item, a scripted tool call
+as a function_call item, the two-turn tool loop (its prompt the equivalent chat request's,
+through the render routes of `vrs render` and ``usage.input_tokens``), ``max_output_tokens`` ->
 ``incomplete``; created whole, streamed (every event, typed by the SDK) and through
 ``responses.stream`` + ``get_final_response``; bad input -> a 4xx OpenAI error naming
-the field; the stored-response routes -> 404; generated bodies never get a 5xx."""
+the field; the stored-response routes -> vLLM's 404 (with the store:
+test_responses_store.py); generated bodies never get a 5xx."""
 
 from __future__ import annotations
 
@@ -203,8 +204,7 @@ def test_max_output_tokens_is_incomplete(feature_server: Server) -> None:
 
 
 BAD = [
-    ({"previous_response_id": "resp_1"}, "previous_response_id", "stateless"),
-    ({"store": True}, "store", "store is not supported"),
+    ({"background": True, "store": False}, "background", "only be used when `store` is true"),
     ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "1"}]},
      "input[0].call_id", "unknown call_id 'call_x'"),
     ({"tools": [{"type": "web_search"}]}, "tools[0].type", "built-in tool 'web_search'"),
@@ -247,8 +247,7 @@ def test_unknown_model_and_stored_routes(feature_server: Server) -> None:
                  lambda: client.responses.input_items.list("resp_1")):
         with pytest.raises(openai.NotFoundError) as info:
             call()
-        assert info.value.body["message"] == (
-            "Response 'resp_1' not found: this server is stateless (store is not supported)")
+        assert info.value.body["message"] == "Response with id 'resp_1' not found."
     wrong = httpx.put(f"{feature_server.url}/v1/responses/resp_1", timeout=30)
     assert wrong.status_code == 405
 

@@ -94,7 +94,8 @@ def test_stream_items_and_events_in_order() -> None:
     added = [e for e in seen if e["type"] == "response.output_item.added"]
     assert [e["output_index"] for e in added] == [0, 1, 2, 3]
     assert added[2]["item"]["arguments"] == "" and added[2]["item"]["status"] == "in_progress"
-    assert final["usage"] == {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 3},
+    assert final["usage"] == {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 3,
+                                                                       "cache_write_tokens": 0},
                               "output_tokens": 20,
                               "output_tokens_details": {"reasoning_tokens": 0},
                               "total_tokens": 25}

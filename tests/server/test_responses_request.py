@@ -125,10 +125,14 @@ def test_tools_choice_text_and_reasoning() -> None:
 
 @pytest.mark.parametrize(("param", "message", "body"), [
     ("frobnicate", "unknown field 'frobnicate'", {"input": "x", "frobnicate": 1}),
-    ("store", "store is not supported: this server is stateless; send store=false",
-     {"input": "x", "store": True}),
-    ("previous_response_id", None, {"input": "x", "previous_response_id": "resp_1"}),
-    ("background", None, {"input": "x", "background": True}),
+    ("store", "invalid value for 'store': expected a boolean", {"input": "x", "store": 1}),
+    ("previous_response_id", "invalid value for 'previous_response_id': expected a string",
+     {"input": "x", "previous_response_id": 5}),
+    ("background", "background can only be used when `store` is true",
+     {"input": "x", "background": True, "store": False}),
+    ("background", "background can only be used when `store` is true",
+     {"input": "x", "background": True, "store": None}),
+    ("background", None, {"input": "x", "background": "yes"}),
     ("conversation", None, {"input": "x", "conversation": "c"}),
     ("prompt", None, {"input": "x", "prompt": {"id": "p"}}),
     ("include[1]", None, {"input": "x", "include": ["reasoning.encrypted_content",

@@ -57,7 +57,7 @@ def test_every_openai_usage_has_the_cached_tokens(python_server: PythonServer, p
 def test_responses_and_messages_usage(python_server: PythonServer) -> None:
     answer = python_server.post("/v1/responses", {"input": "hello there",
                                                   "max_output_tokens": 3}).json()
-    assert answer["usage"]["input_tokens_details"] == NONE_CACHED
+    assert answer["usage"]["input_tokens_details"] == {**NONE_CACHED, "cache_write_tokens": 0}
 
     body = {"messages": MESSAGES, "max_tokens": 3}
     message = python_server.post("/v1/messages", {"model": MODEL, **body}).json()

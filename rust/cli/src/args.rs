@@ -219,6 +219,8 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
         max_queue_wait: None,
         otlp_traces_endpoint: None,
         collect_detailed_traces: false,
+        enable_responses_store: false,
+        responses_store_max_entries: None,
     };
     cli.common.into_args(specific)
 }

@@ -189,6 +189,12 @@ pub struct ServeSpecific {
     /// Whether spans carry the engine's queue, prefill and decode times.
     #[serde(default)]
     pub collect_detailed_traces: bool,
+    /// Whether Responses API responses are kept (`--enable-responses-store`).
+    #[serde(default)]
+    pub enable_responses_store: bool,
+    /// Responses kept at most (default 1000), the least recently used dropped first.
+    #[serde(default)]
+    pub responses_store_max_entries: Option<usize>,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
@@ -240,6 +246,9 @@ impl Specific for ServeSpecific {
                     return Err(format!("{key} must be > 0 seconds, got {t}"));
                 }
             }
+        }
+        if own.responses_store_max_entries == Some(0) {
+            return Err("responses_store_max_entries must be >= 1, got 0".into());
         }
         if own.collect_detailed_traces && own.otlp_traces_endpoint.is_none() {
             return Err("collect_detailed_traces needs otlp_traces_endpoint".into());

@@ -80,26 +80,40 @@ where
     P: Future<Output = Result<Vec<Prompt>, ApiError>>,
     S: Shapes,
 {
-    let arrival = Instant::now();
     // The request's span (when traces are on) starts now: a refused request has one too.
     let _trace = trace::begin();
-    let job = match prepare(state, body, build).await {
-        Ok((prompts, permit)) => {
-            let id_prefix = id_prefix.unwrap_or_else(|| {
-                if prompts.first().is_some_and(|p| p.chat.is_some()) {
-                    "chatcmpl"
-                } else {
-                    "cmpl"
-                }
-            });
-            AcceptedRequest::new(prompts, id_prefix, arrival, permit)
-        }
+    let job = match accept(state, body, build, id_prefix).await {
+        Ok(job) => job,
         Err(err) => return err.respond(dialect),
     };
     match shapes(&job, state) {
         Ok(shapes) => job.respond(state, shapes).await,
         Err(err) => err.respond(dialect),
     }
+}
+
+/// The first half of [`generate_as`]: admission, the body, the prompts, the ids; the
+/// accepted request then answers through [`AcceptedRequest::respond`] (the Responses
+/// API's background runs do so on their own task).
+pub async fn accept<'a, P>(
+    state: &'a SharedState,
+    body: Result<Bytes, BytesRejection>,
+    build: impl FnOnce(&'a SharedState, Bytes) -> P,
+    id_prefix: Option<&'static str>,
+) -> Result<AcceptedRequest, ApiError>
+where
+    P: Future<Output = Result<Vec<Prompt>, ApiError>>,
+{
+    let arrival = Instant::now();
+    let (prompts, permit) = prepare(state, body, build).await?;
+    let id_prefix = id_prefix.unwrap_or_else(|| {
+        if prompts.first().is_some_and(|p| p.chat.is_some()) {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        }
+    });
+    Ok(AcceptedRequest::new(prompts, id_prefix, arrival, permit))
 }
 
 async fn prepare<'a, P>(

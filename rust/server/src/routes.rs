@@ -38,13 +38,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/completions", post(completions::handle))
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
-        .route("/v1/responses", post(responses::handle))
-        .route(
-            "/v1/responses/{id}",
-            get(responses::not_stored).delete(responses::not_stored),
-        )
-        .route("/v1/responses/{id}/cancel", post(responses::not_stored))
-        .route("/v1/responses/{id}/input_items", get(responses::not_stored))
+        .merge(responses_routes(&state))
         .route("/v1/models", get(models::models))
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))
@@ -60,6 +54,23 @@ pub fn router(state: SharedState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state);
     middleware.apply(routes)
+}
+
+/// The Responses API's routes, over the store ([`responses::store`]).
+fn responses_routes(state: &SharedState) -> Router<SharedState> {
+    use responses::stored;
+    let store = Arc::new(responses::store::ResponseStore::new(
+        state.options.responses_store,
+    ));
+    Router::new()
+        .route("/v1/responses", post(responses::handle))
+        .route(
+            "/v1/responses/{id}",
+            get(stored::retrieve).delete(stored::delete),
+        )
+        .route("/v1/responses/{id}/cancel", post(stored::cancel))
+        .route("/v1/responses/{id}/input_items", get(stored::input_items))
+        .with_state((Arc::clone(state), store))
 }
 
 /// The render service: template + tokenization only, no engine.

@@ -41,6 +41,9 @@ pub struct AppState {
     pub token_texts: Arc<TokenTexts>,
 }
 
+/// Responses kept at most by default (`--responses-store-max-entries`).
+pub const DEFAULT_STORE_ENTRIES: usize = 1000;
+
 /// The HTTP settings of a serving vrs-rs (from its args; the parsers as
 /// [`crate::parsers::select`] chose them).
 #[derive(Debug, Clone)]
@@ -61,6 +64,8 @@ pub struct HttpOptions {
     pub middleware: Middleware,
     /// `--sse-keep-alive-interval`.
     pub sse_keep_alive: Option<std::time::Duration>,
+    /// `--responses-store-max-entries` with `--enable-responses-store` (`None`: off).
+    pub responses_store: Option<usize>,
 }
 
 impl Default for HttpOptions {
@@ -77,6 +82,7 @@ impl Default for HttpOptions {
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
             middleware: Middleware::default(),
             sse_keep_alive: None,
+            responses_store: None,
         }
     }
 }
@@ -104,6 +110,11 @@ impl HttpOptions {
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
             middleware: middleware(&args.http)?,
             sse_keep_alive: args.sse_keep_alive_interval(),
+            responses_store: args.specific.enable_responses_store.then(|| {
+                args.specific
+                    .responses_store_max_entries
+                    .unwrap_or(DEFAULT_STORE_ENTRIES)
+            }),
         })
     }
 }

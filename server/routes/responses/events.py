@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -80,6 +81,11 @@ class ResponseShapes:
         self.items: list[_Item] = []
         self._open = False  # the last item has not ended
         self._sequence = 0
+        # The stateful fields (server/routes/responses/store.py): what the object echoes,
+        # and who keeps the final object (with --enable-responses-store).
+        self.store = False
+        self.previous_response_id: str | None = None
+        self.keep: Callable[[dict[str, Any]], None] | None = None
 
     # ------------------------------------------------------------------ objects
 
@@ -93,15 +99,17 @@ class ResponseShapes:
             "instructions": echo.instructions, "max_output_tokens": echo.max_output_tokens,
             "model": self.model,
             "output": [] if usage is None else [item.json(True) for item in self.items],
-            "parallel_tool_calls": echo.parallel_tool_calls, "previous_response_id": None,
-            "reasoning": {"effort": echo.effort, "summary": echo.summary}, "store": False,
+            "parallel_tool_calls": echo.parallel_tool_calls,
+            "previous_response_id": self.previous_response_id,
+            "reasoning": {"effort": echo.effort, "summary": echo.summary}, "store": self.store,
             "temperature": echo.temperature, "text": {"format": echo.text_format},
             "tool_choice": echo.tool_choice, "tools": echo.tools,
             "top_logprobs": echo.top_logprobs, "top_p": echo.top_p,
             "truncation": "disabled",
             "usage": None if usage is None else {
                 "input_tokens": usage.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+                "input_tokens_details": {"cached_tokens": usage.cached_tokens,
+                                         "cache_write_tokens": 0},
                 "output_tokens": usage.completion_tokens,
                 "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
                 "total_tokens": usage.total_tokens},
@@ -217,7 +225,7 @@ class ResponseShapes:
         status = self.status()
         out = self._end()
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
-        return out + self._event(kind, response=self.response(status, usage))
+        return out + self._event(kind, response=self._final(status, usage))
 
     def failure(self, error: APIError) -> bytes:
         """An error after the stream began: an ``error`` event (the stream then ends)."""
@@ -226,4 +234,11 @@ class ResponseShapes:
 
     def body(self, usage: s.Usage) -> bytes:
         self._end()
-        return _encode(self.response(self.status(), usage))
+        return _encode(self._final(self.status(), usage))
+
+    def _final(self, status: str, usage: s.Usage) -> dict[str, Any]:
+        """The final response object, handed to ``keep`` when it is kept."""
+        final = self.response(status, usage)
+        if self.keep is not None:
+            self.keep(final)
+        return final

@@ -59,8 +59,10 @@ def _reasoning_text(item: dict[str, Any], path: str) -> str:
     return "".join(texts)
 
 
-def messages(raw_input: Any, instructions: str | None) -> list[dict[str, Any]]:
-    """``instructions`` and ``input`` as chat messages."""
+def messages(raw_input: Any, instructions: str | None,
+             known_calls: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """``instructions`` and ``input`` as chat messages (``known_calls``: the call ids a
+    ``previous_response_id`` declared)."""
     out: list[dict[str, Any]] = []
     if instructions is not None:
         out.append({"role": "system", "content": instructions})
@@ -70,7 +72,7 @@ def messages(raw_input: Any, instructions: str | None) -> list[dict[str, Any]]:
     if raw_input is None:
         raise bad_request("'input' is required", "input")
     items = _list(raw_input, "input")
-    declared: set[str] = set()
+    declared: set[str] = set(known_calls)
     reasoning: str | None = None  # waiting for the next assistant message
     open_calls = False  # the last chat message is an assistant one function_calls may join
     for i, item in enumerate(items):

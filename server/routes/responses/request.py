@@ -41,7 +41,6 @@ INCLUDABLE = ("code_interpreter_call.outputs", "computer_call_output.output.imag
               "file_search_call.results", "message.input_image.image_url", LOGPROBS,
               "reasoning.encrypted_content")
 MAX_TOP_LOGPROBS = 20
-STATELESS = "this server is stateless"
 TOOL_CHOICES = ("auto", "none", "required")
 SUMMARIES = ("auto", "concise", "detailed")
 
@@ -71,17 +70,21 @@ class Translated(msgspec.Struct):
 
 
 def _refusals(raw: dict[str, Any]) -> None:
-    """The stateful and unimplemented features: a 400 naming the field, never ignored."""
+    """The unimplemented features: a 400 naming the field, never ignored; the types of
+    the stateful fields (their meaning: server/routes/responses/store.py)."""
     for key in raw:
         if key not in KNOWN:
             raise bad_request(f"unknown field '{key}'", key)
-    if raw.get("store") is not None and _bool(raw["store"], "store"):
-        raise bad_request(f"store is not supported: {STATELESS}; send store=false", "store")
-    for key in ("previous_response_id", "conversation", "prompt"):
+    if raw.get("store") is not None:
+        _bool(raw["store"], "store")
+    if raw.get("previous_response_id") is not None:
+        _string(raw["previous_response_id"], "previous_response_id")
+    for key in ("conversation", "prompt"):
         if raw.get(key) is not None:
-            raise bad_request(f"{key} is not supported: {STATELESS}", key)
-    if raw.get("background") is not None and _bool(raw["background"], "background"):
-        raise bad_request(f"background is not supported: {STATELESS}", "background")
+            raise bad_request(f"{key} is not supported", key)
+    if raw.get("background") is not None and _bool(raw["background"], "background") \
+            and not raw.get("store", True):
+        raise bad_request("background can only be used when `store` is true", "background")
     include = raw.get("include")
     for i, item in enumerate([] if include is None else _list(include, "include")):
         if item not in INCLUDABLE:
@@ -202,9 +205,10 @@ def responses_param(param: str | None) -> str | None:
     return _TOOL_FIELD.sub(lambda m: f"tools[{m.group(1)}]{m.group(2)}", param)
 
 
-def translate(body: bytes, takes_effort: bool) -> Translated:
+def translate(body: bytes, takes_effort: bool,
+              known_calls: frozenset[str] = frozenset()) -> Translated:
     """The chat request of a Responses body (``takes_effort``: the chat template reads
-    ``reasoning_effort``)."""
+    ``reasoning_effort``; ``known_calls``: as :func:`messages`)."""
     raw = decode_object(body)
     _refusals(raw)
     echo = Echo()
@@ -214,7 +218,7 @@ def translate(body: bytes, takes_effort: bool) -> Translated:
     instructions = raw.get("instructions")
     if instructions is not None:
         echo.instructions = _string(instructions, "instructions")
-    chat["messages"] = messages(raw.get("input"), echo.instructions)
+    chat["messages"] = messages(raw.get("input"), echo.instructions, known_calls)
     if raw.get("tools") is not None:
         chat["tools"] = tools(raw["tools"])
         echo.tools = raw["tools"]

@@ -27,9 +27,13 @@ pub enum ApiError {
     /// No route at this path.
     #[error("Not Found: {0}")]
     RouteNotFound(String),
-    /// The thing the request names does not exist (the message says which and why).
-    #[error("{0}")]
-    NotFound(String),
+    /// The thing the request names does not exist (the message says which and why;
+    /// `param`: the field or path part that names it).
+    #[error("{message}")]
+    NotFound {
+        message: String,
+        param: Option<&'static str>,
+    },
     /// The route exists, the method does not.
     #[error("Method Not Allowed: {method} {path}")]
     MethodNotAllowed { method: String, path: String },
@@ -136,7 +140,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::ModelNotFound(_) | Self::RouteNotFound(_) | Self::NotFound(_) => {
+            Self::ModelNotFound(_) | Self::RouteNotFound(_) | Self::NotFound { .. } => {
                 StatusCode::NOT_FOUND
             }
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -155,7 +159,9 @@ impl ApiError {
     fn kind(&self) -> &'static str {
         match self {
             Self::BadRequest { .. } => "BadRequestError",
-            Self::ModelNotFound(_) | Self::RouteNotFound(_) | Self::NotFound(_) => "NotFoundError",
+            Self::ModelNotFound(_) | Self::RouteNotFound(_) | Self::NotFound { .. } => {
+                "NotFoundError"
+            }
             Self::MethodNotAllowed { .. } => "MethodNotAllowedError",
             Self::PayloadTooLarge { .. } => "PayloadTooLargeError",
             Self::Unauthorized => "AuthenticationError",
@@ -173,6 +179,7 @@ impl ApiError {
         match self {
             Self::BadRequest { param, .. } => param.as_deref(),
             Self::ModelNotFound(_) => Some("model"),
+            Self::NotFound { param, .. } => *param,
             _ => None,
         }
     }

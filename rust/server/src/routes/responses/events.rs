@@ -32,6 +32,9 @@ pub struct ResponseEvents {
     open: bool,
     finish: Option<&'static str>,
     sequence: u64,
+    /// Whether the response is kept, and the response it continues (super::store).
+    pub store: bool,
+    pub previous_response_id: Option<String>,
 }
 
 impl ResponseEvents {
@@ -53,6 +56,8 @@ impl ResponseEvents {
             open: false,
             finish: None,
             sequence: 0,
+            store: false,
+            previous_response_id: None,
         }
     }
 
@@ -87,9 +92,9 @@ impl ResponseEvents {
             model: &self.model,
             output,
             parallel_tool_calls: &self.echo.parallel_tool_calls,
-            previous_response_id: None,
+            previous_response_id: self.previous_response_id.as_deref(),
             reasoning: &self.echo.reasoning,
-            store: false,
+            store: self.store,
             temperature: &self.echo.temperature,
             text: &self.echo.text,
             tool_choice: &self.echo.tool_choice,
@@ -318,6 +323,16 @@ impl ResponseEvents {
     }
 
     /// The whole response.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The response object with `status` (`None`: the final status) and `usage`, as JSON.
+    pub fn object(&self, status: Option<&'static str>, usage: Option<Usage>) -> Value {
+        let status = status.unwrap_or_else(|| self.status());
+        serde_json::to_value(self.response(status, usage)).unwrap_or_default()
+    }
+
     pub fn body(mut self, usage: Usage) -> Vec<u8> {
         self.end(&mut None);
         serde_json::to_vec(&self.response(self.status(), Some(usage))).unwrap_or_default()

@@ -9,15 +9,19 @@ use crate::edge::error::ApiError;
 
 use super::fields::{bad, list, object, string};
 
-/// Chat messages of the `input` field (`None`: absent).
-pub fn messages(input: Option<&Value>) -> Result<Vec<Value>, ApiError> {
+/// Chat messages of the `input` field (`None`: absent); `known_calls`: the call ids a
+/// `previous_response_id` declared.
+pub fn messages(
+    input: Option<&Value>,
+    known_calls: &HashSet<String>,
+) -> Result<Vec<Value>, ApiError> {
     let items = match input {
         Some(Value::String(text)) => return Ok(vec![json!({"role": "user", "content": text})]),
         None => return Err(bad("input", "'input' is required")),
         Some(other) => list(Some(other), "input")?,
     };
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
-    let mut declared = HashSet::new();
+    let mut declared = known_calls.clone();
     // Waiting for the next assistant message.
     let mut reasoning: Option<String> = None;
     // The last chat message is an assistant one that function calls join.

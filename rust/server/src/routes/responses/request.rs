@@ -4,6 +4,8 @@
 //! fields ([`super::fields::responses_param`]). Mirrors `server/routes/responses/request.py`.
 //! Behaviour: docs/api.md, "Responses API".
 
+use std::collections::HashSet;
+
 use serde_json::{json, Map, Value};
 
 use crate::edge::error::ApiError;
@@ -84,6 +86,15 @@ pub struct Translated {
 
 /// Translates the body. `takes_effort`: the chat template mentions `reasoning_effort`.
 pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError> {
+    translate_continuing(body, takes_effort, &HashSet::new())
+}
+
+/// [`translate`], where `known_calls` are the call ids a `previous_response_id` declared.
+pub fn translate_continuing(
+    body: &[u8],
+    takes_effort: bool,
+    known_calls: &HashSet<String>,
+) -> Result<Translated, ApiError> {
     let map = crate::validate::params::parse_object(body)?;
     refusals(&map)?;
     let given = |key: &str| map.get(key).filter(|v| !v.is_null());
@@ -96,7 +107,7 @@ pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError
         let text = string(Some(instructions), "instructions")?;
         messages.push(json!({"role": "system", "content": text}));
     }
-    messages.extend(input::messages(given("input"))?);
+    messages.extend(input::messages(given("input"), known_calls)?);
     chat.insert("messages".into(), Value::Array(messages));
     if let Some(tools) = given("tools") {
         chat.insert("tools".into(), self::tools(tools)?);
@@ -157,8 +168,6 @@ pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError
     Ok(Translated { chat, echo })
 }
 
-const STATELESS: &str = "this server is stateless";
-
 /// Unknown fields, then the stateful and unimplemented features that ask for something:
 /// a 400 naming the field, never ignored.
 fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
@@ -167,20 +176,22 @@ fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
         return Err(bad(key, format!("unknown field '{key}'")));
     }
     let given = |key: &str| map.get(key).filter(|v| !v.is_null());
+    // The stateful fields' types (their meaning: super::store).
     if let Some(store) = given("store") {
-        if boolean(store, "store")? {
-            let message = format!("store is not supported: {STATELESS}; send store=false");
-            return Err(bad("store", message));
-        }
+        boolean(store, "store")?;
     }
-    for key in ["previous_response_id", "conversation", "prompt"] {
+    if let Some(previous) = given("previous_response_id") {
+        string(Some(previous), "previous_response_id")?;
+    }
+    for key in ["conversation", "prompt"] {
         if given(key).is_some() {
-            return Err(bad(key, format!("{key} is not supported: {STATELESS}")));
+            return Err(bad(key, format!("{key} is not supported")));
         }
     }
     if let Some(background) = given("background") {
-        if boolean(background, "background")? {
-            let message = format!("background is not supported: {STATELESS}");
+        let store = map.get("store").map_or(true, |v| v.as_bool() == Some(true));
+        if boolean(background, "background")? && !store {
+            let message = "background can only be used when `store` is true";
             return Err(bad("background", message));
         }
     }

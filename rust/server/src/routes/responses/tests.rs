@@ -71,7 +71,8 @@ async fn a_whole_response() {
     );
     assert_eq!(
         v["usage"],
-        json!({"input_tokens": 4, "input_tokens_details": {"cached_tokens": 0},
+        json!({"input_tokens": 4, "input_tokens_details": {"cached_tokens": 0,
+                                                              "cache_write_tokens": 0},
                "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0},
                "total_tokens": 6})
     );
@@ -188,14 +189,14 @@ async fn bad_requests_are_400s_naming_the_field() {
     let h = Harness::start(vec![5], Duration::ZERO);
     let cases = [
         (
-            json!({"input": "x", "store": true}),
+            json!({"input": "x", "store": "yes"}),
             json!("store"),
-            "store is not supported",
+            "expected a boolean",
         ),
         (
-            json!({"input": "x", "previous_response_id": "resp_1"}),
-            json!("previous_response_id"),
-            "previous_response_id is not supported",
+            json!({"input": "x", "background": true}),
+            json!("background"),
+            "does not support the background mode",
         ),
         (
             json!({"input": "x", "bogus": 1}),
@@ -277,7 +278,7 @@ async fn bad_requests_are_400s_naming_the_field() {
 }
 
 #[tokio::test]
-async fn stored_response_routes_are_404s() {
+async fn stored_response_routes_are_404s_without_the_store() {
     let h = Harness::start(vec![5], Duration::ZERO);
     let routes = [
         ("GET", "/v1/responses/resp_abc"),
@@ -290,9 +291,8 @@ async fn stored_response_routes_are_404s() {
         assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");
         assert_eq!(
             json_of(&bytes),
-            json!({"error": {"message": "Response 'resp_abc' not found: this server is \
-                   stateless (store is not supported)", "type": "NotFoundError",
-                   "param": null, "code": 404}})
+            json!({"error": {"message": "Response with id 'resp_abc' not found.",
+                   "type": "NotFoundError", "param": "response_id", "code": 404}})
         );
     }
     let (status, _, _) = call(&h, "PUT", "/v1/responses/resp_abc", "").await;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::logprobs::TokenLogprob;
-use crate::openai::{PromptTokensDetails, Usage};
+use crate::openai::Usage;
 
 /// Appends `event: kind` and its data: `{"type": kind, "sequence_number": sequence`
 /// then the keys of `fields` (which serializes as a JSON object).
@@ -99,11 +99,18 @@ pub(super) struct Incomplete {
 #[derive(Serialize)]
 pub(super) struct ResponseUsage {
     pub(super) input_tokens: u32,
-    /// `cached_tokens`: the prompt tokens found in the engine's prefix cache.
-    pub(super) input_tokens_details: PromptTokensDetails,
+    pub(super) input_tokens_details: InputTokensDetails,
     pub(super) output_tokens: u32,
     pub(super) output_tokens_details: ReasoningTokens,
     pub(super) total_tokens: u32,
+}
+
+/// `cached_tokens`: the prompt tokens found in the engine's prefix cache;
+/// `cache_write_tokens` always 0 (vLLM's: the prefix cache's writes are not billed).
+#[derive(Serialize)]
+pub(super) struct InputTokensDetails {
+    pub(super) cached_tokens: u32,
+    pub(super) cache_write_tokens: u32,
 }
 
 #[derive(Serialize)]
@@ -115,7 +122,10 @@ impl From<Usage> for ResponseUsage {
     fn from(u: Usage) -> Self {
         Self {
             input_tokens: u.prompt_tokens,
-            input_tokens_details: u.prompt_tokens_details,
+            input_tokens_details: InputTokensDetails {
+                cached_tokens: u.prompt_tokens_details.cached_tokens,
+                cache_write_tokens: 0,
+            },
             output_tokens: u.completion_tokens,
             output_tokens_details: ReasoningTokens {
                 reasoning_tokens: u.reasoning_tokens(),
@@ -139,7 +149,7 @@ pub(super) struct ResponseObject<'a> {
     pub(super) model: &'a str,
     pub(super) output: Vec<Value>,
     pub(super) parallel_tool_calls: &'a Value,
-    pub(super) previous_response_id: Option<()>,
+    pub(super) previous_response_id: Option<&'a str>,
     pub(super) reasoning: &'a Value,
     pub(super) store: bool,
     pub(super) temperature: &'a Value,

@@ -107,7 +107,7 @@ async fn chat_responses_and_messages_report_the_cached_prefix() {
     assert_eq!(v["usage"]["input_tokens"], 23);
     assert_eq!(
         v["usage"]["input_tokens_details"],
-        json!({"cached_tokens": 16})
+        json!({"cached_tokens": 16, "cache_write_tokens": 0})
     );
 
     let body = json!({"model": "tiny", "max_tokens": 2, "messages": messages});

@@ -147,7 +147,7 @@ fn text_streams_as_one_message_item() {
     assert_eq!(
         done["usage"],
         json!({"input_tokens": 4, "input_tokens_details":
-        {"cached_tokens": 2}, "output_tokens": 3, "output_tokens_details":
+        {"cached_tokens": 2, "cache_write_tokens": 0}, "output_tokens": 3, "output_tokens_details":
         {"reasoning_tokens": 0}, "total_tokens": 7})
     );
     let keys: Vec<&str> = done

@@ -190,16 +190,18 @@ fn every_refusal_names_its_field() {
     let image = json!([{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]);
     let call = json!({"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"});
     let cases = [
-        (json!({"input": "x", "store": true}), "store",
-         "store is not supported: this server is stateless; send store=false"),
-        (json!({"input": "x", "previous_response_id": "resp_1"}), "previous_response_id",
-         "previous_response_id is not supported: this server is stateless"),
-        (json!({"input": "x", "background": true}), "background",
-         "background is not supported: this server is stateless"),
+        (json!({"input": "x", "store": 1}), "store",
+         "invalid value for 'store': expected a boolean"),
+        (json!({"input": "x", "previous_response_id": 5}), "previous_response_id",
+         "invalid value for 'previous_response_id': expected a string"),
+        (json!({"input": "x", "background": true, "store": false}), "background",
+         "background can only be used when `store` is true"),
+        (json!({"input": "x", "background": true, "store": null}), "background",
+         "background can only be used when `store` is true"),
         (json!({"input": "x", "conversation": "c"}), "conversation",
-         "conversation is not supported: this server is stateless"),
+         "conversation is not supported"),
         (json!({"input": "x", "prompt": {"id": "p"}}), "prompt",
-         "prompt is not supported: this server is stateless"),
+         "prompt is not supported"),
         (json!({"input": "x", "include": ["reasoning.encrypted_content", "message.output_text.text"]}),
          "include[1]", "invalid value for 'include[1]': expected one of code_interpreter_call.outputs, \
           computer_call_output.output.image_url, file_search_call.results, \
