@@ -155,7 +155,9 @@ async def _search(client: EngineClient, queue: Queue, metrics: Metrics, rid: str
             seed = None if sampling.seed is None else _wrap_i64(sampling.seed + sent)
             sent += 1
             requests.append(p.EngineCoreRequest(f"{rid}-{step}-{i}", [*prompt.ids, *live.tokens],
-                                                step_params(beam.width, seed), time.time()))
+                                                step_params(beam.width, seed), time.time(),
+                                                prompt.settings.priority,
+                                                prompt.settings.cache_salt))
         results = await _step(client, queue, metrics, requests)
         if step == 0:
             identity, cached = results[0][1], results[0][2]

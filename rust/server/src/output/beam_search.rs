@@ -229,6 +229,8 @@ async fn search(engine: &Engine<'_>, id: String, prompt: &Prompt) -> Result<Sear
                 prompt_token_ids: ids,
                 sampling_params: params,
                 arrival_time: now(),
+                priority: settings.priority,
+                cache_salt: settings.cache_salt.clone(),
             });
         }
         let mut answers = run_step(engine, requests).await?;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::edge::error::ApiError;
 use crate::logprobs::TokenLogprob;
