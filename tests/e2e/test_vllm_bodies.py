@@ -1,0 +1,149 @@
+"""vLLM's own test-suite request bodies (tests/vllm_bodies/), replayed against each
+frontend: vrs-rs and the Python server, over real HTTP on loopback, each on the mock engine
+and the demo model, one server per frontend for the whole module.
+
+Each body must get what vLLM's test expects (success, or the same 4xx), never a 5xx, and
+each successful answer must parse as the SDK's own type for its route (openai's
+ChatCompletion / ChatCompletionChunk, Completion, Response / ResponseStreamEvent;
+anthropic's Message / RawMessageStreamEvent). A body a frontend cannot answer yet is listed
+in tests/vllm_bodies/known_gaps.json with what blocks it; any other mismatch fails, and so
+does a listed body that is answered now or refused for another reason (the list is stale);
+the list may cover at most 5 % of the bodies.
+
+``VRS_VLLM_GAPS=write`` rewrites known_gaps.json from the run instead of checking it
+(tests/vllm_bodies/README.md). Each run writes a summary (answered / total, the refused
+fields ranked by count, the failures) to ``summary.txt`` in the module's pytest temp dir
+and prints it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.servers import MODEL, ROUTE_MODES, Server
+from tests.vllm_corpus import (
+    MAX_GAP_SHARE,
+    Body,
+    Outcome,
+    load_bodies,
+    load_gaps,
+    send,
+    substitute,
+    verdict,
+    write_gaps,
+)
+
+pytestmark = pytest.mark.e2e
+
+BODIES = load_bodies()
+GAPS = load_gaps()
+WRITE_GAPS = os.environ.get("VRS_VLLM_GAPS") == "write"
+WORKERS = 8  # requests in flight at once: the bodies are independent
+REGENERATE = ("regenerate it: VRS_VLLM_GAPS=write pytest tests/e2e/test_vllm_bodies.py "
+              "(tests/vllm_bodies/README.md)")
+
+
+@dataclass
+class Replay:
+    """Every body's outcome and verdict on one frontend."""
+
+    mode: str
+    outcomes: dict[str, Outcome]
+    verdicts: dict[str, tuple[str, str | None]]
+
+
+def _send_one(http: httpx.Client, url: str, body: Body, vocab_size: int) -> Outcome:
+    try:
+        return send(http, url, body, substitute(body.body, MODEL, vocab_size))
+    except httpx.HTTPError as exc:
+        return Outcome(0, problem=f"{type(exc).__name__}: {exc}")
+
+
+def summarize(replay: Replay, seconds: float) -> str:
+    """answered / total, what the refusals name ranked by count, then every failure."""
+    kinds = Counter(kind for kind, _ in replay.verdicts.values())
+    refused = Counter(replay.outcomes[body_id].refused or "(answered; vLLM refuses)"
+                      for body_id, (kind, _) in replay.verdicts.items() if kind == "gap")
+    lines = [f"{replay.mode}: {kinds['ok']} / {len(BODIES)} answered as vLLM's tests expect, "
+             f"{kinds['gap']} gaps, {kinds['fail']} failures ({seconds:.1f} s)",
+             "refused, by what the refusal names:"]
+    lines += [f"  {count:4d}  {what}" for what, count in refused.most_common()]
+    lines += ["failures:"] + [f"  {body_id}: {why}" for body_id, (kind, why)
+                              in replay.verdicts.items() if kind == "fail"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module", params=ROUTE_MODES)
+def replay(request: pytest.FixtureRequest, demo_model: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
+    """One server of the mode, every body sent to it; the summary written and printed."""
+    mode: str = request.param
+    directory = tmp_path_factory.mktemp(f"vllm-bodies-{mode}")
+    vocab_size = json.loads((demo_model / "config.json").read_text())["vocab_size"]
+    server = Server(mode, demo_model, directory / "server.log")
+    try:
+        start = time.monotonic()
+        with httpx.Client(timeout=120) as http, ThreadPoolExecutor(WORKERS) as pool:
+            outcomes = list(pool.map(lambda body: _send_one(http, server.url, body, vocab_size),
+                                     BODIES))
+        seconds = time.monotonic() - start
+    except BaseException:
+        server.stop()
+        raise
+    result = Replay(mode, {body.id: o for body, o in zip(BODIES, outcomes, strict=True)},
+                    {body.id: verdict(body, o) for body, o in zip(BODIES, outcomes, strict=True)})
+    summary = summarize(result, seconds)
+    (directory / "summary.txt").write_text(summary, encoding="utf-8")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(f"\n{summary}(also in {directory / 'summary.txt'})", flush=True)
+    if WRITE_GAPS:
+        write_gaps(mode, {body_id: why or "" for body_id, (kind, why) in result.verdicts.items()
+                          if kind == "gap"})
+    yield result
+    assert server.stop() == 0, server.log()
+    server.assert_all_gone()
+
+
+@pytest.mark.parametrize("body", BODIES, ids=[body.id for body in BODIES])
+def test_vllm_body(replay: Replay, body: Body) -> None:
+    kind, why = replay.verdicts[body.id]
+    known = GAPS.get(body.id, {}).get(replay.mode)
+    where = f"{replay.mode}, {body.route}, from {body.source}"
+    assert kind != "fail", f"{where}: {why}\nbody: {json.dumps(body.body)[:2000]}"
+    if WRITE_GAPS:
+        return
+    if kind == "gap":
+        assert known is not None, (f"{where}: {why}, not a known gap; fix the frontend or "
+                                   f"list it in known_gaps.json: {REGENERATE}")
+        assert known == why, (f"{where}: {why}, but known_gaps.json says {known!r} (the "
+                              f"blocking field moved on); {REGENERATE}")
+    else:
+        assert known is None, (f"{where}: answered now, but known_gaps.json lists it "
+                               f"({known}); the list is stale: {REGENERATE}")
+
+
+@pytest.mark.skipif(WRITE_GAPS, reason="the gaps are being rewritten")
+def test_known_gaps_are_bodies_and_at_most_five_percent() -> None:
+    """Every known gap names a body of the corpus and a frontend mode; the gaps (a body
+    counted once however many frontends it blocks) stay within the budget."""
+    ids = {body.id for body in BODIES}
+    assert set(GAPS) <= ids, f"gaps of no body: {sorted(set(GAPS) - ids)}; {REGENERATE}"
+    modes = {mode for blocked in GAPS.values() for mode in blocked}
+    assert modes <= set(ROUTE_MODES), f"unknown modes {modes - set(ROUTE_MODES)}"
+    share = len(GAPS) / len(BODIES)
+    fields = Counter(reason.split(" ", 1)[-1] for blocked in GAPS.values()
+                     for reason in set(blocked.values()))
+    assert share <= MAX_GAP_SHARE, (
+        f"{len(GAPS)} of {len(BODIES)} bodies ({share:.1%}) are known gaps, more than "
+        f"{MAX_GAP_SHARE:.0%}; the most common: {fields.most_common(10)}")
