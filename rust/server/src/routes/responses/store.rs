@@ -105,13 +105,15 @@ impl Cell {
     }
 }
 
+/// The use counter, and each entry by id with its last use.
+type Entries = (u64, HashMap<String, (u64, Arc<Cell>)>);
+
 /// The kept responses by id, at most `max_entries` (`enabled` false: none).
 #[derive(Debug)]
 pub struct ResponseStore {
     pub enabled: bool,
     max_entries: usize,
-    /// Each entry with its last use (a counter).
-    entries: Mutex<(u64, HashMap<String, (u64, Arc<Cell>)>)>,
+    entries: Mutex<Entries>,
 }
 
 impl ResponseStore {
@@ -124,7 +126,7 @@ impl ResponseStore {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, (u64, HashMap<String, (u64, Arc<Cell>)>)> {
+    fn lock(&self) -> MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
