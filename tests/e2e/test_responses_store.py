@@ -1,5 +1,5 @@
 """The Responses API's store (``--enable-responses-store``; vLLM's
-``VLLM_ENABLE_RESPONSES_API_STORE=1`` on the rust-frontend server) on the Rust and Python
+``VLLM_ENABLE_RESPONSES_API_STORE=1`` on the python server) on the Rust and Python
 frontends, through the official `openai` SDK: store then retrieve, input_items, delete;
 ``previous_response_id`` continuing a conversation (its prompt the chat request with the
 first turn, through `vrs render`); background then poll until completed; a background
@@ -29,13 +29,13 @@ BOUND = 4  # --responses-store-max-entries
 
 class StorePool(Pool):
     """One store-enabled server per mode (20 ms per token, so that a run can be
-    cancelled); the rust-frontend one enabled by vLLM's environment variable."""
+    cancelled); the python one enabled by vLLM's environment variable."""
 
     def get(self, mode: str) -> Server:
         if mode not in self.servers:
             replies = self.directory / "replies.json"
             replies.write_text(json.dumps([{"when": w, "reply": r} for w, r in REPLIES]))
-            flag = () if mode == "rust-frontend" else ("--enable-responses-store",)
+            flag = () if mode == "python" else ("--enable-responses-store",)
             self.servers[mode] = Server(
                 mode, self.model, self.directory / f"{mode}.log",
                 env={"VLLM_ENABLE_RESPONSES_API_STORE": "1"} if not flag else None,

@@ -120,7 +120,7 @@ def stateful(body: bytes, store: ResponseStore) -> Stateful:
     try:
         peek = msgspec.json.decode(body, type=_Peek)
     except msgspec.DecodeError:
-        peek = _Peek()
+        return Stateful(False, False, None, None)
     previous_id = peek.previous_response_id
     if not isinstance(previous_id, str):
         previous_id = None

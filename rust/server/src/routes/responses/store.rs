@@ -113,7 +113,6 @@ type Entries = (u64, HashMap<String, (u64, Arc<Cell>)>);
 pub struct ResponseStore {
     pub enabled: bool,
     max_entries: usize,
-    /// Each entry with its last use (a counter).
     entries: Mutex<Entries>,
 }
 
