@@ -86,7 +86,8 @@ def test_options() -> None:
     assert {k: v for k, v in out.items() if k not in ("model", "messages", "tools")} == {
         "max_tokens": 2000, "tool_choice": "required", "parallel_tool_calls": False,
         "stop": ["END"], "temperature": 0.5, "top_p": 0.9, "top_k": 5, "seed": 3,
-        "stream": True, "user": "u1", "chat_template_kwargs": {"enable_thinking": True}}
+        "stream": True, "user": "u1", "chat_template_kwargs": {"enable_thinking": True},
+        "thinking_token_budget": 1024}
     for given, want in (({"type": "auto"}, "auto"), ({"type": "none"}, "none"),
                         ({"type": "tool", "name": "get_weather"},
                          {"type": "function", "function": {"name": "get_weather"}})):

@@ -131,12 +131,15 @@ fn thinking_sets_the_template_switch() {
         chat(enabled.clone())["chat_template_kwargs"],
         json!({"enable_thinking": true})
     );
+    // The budget is the chat request's, enforced by the engine (vLLM's mapping).
+    assert_eq!(chat(enabled.clone())["thinking_token_budget"], json!(1024));
     let disabled = with("thinking", json!({"type": "disabled"}));
+    let off = translate(disabled.to_string().as_bytes(), Mode::Create, server(false)).unwrap();
     assert_eq!(
-        translate(disabled.to_string().as_bytes(), Mode::Create, server(false)).unwrap()
-            ["chat_template_kwargs"],
+        off["chat_template_kwargs"],
         json!({"enable_thinking": false})
     );
+    assert!(off.get("thinking_token_budget").is_none());
     assert_eq!(
         refused(enabled, Mode::Create, false),
         (
