@@ -121,6 +121,21 @@ pub struct ErrorDetail<'a> {
 }
 
 impl ApiError {
+    /// This error with a 400's `param` renamed by `rename` (how an API over the chat path
+    /// names the chat request's fields); any other error unchanged.
+    pub fn rename_param(self, rename: impl FnOnce(&str) -> String) -> ApiError {
+        match self {
+            ApiError::BadRequest {
+                message,
+                param: Some(param),
+            } => ApiError::BadRequest {
+                message,
+                param: Some(rename(&param)),
+            },
+            other => other,
+        }
+    }
+
     /// A 400 naming the offending field.
     pub fn bad(param: impl Into<String>, message: impl Into<String>) -> Self {
         Self::BadRequest {

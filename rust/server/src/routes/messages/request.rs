@@ -160,16 +160,7 @@ pub fn messages_field(field: &'static str) -> &'static str {
 
 /// The chat path's error with its `param` named as this API names it.
 pub fn renamed(err: ApiError) -> ApiError {
-    match err {
-        ApiError::BadRequest {
-            message,
-            param: Some(param),
-        } => ApiError::BadRequest {
-            message,
-            param: Some(messages_param(&param)),
-        },
-        other => other,
-    }
+    err.rename_param(messages_param)
 }
 
 /// `temperature`, `top_p`, `top_k`, `seed`, `stream`: typed here, passed on under the same

@@ -101,16 +101,7 @@ pub fn responses_field(field: &'static str) -> &'static str {
 
 /// The chat path's error with its `param` named as this API names it.
 pub fn renamed(err: ApiError) -> ApiError {
-    match err {
-        ApiError::BadRequest {
-            message,
-            param: Some(param),
-        } => ApiError::BadRequest {
-            message,
-            param: Some(responses_param(&param)),
-        },
-        other => other,
-    }
+    err.rename_param(responses_param)
 }
 
 #[cfg(test)]
