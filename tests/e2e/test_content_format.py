@@ -68,7 +68,10 @@ def _servers(model_dir: Path, tmp: Path, template: Path | None,
 
 @pytest.fixture(scope="module")
 def list_aware_servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    yield from _servers(demo_model, tmp_path_factory.mktemp("list-aware"), LIST_AWARE, ())
+    # The list-aware template has no thinking markers, so `auto` finds no reasoning parser;
+    # the corpus's `thinking_token_budget` body needs one named.
+    yield from _servers(demo_model, tmp_path_factory.mktemp("list-aware"), LIST_AWARE,
+                        ("--reasoning-parser", "qwen3"))
 
 
 @pytest.fixture(scope="module")
