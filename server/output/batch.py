@@ -80,6 +80,7 @@ def fan_out(
                         trace=None if trace is None else (trace, index),
                         ticket=tickets[len(generations)],
                         token_offsets=offsets,
+                        token_ids=settings.extras.token_ids,
                     )
                 )
     except APIError:

@@ -81,8 +81,6 @@ struct Inner {
     env: Environment<'static>,
     has_tool_use: bool,
     mentions_content: bool,
-    /// The `default` template's source mentions `reasoning_effort`.
-    mentions_reasoning_effort: bool,
     /// The detected content format of the `default` template, and of `tool_use`.
     detected: [ContentFormat; 2],
     special_tokens: Vec<(String, Value)>,
@@ -158,7 +156,6 @@ impl ChatTemplate {
                 env,
                 has_tool_use,
                 mentions_content: default.1.contains("content"),
-                mentions_reasoning_effort: default.1.contains("reasoning_effort"),
                 detected,
                 special_tokens: special_tokens
                     .iter()
@@ -166,12 +163,6 @@ impl ChatTemplate {
                     .collect(),
             }),
         })
-    }
-
-    /// Whether the template reads `reasoning_effort` (its source mentions it): what the
-    /// Responses API's `reasoning.effort` sets.
-    pub fn takes_reasoning_effort(&self) -> bool {
-        self.inner.mentions_reasoning_effort
     }
 
     /// This template with `--chat-template-content-format` set to `option`: message

@@ -18,7 +18,6 @@ from server.parsers.reasoning import markers_of
 from server.routes.responses.events import ResponseShapes
 from server.routes.responses.request import Echo, Translated, responses_param, translate
 from server.state import State
-from server.text import takes_effort
 from server.validate.prompt import Prompt, PromptBuilder
 
 PREFIX = "/v1/responses/"  # the prefix route of the stored-response paths
@@ -42,10 +41,9 @@ async def chat_prompt(prompts: PromptBuilder, translated: Translated) -> Prompt:
 async def create(state: State, scope: Scope, receive: Receive, send: Send) -> None:
     """``POST /v1/responses``: the chat generate path with the Responses shapes."""
     echo: list[Echo] = []
-    effort = takes_effort(state.text.chat_template_source)
 
     async def build(body: bytes) -> list[Prompt]:
-        translated = translate(body, effort)
+        translated = translate(body)
         echo.append(translated.echo)
         return [await chat_prompt(state.prompts, translated)]
 

@@ -271,8 +271,8 @@ def response_format(text: Any) -> tuple[dict[str, Any] | None, Any]:
                       "json_object or json_schema", "text.format.type")
 
 
-def _reasoning(raw: Any, takes_effort: bool, echo: Echo) -> dict[str, Any] | None:
-    """The chat template kwargs ``reasoning.effort`` asks for (None: nothing)."""
+def _reasoning(raw: Any, echo: Echo) -> str | None:
+    """The chat ``reasoning_effort`` of ``reasoning.effort`` (None: nothing)."""
     raw = _object(raw, "reasoning")
     for key in raw:
         if key not in ("effort", "summary"):
@@ -285,10 +285,7 @@ def _reasoning(raw: Any, takes_effort: bool, echo: Echo) -> dict[str, Any] | Non
     if effort is None:
         return None
     echo.effort = _string(effort, "reasoning.effort")
-    if not takes_effort:
-        raise bad_request("this model's chat template takes no reasoning effort",
-                          "reasoning.effort")
-    return {"reasoning_effort": effort}
+    return echo.effort
 
 
 def _metadata(raw: Any) -> dict[str, str]:
@@ -303,7 +300,7 @@ def _metadata(raw: Any) -> dict[str, str]:
 # A chat field's name in the Responses body (errors of the chat checks name the latter).
 _RENAMED = (("max_completion_tokens", "max_output_tokens"),
             ("response_format.json_schema", "text.format"), ("response_format", "text.format"),
-            ("chat_template_kwargs", "reasoning.effort"))
+            ("reasoning_effort", "reasoning.effort"))
 _TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.function(\.|$)")
 
 
@@ -314,13 +311,12 @@ def responses_param(param: str | None) -> str | None:
         return None if param is None else "input"
     for chat, ours in _RENAMED:
         if param == chat or param.startswith((chat + ".", chat + "[")):
-            return ours + param[len(chat):] if chat != "chat_template_kwargs" else ours
+            return ours + param[len(chat):]
     return _TOOL_FIELD.sub(lambda m: f"tools[{m.group(1)}]{m.group(2)}", param)
 
 
-def translate(body: bytes, takes_effort: bool) -> Translated:
-    """The chat request of a Responses body (``takes_effort``: the chat template reads
-    ``reasoning_effort``)."""
+def translate(body: bytes) -> Translated:
+    """The chat request of a Responses body."""
     raw = decode_object(body)
     _refusals(raw)
     echo = Echo()
@@ -358,9 +354,9 @@ def translate(body: bytes, takes_effort: bool) -> Translated:
         if fmt is not None:
             chat["response_format"] = fmt
     if raw.get("reasoning") is not None:
-        kwargs = _reasoning(raw["reasoning"], takes_effort, echo)
-        if kwargs is not None:
-            chat["chat_template_kwargs"] = kwargs
+        effort = _reasoning(raw["reasoning"], echo)
+        if effort is not None:
+            chat["reasoning_effort"] = effort
     if raw.get("metadata") is not None:
         echo.metadata = _metadata(raw["metadata"])
     stream = False

@@ -37,8 +37,7 @@ async fn chat_prompt<S: TextModel>(
     body: Bytes,
     echo: &OnceLock<Echo>,
 ) -> Result<Prompt, ApiError> {
-    let takes_effort = state.template().is_some_and(|t| t.takes_reasoning_effort());
-    let translated = request::translate(&body, takes_effort)?;
+    let translated = request::translate(&body)?;
     let _ = echo.set(translated.echo);
     let mut prompt = prompt::chat_object(state, translated.chat, body.len())
         .await

@@ -293,5 +293,6 @@ fn limits_come_from_config_json() {
         .contains("cannot read"));
 }
 
+mod extras;
 mod messages;
 mod tools;

@@ -62,7 +62,7 @@ const RENAMED: [(&str, &str); 4] = [
     ("max_completion_tokens", "max_output_tokens"),
     ("response_format.json_schema", "text.format"),
     ("response_format", "text.format"),
-    ("chat_template_kwargs", "reasoning.effort"),
+    ("reasoning_effort", "reasoning.effort"),
 ];
 
 /// The Responses name of the chat request's field `param` (`messages` is `input`;
@@ -74,10 +74,7 @@ pub fn responses_param(param: &str) -> String {
     for (chat, ours) in RENAMED {
         if let Some(rest) = param.strip_prefix(chat) {
             if rest.is_empty() || rest.starts_with(['.', '[']) {
-                return match chat {
-                    "chat_template_kwargs" => ours.into(),
-                    _ => format!("{ours}{rest}"),
-                };
+                return format!("{ours}{rest}");
             }
         }
     }
@@ -131,8 +128,8 @@ mod tests {
             ("response_format.json_schema", "text.format"),
             ("response_format", "text.format"),
             ("response_format.type", "text.format.type"),
-            ("chat_template_kwargs", "reasoning.effort"),
-            ("chat_template_kwargs.reasoning_effort", "reasoning.effort"),
+            ("reasoning_effort", "reasoning.effort"),
+            ("chat_template_kwargs", "chat_template_kwargs"),
             ("tools[3].function", "tools[3]"),
             ("tools[3].function.parameters", "tools[3].parameters"),
             ("tools[x].function", "tools[x].function"),

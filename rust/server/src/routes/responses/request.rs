@@ -79,8 +79,8 @@ pub struct Translated {
     pub echo: Echo,
 }
 
-/// Translates the body. `takes_effort`: the chat template mentions `reasoning_effort`.
-pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError> {
+/// Translates the body.
+pub fn translate(body: &[u8]) -> Result<Translated, ApiError> {
     let map = crate::validate::params::parse_object(body)?;
     refusals(&map)?;
     let given = |key: &str| map.get(key).filter(|v| !v.is_null());
@@ -123,7 +123,7 @@ pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError
         None => json!({"type": "text"}),
     };
     let reasoning = match given("reasoning") {
-        Some(r) => self::reasoning(r, takes_effort, &mut chat)?,
+        Some(r) => self::reasoning(r, &mut chat)?,
         None => json!({"effort": null, "summary": null}),
     };
     if let Some(metadata) = given("metadata") {
@@ -309,12 +309,8 @@ fn text(value: &Value, chat: &mut Map<String, Value>) -> Result<Value, ApiError>
     Ok(format.clone())
 }
 
-/// `reasoning`: the effort → `chat_template_kwargs`; returns the echo.
-fn reasoning(
-    value: &Value,
-    takes_effort: bool,
-    chat: &mut Map<String, Value>,
-) -> Result<Value, ApiError> {
+/// `reasoning`: the effort → chat's `reasoning_effort`; returns the echo.
+fn reasoning(value: &Value, chat: &mut Map<String, Value>) -> Result<Value, ApiError> {
     let fields = object(Some(value), "reasoning")?;
     known_keys(fields, &["effort", "summary"], "reasoning")?;
     let summary = fields.get("summary").cloned().unwrap_or(Value::Null);
@@ -328,16 +324,7 @@ fn reasoning(
     let effort = fields.get("effort").cloned().unwrap_or(Value::Null);
     if !effort.is_null() {
         let level = string(Some(&effort), "reasoning.effort")?;
-        if !takes_effort {
-            return Err(bad(
-                "reasoning.effort",
-                "this model's chat template takes no reasoning effort",
-            ));
-        }
-        chat.insert(
-            "chat_template_kwargs".into(),
-            json!({ "reasoning_effort": level }),
-        );
+        chat.insert("reasoning_effort".into(), Value::String(level.to_owned()));
     }
     Ok(json!({"effort": effort, "summary": summary}))
 }
