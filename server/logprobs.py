@@ -59,8 +59,15 @@ class PromptLogprob(msgspec.Struct):
 PromptLogprobs = list[dict[str, PromptLogprob] | None]
 
 
+def token_id_name(token_id: int) -> str:
+    """A token as ``return_tokens_as_token_ids`` names it (vLLM's placeholder)."""
+    return f"token_id:{token_id}"
+
+
 class TokenTexts:
-    """Token id -> its text alone (cached)."""
+    """Token id -> its text alone (cached). ``as_ids`` (``return_tokens_as_token_ids``):
+    logprobs name each token ``token_id:N`` instead (its texts, top keys and offsets);
+    a chat token's own ``bytes`` stay its text's, as vLLM's."""
 
     def __init__(self, backend: tokenizers.Tokenizer) -> None:
         @lru_cache(maxsize=65536)
@@ -69,22 +76,25 @@ class TokenTexts:
 
         self.text = text
 
-    def chat(self, entries: Sequence[p.TokenLogprobs], top: int) -> list[TokenLogprob]:
+    def chat(self, entries: Sequence[p.TokenLogprobs], top: int,
+             as_ids: bool = False) -> list[TokenLogprob]:
         text = self.text
+        name = token_id_name if as_ids else text
         out = []
         for entry in entries:
-            token = text(entry.token_id)
-            tops = [TopLogprob(t := text(tid), clamp(lp), list(t.encode()))
+            tops = [TopLogprob(t := name(tid), clamp(lp), list(t.encode()))
                     for tid, lp in zip(entry.top_token_ids[:top], entry.top_logprobs[:top],
                                        strict=False)]
-            out.append(TokenLogprob(token, clamp(entry.logprob), list(token.encode()), tops))
+            out.append(TokenLogprob(name(entry.token_id), clamp(entry.logprob),
+                                    list(text(entry.token_id).encode()), tops))
         return out
 
-    def completion(self, entries: Sequence[p.TokenLogprobs], top: int,
-                   offset: int, with_token: bool = False) -> tuple[CompletionLogprobs, int]:
+    def completion(self, entries: Sequence[p.TokenLogprobs], top: int, offset: int,
+                   with_token: bool = False,
+                   as_ids: bool = False) -> tuple[CompletionLogprobs, int]:
         """The logprobs of ``entries`` whose text starts at ``offset``; and the offset
         after them. ``with_token``: each entry's own token leads its top logprobs."""
-        text = self.text
+        text = token_id_name if as_ids else self.text
         result = CompletionLogprobs([], [], [], [])
         for entry in entries:
             token = text(entry.token_id)
@@ -101,11 +111,12 @@ class TokenTexts:
         return result, offset
 
     def echo(self, prompt_ids: Sequence[int], entries: Sequence[p.TokenLogprobs],
-             top: int) -> tuple[CompletionLogprobs, int]:
+             top: int, as_ids: bool = False) -> tuple[CompletionLogprobs, int]:
         """The echoed prompt's part of a completion's logprobs (offsets from 0); and the
         offset after it."""
-        first = self.text(prompt_ids[0])
-        rest, offset = self.completion(entries, top, len(first), with_token=True)
+        first = token_id_name(prompt_ids[0]) if as_ids else self.text(prompt_ids[0])
+        rest, offset = self.completion(entries, top, len(first), with_token=True,
+                                       as_ids=as_ids)
         head = CompletionLogprobs([first], [None], [None], [0])
         extend(head, rest)
         return head, offset

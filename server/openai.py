@@ -38,6 +38,13 @@ class ChatMessage(msgspec.Struct, forbid_unknown_fields=True):
     tool_calls: list[Any] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    # vLLM's name of reasoning_content (it wins when both are set: server/validate/extras.py)
+    reasoning: str | None = None
+    # What the openai SDK's ChatCompletionMessage carries back; vLLM drops them unread.
+    refusal: str | None = None
+    annotations: list[Any] | None = None
+    audio: dict[str, Any] | None = None
+    function_call: dict[str, Any] | None = None
 
 
 class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -79,17 +86,25 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     thinking_token_budget: Any = None
     vllm_xargs: Any = None
     kv_transfer_params: Any = None
-    # Known, not implemented: accepted only with a value that asks for nothing.
-    best_of: Any = None
+    # vLLM's extensions, checked by server.validate.extras.
+    return_token_ids: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    truncate_prompt_tokens: int | None = None
+    truncation_side: str | None = None
+    # vLLM's removed guided_* fields, mapped onto structured_outputs by
+    # server.validate.guided (raw JSON, as Rust keeps them).
     guided_json: Any = None
     guided_regex: Any = None
     guided_choice: Any = None
     guided_grammar: Any = None
+    guided_whitespace_pattern: Any = None
+    guided_decoding_backend: Any = None
+    # Known, not implemented: accepted only with a value that asks for nothing.
+    best_of: Any = None
     service_tier: Any = None
     store: Any = None
     metadata: Any = None
     mm_processor_kwargs: Any = None
-    truncate_prompt_tokens: Any = None
 
 
 class ChatCompletionRequest(_Request, kw_only=True):
@@ -105,10 +120,13 @@ class ChatCompletionRequest(_Request, kw_only=True):
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
     echo: bool | None = None
+    # vLLM's chat extensions, checked by server.validate.extras.
+    reasoning_effort: str | None = None
+    include_reasoning: bool | None = None
+    separate_reasoning: bool | None = None
     # Known, not implemented (chat only).
     functions: Any = None
     function_call: Any = None
-    reasoning_effort: Any = None
     modalities: Any = None
     audio: Any = None
     prediction: Any = None
@@ -126,12 +144,12 @@ class CompletionRequest(_Request, kw_only=True):
 
 COMMON_FIELDS = frozenset(
     f for f in _Request.__struct_fields__ if f not in
-    {"best_of", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-     "service_tier", "store", "metadata", "mm_processor_kwargs", "truncate_prompt_tokens"})
+    {"best_of", "service_tier", "store", "metadata", "mm_processor_kwargs"})
 CHAT_FIELDS = frozenset({"messages", "max_completion_tokens", "chat_template_kwargs",
                          "add_generation_prompt", "continue_final_message", "logprobs",
                          "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-                         "echo"})
+                         "echo", "reasoning_effort", "include_reasoning",
+                         "separate_reasoning"})
 COMPLETION_FIELDS = frozenset({"prompt", "logprobs", "echo"})
 
 # --------------------------------------------------------------------------- responses
@@ -226,6 +244,7 @@ class ChatChoice(msgspec.Struct):
     message: AssistantMessage
     logprobs: ChatLogprobs | None
     finish_reason: str
+    token_ids: list[int] | UnsetType = UNSET  # return_token_ids: the generated tokens
 
 
 class ChatCompletion(msgspec.Struct, kw_only=True):
@@ -236,6 +255,7 @@ class ChatCompletion(msgspec.Struct, kw_only=True):
     choices: list[ChatChoice]
     usage: Usage
     prompt_logprobs: PromptLogprobs | UnsetType = UNSET
+    prompt_token_ids: list[int] | UnsetType = UNSET  # return_token_ids
 
 
 class Delta(msgspec.Struct):
@@ -250,6 +270,7 @@ class ChatChunkChoice(msgspec.Struct):
     delta: Delta
     logprobs: ChatLogprobs | None
     finish_reason: str | None
+    token_ids: list[int] | UnsetType = UNSET  # return_token_ids: the chunk's tokens
 
 
 class ChatCompletionChunk(msgspec.Struct, kw_only=True):
@@ -260,14 +281,20 @@ class ChatCompletionChunk(msgspec.Struct, kw_only=True):
     choices: list[ChatChunkChoice]
     usage: Usage | UnsetType = UNSET
     prompt_logprobs: PromptLogprobs | UnsetType = UNSET
+    prompt_token_ids: list[int] | UnsetType = UNSET  # return_token_ids: role chunks
 
 
 class CompletionChoice(msgspec.Struct):
+    """``token_ids``, ``prompt_token_ids``: with return_token_ids (streamed: the chunk's
+    tokens, the prompt's on each choice's first chunk)."""
+
     index: int
     text: str
     logprobs: CompletionLogprobs | None
     finish_reason: str | None
+    token_ids: list[int] | UnsetType = UNSET
     prompt_logprobs: PromptLogprobs | UnsetType = UNSET
+    prompt_token_ids: list[int] | UnsetType = UNSET
 
 
 class Completion(msgspec.Struct, kw_only=True):

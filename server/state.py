@@ -21,7 +21,7 @@ from server.edge.trace import Traces
 from server.engine_client import EngineClient
 from server.logprobs import TokenTexts
 from server.parsers.select import Choice, choose, model_config
-from server.text import ModelText, takes_effort
+from server.text import ModelText
 from server.validate.prompt import DEFAULT_MAX_BATCH_PROMPTS, PromptBuilder
 
 DEFAULT_STORE_ENTRIES = 1000  # --responses-store-max-entries
@@ -107,4 +107,3 @@ class RenderState:
                                              model_config(model_root))
         self.prompts = PromptBuilder(text, served_model_name, limits, executor,
                                      tool_parser=tools.name, reasoning_parser=reasoning.name)
-        self.takes_effort = takes_effort(text.chat_template_source)

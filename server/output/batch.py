@@ -90,6 +90,7 @@ def fan_out(
                             j, request_id),
                         priority=settings.priority,
                         cache_salt=settings.cache_salt,
+                        token_ids=settings.extras.token_ids,
                     )
                 )
     except APIError:

@@ -20,25 +20,28 @@ from server.output.generation import Piece
 from server.output.reasoning_tokens import ReasoningTokens
 from server.parsers.reasoning import ReasoningMarkers, ReasoningParser
 from server.parsers.tools import CallAccumulator, CallDelta, ToolCallParser
+from server.validate.extras import Extras
 from server.validate.prompt import ChatOutput
 
 
 class ChatDelta:
     """What one piece adds to a chat choice."""
 
-    __slots__ = ("reasoning", "content", "calls", "logprobs", "finish")
+    __slots__ = ("reasoning", "content", "calls", "logprobs", "finish", "token_ids")
 
     def __init__(self, reasoning: str, content: str, calls: list[CallDelta],
-                 logprobs: list[TokenLogprob] | None, finish: str | None) -> None:
+                 logprobs: list[TokenLogprob] | None, finish: str | None,
+                 token_ids: list[int] | None = None) -> None:
         self.reasoning = reasoning
         self.content = content
         self.calls = calls
         self.logprobs = logprobs
         self.finish = finish
+        self.token_ids = token_ids  # return_token_ids: the piece's tokens
 
     def is_empty(self) -> bool:
         return not (self.reasoning or self.content or self.calls or self.logprobs
-                    or self.finish)
+                    or self.finish or self.token_ids)
 
     def content_only(self) -> bool:
         """Whether the delta is just (non-empty) content: the common token's chunk."""
@@ -79,11 +82,12 @@ class ChatChoice:
     """A chat choice's parsers and, for a whole response, what it said so far."""
 
     __slots__ = ("index", "_reasoning", "_reasoning_tokens", "_tools", "_top", "_texts",
-                 "_with_reasoning", "echo", "content", "reasoning", "calls", "logprobs",
-                 "finish")
+                 "_with_reasoning", "_shown", "echo", "content", "reasoning", "calls",
+                 "logprobs", "finish", "token_ids")
 
     def __init__(self, index: int, chat: ChatOutput, reasoning_parser: ReasoningMarkers | None,
-                 top_logprobs: int | None, texts: TokenTexts) -> None:
+                 top_logprobs: int | None, texts: TokenTexts, *,
+                 extras: Extras | None = None) -> None:
         self.index = index
         self._reasoning = (ReasoningParser(reasoning_parser, chat.reasoning_inside)
                            if reasoning_parser is not None and chat.splits_reasoning()
@@ -94,6 +98,13 @@ class ChatChoice:
         self._top = top_logprobs
         self._texts = texts
         self._with_reasoning = reasoning_parser is not None
+        # vLLM's extensions: include_reasoning false (with a reasoning parser) withholds
+        # the reasoning and, lest they show it, the logprobs and token ids
+        self._shown = extras = extras or Extras()
+        hidden = self._with_reasoning and not extras.include_reasoning
+        if hidden:
+            self._top = None
+        self.token_ids: list[int] | None = [] if extras.token_ids and not hidden else None
         self.echo = chat.echo
         self.content: list[str] = []
         self.reasoning: list[str] = []
@@ -120,11 +131,19 @@ class ChatChoice:
         finish = piece.finish
         if finish == "stop" and self._tools is not None and self._tools.calls_made:
             finish = "tool_calls"
+        if not self._shown.include_reasoning:
+            reasoning = ""
+        elif not self._shown.separate_reasoning:
+            reasoning, content = "", reasoning + content
         logprobs = None
         if self._top is not None:
-            logprobs = self._texts.chat(piece.logprobs, self._top)
+            logprobs = self._texts.chat(piece.logprobs, self._top, self._shown.ids_as_tokens)
             self.logprobs += logprobs
-        delta = ChatDelta(reasoning, content, calls, logprobs, finish)
+        ids = None
+        if self.token_ids is not None:
+            ids = piece.token_ids
+            self.token_ids += ids
+        delta = ChatDelta(reasoning, content, calls, logprobs, finish, ids)
         self.content.append(content)
         self.reasoning.append(reasoning)
         self.calls.add(calls)
@@ -154,7 +173,10 @@ class ChatChoice:
             message.tool_calls = [s.ToolCallOut(c.id, "function", s.Function(c.name, c.arguments))
                                   for c in calls]
         logprobs = None if self._top is None else ChatLogprobs(self.logprobs)
-        return s.ChatChoice(self.index, message, logprobs, self.finish or "stop")
+        choice = s.ChatChoice(self.index, message, logprobs, self.finish or "stop")
+        if self.token_ids is not None:
+            choice.token_ids = self.token_ids
+        return choice
 
 
 class CompletionChoice:
@@ -162,11 +184,12 @@ class CompletionChoice:
     prompt logprobs (``prompt_logprobs``: how many of each position's top are shown)."""
 
     __slots__ = ("index", "_echo", "_top", "_texts", "_offset", "_ids", "_echo_logprobs",
-                 "_prompt_top", "_first", "text", "logprobs", "prompt_logprobs", "finish")
+                 "_prompt_top", "_first", "_as_ids", "text", "logprobs", "prompt_logprobs",
+                 "finish", "token_ids")
 
     def __init__(self, index: int, echo: str | None, top: int | None, texts: TokenTexts,
                  *, prompt_ids: list[int] | None = None, echo_logprobs: bool = False,
-                 prompt_logprobs: int | None = None) -> None:
+                 prompt_logprobs: int | None = None, extras: Extras | None = None) -> None:
         self.index = index
         self._echo = echo
         self._top = top
@@ -176,6 +199,10 @@ class CompletionChoice:
         self._echo_logprobs = echo_logprobs and top is not None and bool(prompt_ids)
         self._prompt_top = prompt_logprobs
         self._first = True
+        extras = extras or Extras()
+        self._as_ids = extras.ids_as_tokens
+        # return_token_ids: the generated tokens so far
+        self.token_ids: list[int] | None = [] if extras.token_ids else None
         self.text: list[str] = []
         self.logprobs = CompletionLogprobs([], [], [], [])
         self.prompt_logprobs: PromptLogprobs | None = None
@@ -191,21 +218,26 @@ class CompletionChoice:
         if self._top is not None:
             if first and self._echo_logprobs:
                 logprobs, self._offset = self._texts.echo(self._ids, piece.prompt_logprobs or [],
-                                                          self._top)
-                generated, self._offset = self._texts.completion(piece.logprobs, self._top,
-                                                                 self._offset)
+                                                          self._top, self._as_ids)
+                generated, self._offset = self._texts.completion(
+                    piece.logprobs, self._top, self._offset, as_ids=self._as_ids)
                 extend(logprobs, generated)
             else:
-                logprobs, self._offset = self._texts.completion(piece.logprobs, self._top,
-                                                                self._offset)
+                logprobs, self._offset = self._texts.completion(
+                    piece.logprobs, self._top, self._offset, as_ids=self._as_ids)
             extend(self.logprobs, logprobs)
         self.text.append(text)
         self.finish = piece.finish
         chunk = s.CompletionChoice(self.index, text, logprobs, piece.finish)
+        if self.token_ids is not None:
+            chunk.token_ids = piece.token_ids
+            self.token_ids += piece.token_ids
         if first and self._prompt_top is not None:
             self.prompt_logprobs = self._texts.prompt(piece.prompt_logprobs or [],
                                                       self._prompt_top)
             chunk.prompt_logprobs = self.prompt_logprobs
+        if first and self.token_ids is not None:
+            chunk.prompt_token_ids = self._ids
         return chunk
 
     def choice(self) -> s.CompletionChoice:
@@ -214,4 +246,7 @@ class CompletionChoice:
                                     self.finish or "stop")
         if self._prompt_top is not None:
             choice.prompt_logprobs = self.prompt_logprobs or [None]
+        if self.token_ids is not None:
+            choice.token_ids = self.token_ids
+            choice.prompt_token_ids = self._ids
         return choice

@@ -31,6 +31,7 @@ _END = b"}\n\n"
 _NULL = b"null"
 _LOGPROBS = b',"logprobs":'
 _FINISH = b',"finish_reason":'
+_TOKEN_IDS = b',"token_ids":'
 _CONTENT_END = b'},"logprobs":null,"finish_reason":null}]}\n\n'
 _CONTENT = b'{"content":'
 # The finish reasons a chunk can carry, encoded once (any other is encoded when it comes).
@@ -61,11 +62,12 @@ class ChunkFrame:
     def chat_event(self, index: int, delta: ChatDelta, usage: s.Usage | None) -> bytes:
         """The event of a chat chunk with choice ``index``'s ``delta`` (not empty)."""
         content_only = delta.content_only()
-        if content_only and usage is None and delta.logprobs is None and delta.finish is None:
+        if (content_only and usage is None and delta.logprobs is None and delta.finish is None
+                and delta.token_ids is None):
             return self.content_event(index, delta.content)
         logprobs = None if delta.logprobs is None else ChatLogprobs(delta.logprobs)
         choice = self.chat_choice(index, delta.content if content_only else delta.delta(),
-                                  logprobs, delta.finish)
+                                  logprobs, delta.finish, delta.token_ids)
         return self.event(choice, usage)
 
     def content_event(self, index: int, content: str) -> bytes:
@@ -83,13 +85,16 @@ class ChunkFrame:
         return heads[index]
 
     def chat_choice(self, index: int, delta: s.Delta | str,
-                    logprobs: ChatLogprobs | None, finish: str | None) -> bytes:
-        """A chat chunk choice's JSON; ``delta`` as a str is a delta of that content only."""
+                    logprobs: ChatLogprobs | None, finish: str | None,
+                    token_ids: list[int] | None = None) -> bytes:
+        """A chat chunk choice's JSON; ``delta`` as a str is a delta of that content only;
+        ``token_ids`` (return_token_ids) close it when given."""
         if isinstance(delta, str):
             delta_json = b"".join((_CONTENT, _encode(delta), b"}"))
         else:
             delta_json = _encode(delta)
         finish_json = _FINISHES.get(finish) or _encode(finish)
+        ids = b"" if token_ids is None else _TOKEN_IDS + _encode(token_ids)
         return b"".join((self._head(index), delta_json, _LOGPROBS,
                          _NULL if logprobs is None else _encode(logprobs), _FINISH,
-                         finish_json, b"}"))
+                         finish_json, ids, b"}"))

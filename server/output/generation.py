@@ -3,7 +3,8 @@ text pieces, with the token counts for ``usage`` and the engine's times. Outputs
 queued are merged into one piece (a slow client gets fewer, larger events); an engine
 failure or a ``--max-queue-wait`` timeout (``server/edge/queue.py``) raises
 :class:`APIError`; with ``token_offsets`` each piece says where each of its tokens' text
-begins (for counting reasoning tokens). Mirrors ``rust/server/src/output/generation.rs``.
+begins (for counting reasoning tokens), with ``token_ids`` the ids of the tokens it counts
+(``return_token_ids``). Mirrors ``rust/server/src/output/generation.rs``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Piece(msgspec.Struct):
     # token's text begins; a token without text of its own (the stop token, or a byte of a
     # character still incomplete) is at the text's end then.
     token_offsets: list[int] = msgspec.field(default_factory=list)
+    # With ``token_ids``: the completion tokens this piece counts (return_token_ids).
+    token_ids: list[int] = msgspec.field(default_factory=list)
 
 
 class Generation:
@@ -53,7 +56,7 @@ class Generation:
                  "cached_tokens", "finish_reason", "_detok", "_stop", "_stream", "_metrics",
                  "_arrival", "_first", "_last", "_ended", "_failed", "_engine", "_siblings",
                  "_echo_only", "_queue", "_prefill", "_constraint", "_trace", "_ticket",
-                 "_offsets", "_text_len")
+                 "_offsets", "_text_len", "_ids")
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class Generation:
         replay: RequestStream | None = None,
         priority: int = 0,
         cache_salt: str | None = None,
+        token_ids: bool = False,
     ) -> None:
         self.client = client
         self.request_id = request_id
@@ -101,6 +105,7 @@ class Generation:
         # token), and the characters of text so far.
         self._offsets = token_offsets
         self._text_len = 0
+        self._ids = token_ids  # whether pieces carry their token ids
         # ``replay``: outputs the frontend computed (a beam search's), no engine request.
         if replay is not None:
             self._stream: RequestStream = replay
@@ -158,6 +163,7 @@ class Generation:
         parts: list[str] = []
         logprobs: list[p.TokenLogprobs] = []
         offsets: list[int] = []
+        ids: list[int] = []
         prompt_logprobs: list[p.TokenLogprobs] | None = None
         while True:
             try:
@@ -175,15 +181,16 @@ class Generation:
                     self._queue, self._prefill = output.queue_time, output.prefill_time
                 if self._trace is not None:
                     self._trace[0].output(self._trace[1], output)
-                reason = self._absorb(output, parts, logprobs, offsets)
+                reason = self._absorb(output, parts, logprobs, offsets, ids)
                 if reason is not None:
                     self.finish_reason = reason
                     matched = self._stop.matched if self._stop is not None else None
                     return Piece("".join(parts), reason, logprobs, prompt_logprobs, matched,
-                                 offsets)
+                                 offsets, ids)
             text = "".join(parts)
             if text or logprobs:
-                return Piece(text, None, logprobs, prompt_logprobs, token_offsets=offsets)
+                return Piece(text, None, logprobs, prompt_logprobs, token_offsets=offsets,
+                             token_ids=ids)
 
     async def _first_outputs(self, ticket: Ticket) -> list[p.EngineCoreOutput]:
         """The first outputs, which take the request off the queue; past the ticket's
@@ -209,9 +216,11 @@ class Generation:
         return outputs
 
     def _absorb(self, output: p.EngineCoreOutput, parts: list[str],
-                logprobs: list[p.TokenLogprobs], offsets: list[int]) -> str | None:
-        """Adds one output's text to ``parts`` (its tokens' places to ``offsets``);
-        returns the finish reason when it ended."""
+                logprobs: list[p.TokenLogprobs], offsets: list[int],
+                counted: list[int]) -> str | None:
+        """Adds one output's text to ``parts`` (its tokens' places to ``offsets``, the
+        tokens it counts to ``counted`` when pieces carry them); returns the finish reason
+        when it ended."""
         if self._echo_only:
             return self._absorb_dropped(output)
         ids = output.new_token_ids
@@ -232,11 +241,13 @@ class Generation:
                 parts.append(emit)
                 if stopped:
                     del logprobs[shown_before + i + 1:]
+                    self._take_ids(counted, ids, i + 1)
                     return self._stopped_at(started, i + 1, offsets, placed)
             if finish is not None:
                 emit, stopped = stop.push(self._final_text())
                 parts.append(emit)
                 if stopped:
+                    self._take_ids(counted, ids, len(ids))
                     return self._stopped_at(started, len(ids), offsets, placed)
                 parts.append(stop.flush())
         elif self._offsets:
@@ -250,6 +261,7 @@ class Generation:
             parts.append(text)
         self._metrics.detokenize.observe(time.perf_counter() - started)
         self._place_rest(offsets, placed, len(ids))
+        self._take_ids(counted, ids, len(ids))
         self._count(len(ids))
         if finish is not None:
             self._end()
@@ -257,6 +269,12 @@ class Generation:
             self.finish_reason = _ERROR
             raise self._error(output)
         return finish
+
+    def _take_ids(self, counted: list[int], ids: list[int], tokens: int) -> None:
+        """The output's first ``tokens`` ids, counted, into ``counted`` when pieces carry
+        their token ids."""
+        if self._ids:
+            counted.extend(ids[:tokens])
 
     def _token_text(self, token: int, offsets: list[int]) -> str:
         """One token's text, its place noted when pieces carry offsets."""

@@ -87,14 +87,16 @@ class _Shapes:
 
 class ChatShapes(_Shapes):
     """Chat chunks and bodies for one response (``prompt_top``: the request's
-    ``prompt_logprobs``)."""
+    ``prompt_logprobs``; ``prompt_ids``: the prompt's ids, shown with return_token_ids)."""
 
     def __init__(self, rid: str, created: int, model: str, choices: list[ChatChoice],
                  prompt_tokens: int, continuous: bool = False, prompt_top: int | None = None,
-                 texts: TokenTexts | None = None) -> None:
+                 texts: TokenTexts | None = None, *,
+                 prompt_ids: list[int] | None = None) -> None:
         super().__init__(rid, created, model, [prompt_tokens] * len(choices), len(choices),
                          continuous)
         self.choices = choices
+        self._prompt_ids = prompt_ids
         self._prompt_top = prompt_top
         self._texts = texts
         self.prompt_logprobs: PromptLogprobs | None = None
@@ -121,6 +123,9 @@ class ChatShapes(_Shapes):
         chunks = [s.ChatCompletionChunk(
             id=self.rid, created=self.created, model=self.model,
             choices=[s.ChatChunkChoice(c.index, role, None, None)]) for c in self.choices]
+        if self._prompt_ids is not None:  # on each choice's role chunk, as vLLM
+            for chunk in chunks:
+                chunk.prompt_token_ids = self._prompt_ids
         chunks += [s.ChatCompletionChunk(
             id=self.rid, created=self.created, model=self.model,
             choices=[s.ChatChunkChoice(c.index, s.Delta(content=c.echo), None, None)])
@@ -178,6 +183,8 @@ class ChatShapes(_Shapes):
                                 choices=[c.choice() for c in self.choices], usage=usage)
         if self._prompt_top is not None:
             body.prompt_logprobs = self.prompt_logprobs or [None]
+        if self._prompt_ids is not None:
+            body.prompt_token_ids = self._prompt_ids
         return _encode(body)
 
     def whole_step(self, index: int, piece: Piece) -> None:

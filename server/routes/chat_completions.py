@@ -32,10 +32,12 @@ def shapes(state: State, prompts: list[Prompt], rid: str) -> response.Shapes:
     prompt = prompts[0]
     assert prompt.chat is not None
     reasoning = markers_of(state.options.reasoning_parser)
+    extras = settings.extras
     return response.ChatShapes(rid, created, state.model_name, [
-        ChatChoice(i, prompt.chat, reasoning, top, state.token_texts)
+        ChatChoice(i, prompt.chat, reasoning, top, state.token_texts, extras=extras)
         for i in range(settings.n)], len(prompt.ids), continuous,
-        settings.prompt_logprobs, state.token_texts)
+        settings.prompt_logprobs, state.token_texts,
+        prompt_ids=prompt.ids if extras.token_ids else None)
 
 
 async def chat_completions(state: State, scope: Scope, receive: Receive, send: Send) -> None:

@@ -39,7 +39,7 @@ def shapes(state: State, prompts: list[Prompt], rid: str) -> response.Shapes:
             choices.append(CompletionChoice(
                 len(choices), echo, top, state.token_texts, prompt_ids=prompt.ids,
                 echo_logprobs=settings.echo_logprobs is not None,
-                prompt_logprobs=settings.prompt_logprobs))
+                prompt_logprobs=settings.prompt_logprobs, extras=settings.extras))
             lengths.append(len(prompt.ids))
     return response.CompletionShapes(rid, created, state.model_name, choices, lengths,
                                      settings.n, continuous)

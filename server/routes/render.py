@@ -50,7 +50,7 @@ async def chat(state: RenderState, scope: Scope, receive: Receive, send: Send) -
 
 async def responses(state: RenderState, scope: Scope, receive: Receive, send: Send) -> None:
     """The Responses body's chat request, rendered as chat render renders it."""
-    translated = responses_request.translate(await read_body(receive), state.takes_effort)
+    translated = responses_request.translate(await read_body(receive))
     prompt = await chat_prompt(state.prompts, translated)
     await send_json(send, 200, rendered("resp", state.model_name, prompt))
 

@@ -323,7 +323,3 @@ class StopMatcher:
                 return n
         return 0
 
-
-def takes_effort(template_source: str | None) -> bool:
-    """Whether the chat template reads ``reasoning_effort`` (``reasoning.effort``)."""
-    return template_source is not None and "reasoning_effort" in template_source

@@ -22,8 +22,9 @@ from engine import protocol as p
 from server import openai as s
 from server.edge.error import APIError, bad_request
 from server.text import NO_CHAT_TEMPLATE
+from server.validate import guided, structured
 from server.validate import sampling as sampling_fields
-from server.validate import structured
+from server.validate.extras import Extras, message_reasoning
 
 I64 = (-(2**63), 2**63 - 1)
 U32_END = 2**32
@@ -36,7 +37,7 @@ _POLICY_FIELDS = {
     for chat, cls in ((True, s.ChatCompletionRequest), (False, s.CompletionRequest))
 }
 _INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens", "n",
-               "logprobs", "top_logprobs", "prompt_logprobs")
+               "logprobs", "top_logprobs", "prompt_logprobs", "truncate_prompt_tokens")
 MAX_N = 128
 MAX_LOGPROBS = sampling_fields.MAX_LOGPROBS
 
@@ -77,6 +78,8 @@ class Settings(msgspec.Struct):
     cache_salt: str | None = None
     # use_beam_search (None: sampling); checked by server.validate.beam_search
     beam_search: BeamSearch | None = None
+    # vLLM's extensions: truncation, reasoning effort and display, token ids
+    extras: Extras = msgspec.field(default_factory=Extras)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -178,8 +181,6 @@ def _check_refusal(chat: bool, key: str, value: Any) -> None:
         return
     if key == "best_of":
         raise bad_request("`best_of` > 1 is not supported", key)
-    if key in structured.GUIDED:
-        raise bad_request(structured.guided_refusal(key), key)
     raise bad_request(f"`{key}` is not supported", key)
 
 
@@ -277,7 +278,8 @@ def validate(request: Any, max_override: tuple[str, int] | None, vocab_size: int
         penalty = request.length_penalty
         beam = BeamSearch(n, 1.0 if penalty is None else float(penalty))
     bad_words = sampling_fields.apply(request, sampling, vocab_size)
-    found = structured.constraint(request.response_format, request.structured_outputs)
+    found = structured.constraint(request.response_format, request.structured_outputs,
+                                  guided.of(request))
     if found is not None:
         sampling.structured_outputs = found.spec
     skip = request.skip_special_tokens
@@ -343,7 +345,9 @@ def resolve_max_tokens(requested: int | None, field: str, prompt_len: int,
 
 def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[dict[str, Any]]:
     """The messages as the template will see them: null fields left out (as transformers'
-    apply_chat_template drops them), a content list checked to hold text parts only and
+    apply_chat_template drops them; the fields vLLM drops unread too: ``refusal``,
+    ``annotations``, ``audio``, ``function_call``), an assistant message's reasoning as
+    ``reasoning`` and ``reasoning_content``, a content list checked to hold text parts only and
     kept as ``{"type": "text", "text": ...}`` parts (the template's content format joins
     them or not: :mod:`server.text.content_format`)."""
     if request.messages is None:
@@ -369,9 +373,12 @@ def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[
             item["content"] = parts
         elif content is not None:
             item["content"] = content
-        for field in ("name", "tool_calls", "tool_call_id", "reasoning_content"):
+        for field in ("name", "tool_calls", "tool_call_id"):
             value = getattr(message, field)
             if value is not None:
                 item[field] = value
+        reasoning = message_reasoning(message)
+        if reasoning is not None:  # under both names, as vLLM gives it
+            item["reasoning"] = item["reasoning_content"] = reasoning
         out.append(item)
     return out

@@ -32,7 +32,7 @@ from server.parsers.tools import (
     tool_settings,
 )
 from server.text import ModelText, TemplateError
-from server.validate import beam_search, engine_fields, params, sampling
+from server.validate import beam_search, engine_fields, extras, params, sampling
 
 DEFAULT_MAX_BATCH_PROMPTS = 256
 U32_END = 2**32
@@ -118,7 +118,9 @@ class ChatOutput(msgspec.Struct):
 class Prompt(msgspec.Struct):
     """A checked request, ready for the engine (``settings.sampling.max_tokens`` is set)."""
 
-    text: str | None  # the rendered chat, or the completion prompt; None for token ids
+    # the rendered chat, or the completion prompt; None for token ids, or when
+    # truncate_prompt_tokens cut the prompt
+    text: str | None
     ids: list[int]
     settings: params.Settings
     chat: ChatOutput | None = None
@@ -145,6 +147,8 @@ class PromptBuilder:
         # --scheduling-policy (None: no engine, as in the render service).
         self.scheduling_policy = scheduling_policy
         self._marker_ids: dict[str, list[int]] = {}  # reasoning markers, tokenized
+        # where truncate_prompt_tokens cuts when the request names no side
+        self.truncate_left = getattr(text.tokenizer, "truncation_side", "right") == "left"
 
     def _check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
@@ -162,6 +166,9 @@ class PromptBuilder:
 
     def _finish(self, text: str | None, ids: list[int], settings: params.Settings,
                 what: str, chat: ChatOutput | None = None) -> Prompt:
+        cut = extras.truncated(ids, settings.extras)
+        if cut is not None:  # truncate_prompt_tokens: the text no longer matches the ids
+            text, ids = None, cut
         max_tokens = params.resolve_max_tokens(
             settings.max_tokens, settings.max_tokens_field, len(ids),
             self.limits.max_model_len, what)
@@ -198,6 +205,7 @@ class PromptBuilder:
         params.chat_logprobs(request, settings)
         self._engine_fields(request, settings)
         beam_search.check(settings, chat=True)
+        settings.extras = extras.check(request, self.limits.max_model_len, self.truncate_left)
         self._check_model(settings.model)
         messages = params.chat_messages(request, self.text.has_chat_template)
         tools = tool_settings(request, self.tool_parser)
@@ -228,7 +236,9 @@ class PromptBuilder:
             add_generation_prompt=(not continue_final) if add_generation is None
             else add_generation,
             continue_final_message=continue_final,
-            template_kwargs=request.chat_template_kwargs or {}, prefill=forced or "")
+            template_kwargs=extras.template_kwargs(request.chat_template_kwargs,
+                                                   settings.extras.reasoning_effort),
+            prefill=forced or "")
         last = messages[-1]
         echo = ""
         if request.echo and last.get("role") == "assistant":
@@ -251,6 +261,7 @@ class PromptBuilder:
         params.completion_output(request, settings)
         self._engine_fields(request, settings)
         beam_search.check(settings, chat=False)
+        settings.extras = extras.check(request, self.limits.max_model_len, self.truncate_left)
         self._check_model(settings.model)
         items = completion_prompts(request, self.limits.vocab_size, self.max_batch_prompts)
         await self._bad_words(settings)

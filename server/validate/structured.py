@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
 from engine import protocol as p
 from server.edge.error import bad_request
+
+if TYPE_CHECKING:
+    from server.validate.guided import Guided
 
 RESPONSE_FORMAT = "response_format"
 SO = "structured_outputs"
@@ -36,15 +39,6 @@ _OPTIONS = (
 )
 _KEYS = frozenset(_KINDS + _OPTIONS)
 _ACCEPTED_TYPES = "the accepted types are `text`, `json_object` and `json_schema`"
-# The old vLLM names, refused with a pointer to the new one.
-GUIDED = {
-    "guided_json": "json",
-    "guided_regex": "regex",
-    "guided_choice": "choice",
-    "guided_grammar": "grammar",
-}
-
-
 class Constraint(msgspec.Struct, frozen=True):
     """A request's structured-output constraint: the field that set it (the ``param`` of
     the engine's compile errors) and what the engine enforces."""
@@ -58,18 +52,17 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def guided_refusal(key: str) -> str:
-    """The message refusing the old ``guided_*`` field ``key``."""
-    return f"`{key}` is not supported; use `{SO}.{GUIDED[key]}`"
-
-
-def constraint(response_format: Any, structured_outputs: Any) -> Constraint | None:
-    """The request's one constraint (None: free text), or a 400."""
+def constraint(response_format: Any, structured_outputs: Any,
+               guided: Guided | None = None) -> Constraint | None:
+    """The request's one constraint (None: free text), or a 400; ``guided``: what its
+    removed ``guided_*`` fields stand for (:mod:`server.validate.guided`)."""
     found: list[Constraint] = []
     spec = response_format_spec(response_format)
     if spec is not None:
         found.append(Constraint(RESPONSE_FORMAT, spec))
     found += structured_outputs_specs(structured_outputs)
+    if guided is not None:
+        found += structured_outputs_specs(guided.value, guided.names)
     if len(found) > 1:
         names = [f"`{c.name}`" for c in found]
         listed = ", ".join(names[:-1]) + " and " + names[-1]
@@ -123,9 +116,11 @@ def _is_bool(value: Any) -> bool:
     return type(value) is bool
 
 
-def structured_outputs_specs(value: Any) -> list[Constraint]:
+def structured_outputs_specs(value: Any,
+                             names: dict[str, str] | None = None) -> list[Constraint]:
     """``structured_outputs`` checked: the constraints it sets (one per key set; the
-    caller refuses more than one)."""
+    caller refuses more than one). ``names``: the field each key came from, when not
+    ``structured_outputs.<key>`` (the guided fields), named by its errors."""
     if value is None:
         return []
     if not isinstance(value, dict):
@@ -135,11 +130,14 @@ def structured_outputs_specs(value: Any) -> list[Constraint]:
             raise bad_request(f"unknown field `{key}` in `{SO}`", f"{SO}.{key}")
     found: list[Constraint] = []
 
+    def name(key: str) -> str:
+        return names[key] if names is not None else f"{SO}.{key}"
+
     def fail(key: str, message: str) -> NoReturn:
-        raise bad_request(message, f"{SO}.{key}")
+        raise bad_request(message.replace(f"`{SO}.{key}", f"`{name(key)}"), name(key))
 
     def add(key: str, spec: p.StructuredOutputs) -> None:
-        found.append(Constraint(f"{SO}.{key}", spec))
+        found.append(Constraint(name(key), spec))
 
     schema = value.get("json")
     if schema is not None:

@@ -16,9 +16,12 @@ WEATHER_TOOL = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                    "required": ["city"]}}}
 CLOCK_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+TOOL_RESULT = "[tool result: sunny]"
 # (trigger in the prompt, reply): the first match wins, so forced-call triggers (which
 # only the prefilled prompts contain) come first.
 REPLIES = [
+    # test_client_fields' tool loop: its second turn (which holds the first's call) first
+    (TOOL_RESULT, "It is sunny in Paris."),
     ('"name": "get_weather", "arguments": ', '{"city": "Oslo"}}' + CALL_END),
     ("</think>" + CALL_BEGIN,
      '{"name": "get_weather", "arguments": {"city": "Rome"}}' + CALL_END),

@@ -146,10 +146,10 @@ def test_stop_strings_on_a_scripted_reply(feature_server: Server, stream: bool) 
 
 
 REFUSED = [
-    ("chat", {"guided_regex": "[a-z]+"}, "guided_regex"),
+    ("chat", {"guided_regex": 5}, "guided_regex"),
     ("chat", {"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
     ("chat", {"functions": [{"name": "f"}]}, "functions"),
-    ("chat", {"reasoning_effort": "high"}, "reasoning_effort"),
+    ("chat", {"reasoning_effort": "huge"}, "reasoning_effort"),
     ("completions", {"best_of": 2}, "best_of"),
     ("completions", {"suffix": "end"}, "suffix"),
     ("chat", {"n": 0}, "n"),

@@ -211,7 +211,7 @@ BAD = [
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
      "input[0].content[0].type", "'input_image' is not supported"),
     ({"frobnicate": 1}, "frobnicate", "unknown field 'frobnicate'"),
-    ({"reasoning": {"effort": "high"}}, "reasoning.effort", "takes no reasoning effort"),
+    ({"reasoning": {"effort": "huge"}}, "reasoning.effort", "`reasoning_effort` must be one of"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice",
      "not in `tools`"),
     ({"max_output_tokens": 5000}, "max_output_tokens", "maximum context length"),

@@ -68,6 +68,23 @@ def test_chat_event_with_reasoning_or_calls_matches_struct() -> None:
         assert frame.chat_event(0, delta, None) == _struct_event(expected)
 
 
+def test_chat_event_with_token_ids_matches_struct() -> None:
+    """return_token_ids: every chunk of a choice carries its tokens, an empty delta too."""
+    frame = ChunkFrame(s.ChatCompletionChunk(id="c", created=5, model="m", choices=[]))
+    for delta in (ChatDelta("", "hi", [], None, None, [7, 8]),
+                  ChatDelta("", "", [], None, None, [9]),
+                  ChatDelta("r", "", [], None, "stop", [1]),
+                  ChatDelta("", "x", [], _logprobs().content, "length", [])):
+        logprobs = None if delta.logprobs is None else ChatLogprobs(delta.logprobs)
+        content_only = delta.content_only()
+        wire = s.Delta(content=delta.content) if content_only else delta.delta()
+        expected = s.ChatCompletionChunk(id="c", created=5, model="m", choices=[
+            s.ChatChunkChoice(0, wire, logprobs, delta.finish, token_ids=delta.token_ids or [])])
+        assert frame.chat_event(0, delta, None) == _struct_event(expected)
+    assert ChatDelta("", "", [], None, None, []).is_empty()
+    assert not ChatDelta("", "", [], None, None, [3]).is_empty()
+
+
 def test_chat_full_delta_matches_struct() -> None:
     frame = ChunkFrame(s.ChatCompletionChunk(id="c", created=5, model="m", choices=[]))
     delta = s.Delta(content="x", reasoning_content="think",

@@ -1,5 +1,5 @@
 """The Python frontend's request checks that have no engine in them: the /invocations
-routing, the 413 message, the ``guided_*`` refusals and the field a
+routing, the 413 message, the key policy of vLLM's extensions and the field a
 context-length error names (the e2e suite runs the same cases over HTTP on every
 frontend; these pin the exact words shared with the Rust unit tests)."""
 
@@ -57,16 +57,28 @@ def test_too_large_names_the_limit_in_mib_and_the_flag() -> None:
     assert (mib(3 * 1024 * 1024 + 512 * 1024), mib(0)) == ("3.5", "0")
 
 
-@pytest.mark.parametrize("key", ["guided_json", "guided_regex", "guided_choice",
-                                 "guided_grammar"])
-def test_guided_fields_name_their_structured_outputs_key(key: str) -> None:
-    body = json.dumps({"messages": USER, key: {"type": "object"}}).encode()
-    error = error_of(params.decode, body, True)
-    message = f"`{key}` is not supported; use `structured_outputs.{key.removeprefix('guided_')}`"
-    assert (error.status, error.param, error.message) == (400, key, message)
-    for accepted in ({"type": "json_object"}, {"type": "text"}, None):  # checked later
-        params.decode(json.dumps({"messages": USER, "response_format": accepted}).encode(),
-                      True)
+COMMON_EXTENSIONS = {
+    "return_token_ids": True, "return_tokens_as_token_ids": True, "truncate_prompt_tokens": 5,
+    "truncation_side": "left", "guided_json": {"type": "object"}, "guided_regex": "a",
+    "guided_choice": ["a"], "guided_grammar": "root ::= \"a\"",
+    "guided_whitespace_pattern": "x", "guided_decoding_backend": "xgrammar"}
+CHAT_EXTENSIONS = {"reasoning_effort": "low", "include_reasoning": False,
+                   "separate_reasoning": False}
+
+
+def test_vllm_extensions_are_known_fields_of_their_endpoints() -> None:
+    """Known keys (their values are checked later), the chat ones unknown on completions."""
+    chat = params.decode(json.dumps({"messages": USER, **COMMON_EXTENSIONS,
+                                     **CHAT_EXTENSIONS}).encode(), True)
+    assert (chat.truncate_prompt_tokens, chat.reasoning_effort) == (5, "low")
+    completion = params.decode(json.dumps({"prompt": "x", **COMMON_EXTENSIONS}).encode(), False)
+    assert completion.guided_decoding_backend == "xgrammar"
+    for key, value in CHAT_EXTENSIONS.items():
+        error = error_of(params.decode, json.dumps({"prompt": "x", key: value}).encode(), False)
+        assert (error.status, error.param, error.message) == (400, key, f"unknown field `{key}`")
+    huge = json.dumps({"prompt": "x", "truncate_prompt_tokens": 2**63}).encode()
+    error = error_of(params.decode, huge, False)
+    assert (error.status, error.param) == (400, "truncate_prompt_tokens")
 
 
 def test_context_errors_name_the_field_the_request_used() -> None:

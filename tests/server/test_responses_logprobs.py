@@ -30,7 +30,7 @@ LOGPROBS = "message.output_text.logprobs"
 
 
 def run(**body: Any) -> Translated:
-    return translate(json.dumps({"input": "x", **body}).encode(), False)
+    return translate(json.dumps({"input": "x", **body}).encode())
 
 
 def refused(body: dict[str, Any]) -> tuple[str | None, str]:
@@ -62,13 +62,11 @@ def test_vllm_extensions_pass_to_chat() -> None:
     assert (out.chat["top_k"], out.chat["seed"], out.chat["stop"]) == (3, 1, ["z"])
 
 
-def test_chat_template_kwargs_merge_under_the_effort() -> None:
-    out = translate(json.dumps({"input": "x", "reasoning": {"effort": "low"},
-                                "chat_template_kwargs": {"enable_thinking": False,
-                                                         "reasoning_effort": "high"}}).encode(),
-                    True)
-    assert out.chat["chat_template_kwargs"] == {"enable_thinking": False,
-                                                "reasoning_effort": "low"}
+def test_chat_template_kwargs_pass_beside_the_effort() -> None:
+    kwargs = {"enable_thinking": False, "reasoning_effort": "high"}
+    out = run(reasoning={"effort": "low"}, chat_template_kwargs=kwargs)
+    # chat's reasoning_effort wins over the kwargs' own when the template renders
+    assert (out.chat["chat_template_kwargs"], out.chat["reasoning_effort"]) == (kwargs, "low")
     assert run(chat_template_kwargs={"a": 1}).chat["chat_template_kwargs"] == {"a": 1}
 
 

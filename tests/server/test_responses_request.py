@@ -20,14 +20,13 @@ CALL = {"id": "call_1", "type": "function",
         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 
 
-def run(takes_effort: bool = False, **body: Any) -> Translated:
-    return translate(json.dumps(body).encode(), takes_effort)
+def run(**body: Any) -> Translated:
+    return translate(json.dumps(body).encode())
 
 
-def refused(param: str, message: str | None = None, takes_effort: bool = False,
-            **body: Any) -> None:
+def refused(param: str, message: str | None = None, **body: Any) -> None:
     with pytest.raises(APIError) as info:
-        run(takes_effort, **body)
+        run(**body)
     assert (info.value.status, info.value.param) == (400, param), info.value.message
     if message is not None:
         assert info.value.message == message
@@ -102,7 +101,7 @@ def test_tools_choice_text_and_reasoning() -> None:
               parallel_tool_calls=False,
               text={"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"},
                                "strict": True}, "verbosity": "medium"},
-              reasoning={"effort": "low", "summary": "auto"}, takes_effort=True,
+              reasoning={"effort": "low", "summary": "auto"},
               metadata={"k": "v"}, store=False, stream_options={"include_obfuscation": False},
               service_tier="auto")
     assert out.chat["tools"] == [{"type": "function", "function": {
@@ -113,14 +112,16 @@ def test_tools_choice_text_and_reasoning() -> None:
     assert out.chat["parallel_tool_calls"] is False and out.echo.parallel_tool_calls is False
     assert out.chat["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "n", "schema": {"type": "object"}, "strict": True}}
-    assert out.chat["chat_template_kwargs"] == {"reasoning_effort": "low"}
+    # chat's reasoning_effort, which applies vLLM's rule: no refusal when the template
+    # reads no effort (it renders without it)
+    assert out.chat["reasoning_effort"] == "low" and "chat_template_kwargs" not in out.chat
     assert (out.echo.effort, out.echo.summary, out.echo.metadata) == ("low", "auto", {"k": "v"})
     assert out.echo.tools == [tool] and out.echo.tool_choice == {"type": "function", "name": "f"}
     assert run(input="x", text={"format": {"type": "json_object"}}).chat["response_format"] == {
         "type": "json_object"}
     assert "response_format" not in run(input="x", text={"format": {"type": "text"}}).chat
     assert run(input="x", tool_choice="required").chat["tool_choice"] == "required"
-    assert "chat_template_kwargs" not in run(input="x", reasoning={"effort": None}).chat
+    assert "reasoning_effort" not in run(input="x", reasoning={"effort": None}).chat
 
 
 @pytest.mark.parametrize(("param", "message", "body"), [
@@ -166,8 +167,7 @@ def test_tools_choice_text_and_reasoning() -> None:
     ("text.format.type", None, {"input": "x", "text": {"format": {"type": "grammar"}}}),
     ("text.format.schema", None,
      {"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}}),
-    ("reasoning.effort", "this model's chat template takes no reasoning effort",
-     {"input": "x", "reasoning": {"effort": "high"}}),
+    ("reasoning.effort", None, {"input": "x", "reasoning": {"effort": 1}}),
     ("reasoning.summary", None, {"input": "x", "reasoning": {"summary": "long"}}),
     ("input[0].summary", None, {"input": [{"type": "reasoning", "summary": ""}]}),
     ("input[0].content", None, {"input": [{"type": "reasoning", "content": ""}]}),
@@ -185,7 +185,7 @@ def test_refusals_name_the_field(param: str, message: str | None, body: dict[str
 def test_body_must_be_a_json_object() -> None:
     for raw in (b"", b"[1]", b"{", b'"x"'):
         with pytest.raises(APIError) as info:
-            translate(raw, False)
+            translate(raw)
         assert info.value.status == 400 and info.value.param is None
 
 
@@ -194,8 +194,8 @@ def test_chat_field_names_map_back() -> None:
 
     assert [responses_param(p) for p in (
         None, "max_completion_tokens", "response_format", "response_format.json_schema.schema",
-        "tools[2].function.parameters", "tools[0].function", "chat_template_kwargs",
+        "tools[2].function.parameters", "tools[0].function", "reasoning_effort",
         "messages[1].content", "temperature", "messages")] == [
         None, "max_output_tokens", "text.format", "text.format.schema",
-        "tools[2].parameters", "tools[0]", "chat_template_kwargs", "messages[1].content",
+        "tools[2].parameters", "tools[0]", "reasoning.effort", "messages[1].content",
         "temperature", "input"]

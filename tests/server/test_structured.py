@@ -13,7 +13,7 @@ import pytest
 
 from engine import protocol as p
 from server.edge.error import APIError
-from server.validate import params, structured
+from server.validate import guided, params, structured
 
 pytestmark = pytest.mark.unit
 
@@ -363,16 +363,74 @@ def test_the_sampling_field_checks_come_first() -> None:
     assert (status, param) == (400, "logit_bias")
 
 
-@pytest.mark.parametrize("key", ["guided_json", "guided_regex", "guided_choice", "guided_grammar"])
-def test_guided_fields_point_to_structured_outputs(key: str) -> None:
-    new = key.removeprefix("guided_")
-    for chat in (True, False):
-        assert refused(chat, **{key: "x"}) == (
-            400,
-            key,
-            f"`{key}` is not supported; use `structured_outputs.{new}`",
-        )
+# --------------------------------------------------------------------------- guided_*
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_guided_fields_stand_for_their_structured_outputs_key(chat: bool) -> None:
+    cases = [
+        ({"guided_json": SCHEMA}, p.StructuredOutputs(json=structured.compact(SCHEMA))),
+        ({"guided_json": json.dumps(SCHEMA)}, p.StructuredOutputs(json=structured.compact(SCHEMA))),
+        ({"guided_regex": "a+"}, p.StructuredOutputs(regex="a+")),
+        ({"guided_choice": ["a", "b"]}, p.StructuredOutputs(choice=["a", "b"])),
+        ({"guided_grammar": 'root ::= "a"'}, p.StructuredOutputs(grammar='root ::= "a"')),
+    ]
+    for fields, want in cases:
+        settings = lowered(chat, **fields, guided_decoding_backend="outlines")
+        assert settings.sampling.structured_outputs == want
+        assert settings.constraint == next(iter(fields))  # the engine's errors name it
+    for key in guided.FIELDS:
         assert lowered(chat, **{key: None}).constraint is None
+    # a text response_format asks for nothing
+    assert lowered(chat, guided_regex="a", response_format={"type": "text"}).constraint == (
+        "guided_regex")
+    assert lowered(chat, guided_decoding_backend="xgrammar").constraint is None
+
+
+@pytest.mark.parametrize("fields, param, message", [
+    ({"guided_json": "x"}, "guided_json",
+     "`guided_json` must be a JSON Schema (an object, or a string holding one)"),
+    ({"guided_regex": 1}, "guided_regex", "`guided_regex` must be a string"),
+    ({"guided_choice": []}, "guided_choice", "`guided_choice` must be a non-empty list of strings"),
+    ({"guided_grammar": ""}, "guided_grammar",
+     "`guided_grammar` must be a non-empty string (EBNF)"),
+    ({"guided_regex": "a", "guided_whitespace_pattern": "\\s"}, "guided_whitespace_pattern",
+     "`guided_whitespace_pattern` is not supported"),
+    ({"guided_whitespace_pattern": "x"}, "guided_whitespace_pattern",
+     "`guided_whitespace_pattern` is not supported"),
+    ({"guided_json": SCHEMA, "guided_regex": "a"}, "guided_regex",
+     "only one structured-output constraint may be given; this request sets `guided_json` and "
+     "`guided_regex`"),
+    ({"guided_regex": "a", "response_format": {"type": "json_object"}}, "guided_regex",
+     "`guided_regex` cannot be combined with `response_format`: `guided_regex` is vLLM's "
+     "removed name of `structured_outputs.regex`; send one constraint"),
+    ({"guided_choice": ["a"], "response_format": {"type": "xml"}}, "guided_choice",
+     "`guided_choice` cannot be combined with `response_format`: `guided_choice` is vLLM's "
+     "removed name of `structured_outputs.choice`; send one constraint"),
+    ({"guided_json": SCHEMA, "structured_outputs": {"regex": "a"}}, "guided_json",
+     "`guided_json` cannot be combined with `structured_outputs`: `guided_json` is vLLM's "
+     "removed name of `structured_outputs.json`; send one constraint"),
+    ({"guided_decoding_backend": 1}, "guided_decoding_backend",
+     "`guided_decoding_backend` must be a string"),
+])
+def test_guided_errors_name_the_guided_field(fields: dict[str, Any], param: str,
+                                             message: str) -> None:
+    for chat in (True, False):
+        assert refused(chat, **fields) == (400, param, message)
+
+
+def test_guided_fields_log_their_deprecation_once(caplog: pytest.LogCaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guided, "_warned", False)
+    with caplog.at_level("WARNING", logger="vrs.frontend"):
+        lowered(guided_regex="a", guided_decoding_backend="xgrammar")
+        lowered(guided_json=SCHEMA)
+        lowered(response_format={"type": "json_object"})
+    warnings = [r.getMessage() for r in caplog.records if "guided" in r.getMessage()]
+    assert warnings == [
+        "request fields guided_regex, guided_decoding_backend are vLLM's removed guided "
+        "decoding: mapped onto structured_outputs (guided_decoding_backend ignored); send "
+        "structured_outputs or response_format instead (logged once)"]
 
 
 def test_every_constraint_at_once_is_named_in_order() -> None:

@@ -249,6 +249,7 @@ impl AcceptedRequest {
                                     .as_ref()
                                     .is_some_and(ChatOutput::splits_reasoning),
                         )
+                        .token_ids(settings.extras.token_ids)
                         .queued(tickets.next()),
                 ),
                 Err(err) => return text_error(err).respond(shapes.dialect()),

@@ -106,7 +106,14 @@ impl CompletionLogprobs {
     }
 }
 
-/// Token id -> its text alone (cached; the cache is bounded by the vocabulary).
+/// A token as `return_tokens_as_token_ids` names it (vLLM's placeholder).
+pub fn token_id_name(id: u32) -> Arc<str> {
+    format!("token_id:{id}").into()
+}
+
+/// Token id -> its text alone (cached; the cache is bounded by the vocabulary). `as_ids`
+/// (`return_tokens_as_token_ids`): logprobs name each token `token_id:N` instead (its
+/// texts, top keys and offsets); a chat token's own `bytes` stay its text's, as vLLM's.
 pub struct TokenTexts {
     tokenizer: Tokenizer,
     cache: DashMap<u32, Arc<str>>,
@@ -133,30 +140,40 @@ impl TokenTexts {
         text
     }
 
+    /// Token `id`'s name in logprobs: its text, or with `as_ids` its placeholder.
+    pub fn name(&self, id: u32, as_ids: bool) -> Arc<str> {
+        if as_ids {
+            token_id_name(id)
+        } else {
+            self.text(id)
+        }
+    }
+
     fn top<'a>(
         &'a self,
         entry: &'a TokenLogprobs,
         top: usize,
+        as_ids: bool,
     ) -> impl Iterator<Item = (Arc<str>, f64)> + 'a {
         entry
             .top_token_ids
             .iter()
             .zip(&entry.top_logprobs)
             .take(top)
-            .map(|(&id, &lp)| (self.text(id), clamp(lp)))
+            .map(move |(&id, &lp)| (self.name(id, as_ids), clamp(lp)))
     }
 
-    pub fn chat(&self, entries: &[TokenLogprobs], top: usize) -> Vec<TokenLogprob> {
+    pub fn chat(&self, entries: &[TokenLogprobs], top: usize, as_ids: bool) -> Vec<TokenLogprob> {
         entries
             .iter()
             .map(|entry| {
-                let token = self.text(entry.token_id);
+                let token = self.name(entry.token_id, as_ids);
                 TokenLogprob {
-                    bytes: token.as_bytes().to_vec(),
+                    bytes: self.text(entry.token_id).as_bytes().to_vec(),
                     token: token.to_string(),
                     logprob: clamp(entry.logprob),
                     top_logprobs: self
-                        .top(entry, top)
+                        .top(entry, top, as_ids)
                         .map(|(token, logprob)| TopLogprob {
                             bytes: token.as_bytes().to_vec(),
                             token: token.to_string(),
@@ -175,12 +192,13 @@ impl TokenTexts {
         entries: &[TokenLogprobs],
         top: usize,
         mut offset: usize,
+        as_ids: bool,
     ) -> (CompletionLogprobs, usize) {
         let mut out = CompletionLogprobs::default();
         for entry in entries {
-            let token = self.text(entry.token_id);
+            let token = self.name(entry.token_id, as_ids);
             let mut tops = TopMap::default();
-            for (text, logprob) in self.top(entry, top) {
+            for (text, logprob) in self.top(entry, top, as_ids) {
                 if !tops.0.iter().any(|(t, _)| *t == text) {
                     tops.0.push((text, logprob));
                 }
@@ -203,11 +221,12 @@ impl TokenTexts {
         ids: &[u32],
         entries: &[TokenLogprobs],
         top: usize,
+        as_ids: bool,
     ) -> (CompletionLogprobs, usize) {
         let mut out = CompletionLogprobs::default();
         let mut offset = 0;
         for (i, &id) in ids.iter().enumerate() {
-            let token = self.text(id);
+            let token = self.name(id, as_ids);
             let entry = i.checked_sub(1).and_then(|j| entries.get(j));
             out.text_offset.push(offset);
             offset += token.chars().count();
@@ -215,7 +234,7 @@ impl TokenTexts {
             out.token_logprobs.push(entry.map(|e| clamp(e.logprob)));
             out.top_logprobs.push(entry.map(|e| {
                 let mut tops = TopMap(vec![(Arc::clone(&token), clamp(e.logprob))]);
-                for (text, logprob) in self.top(e, top) {
+                for (text, logprob) in self.top(e, top, as_ids) {
                     if !tops.0.iter().any(|(t, _)| *t == text) {
                         tops.0.push((text, logprob));
                     }
@@ -312,7 +331,7 @@ mod tests {
     fn echo_logprobs_start_with_null_and_count_offsets() {
         let texts = texts();
         let entries = [entry(4, -0.1, 1, &[(4, -0.1), (5, -2.0)])];
-        let (out, offset) = texts.echo(&[3, 4], &entries, 2);
+        let (out, offset) = texts.echo(&[3, 4], &entries, 2, false);
         assert_eq!(offset, 10);
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
@@ -321,7 +340,7 @@ mod tests {
                                "text_offset": [0, 5]})
         );
         // Generated tokens continue the offsets.
-        let (more, end) = texts.completion(&entries, 0, offset);
+        let (more, end) = texts.completion(&entries, 0, offset, false);
         assert_eq!((more.text_offset, end), (vec![10], 15));
     }
 

@@ -5,6 +5,11 @@ use serde_json::{Map, Value};
 
 use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs};
 
+mod message;
+mod usage;
+pub use message::{ChatMessage, ContentPart, MessageContent};
+pub use usage::{CompletionTokensDetails, PromptTokensDetails, Usage};
+
 // ------------------------------------------------------------------------- requests
 
 /// Fields shared by chat and completions requests.
@@ -69,6 +74,18 @@ pub const COMMON_KEYS: &[&str] = &[
     "thinking_token_budget",
     "vllm_xargs",
     "kv_transfer_params",
+    // vLLM's extensions (ExtraFields)
+    "return_token_ids",
+    "return_tokens_as_token_ids",
+    "truncate_prompt_tokens",
+    "truncation_side",
+    // vLLM's removed guided_* fields, read raw by validate::structured::guided
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_whitespace_pattern",
+    "guided_decoding_backend",
 ];
 
 /// The sampling fields both endpoints take and `validate::sampling` checks (kept raw
@@ -79,6 +96,18 @@ pub struct SamplingFields {
     pub allowed_token_ids: Option<Value>,
     pub bad_words: Option<Value>,
     pub prompt_logprobs: Option<i64>,
+}
+
+/// vLLM's request extensions, checked by `validate::extras` (the last three: chat only).
+#[derive(Debug, Default, Deserialize)]
+pub struct ExtraFields {
+    pub return_token_ids: Option<bool>,
+    pub return_tokens_as_token_ids: Option<bool>,
+    pub truncate_prompt_tokens: Option<i64>,
+    pub truncation_side: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub include_reasoning: Option<bool>,
+    pub separate_reasoning: Option<bool>,
 }
 
 /// `stop`: one string or a list of them.
@@ -123,39 +152,11 @@ pub const CHAT_KEYS: &[&str] = &[
     "tool_choice",
     "parallel_tool_calls",
     "echo",
+    // vLLM's extensions (ExtraFields)
+    "reasoning_effort",
+    "include_reasoning",
+    "separate_reasoning",
 ];
-
-/// One chat message as the client sent it.
-#[derive(Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ChatMessage {
-    pub role: String,
-    #[serde(default)]
-    pub content: Option<MessageContent>,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub tool_calls: Option<Vec<Value>>,
-    #[serde(default)]
-    pub tool_call_id: Option<String>,
-    #[serde(default)]
-    pub reasoning_content: Option<String>,
-}
-
-#[derive(Debug, Deserialize, PartialEq)]
-#[serde(untagged, expecting = "a string or a list of content parts")]
-pub enum MessageContent {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-#[derive(Debug, Deserialize, PartialEq)]
-pub struct ContentPart {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub text: Option<String>,
-}
 
 /// Fields only completions requests have.
 #[derive(Debug, Default, Deserialize)]
@@ -182,68 +183,6 @@ pub enum PromptInput {
 
 // ------------------------------------------------------------------------ responses
 
-/// A response's token counts. `prompt_tokens_details.cached_tokens`: the prompt tokens
-/// the engine found in its prefix cache (vLLM's shape; always present, 0 for a fresh
-/// prompt or before the engine's first output). `completion_tokens_details
-/// .reasoning_tokens`: a chat answer's reasoning tokens, present only when the server has
-/// a reasoning parser (see `crate::output::reasoning_tokens`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Usage {
-    pub prompt_tokens: u32,
-    pub completion_tokens: u32,
-    pub total_tokens: u32,
-    pub prompt_tokens_details: PromptTokensDetails,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub completion_tokens_details: Option<CompletionTokensDetails>,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct PromptTokensDetails {
-    pub cached_tokens: u32,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct CompletionTokensDetails {
-    pub reasoning_tokens: u32,
-}
-
-impl Usage {
-    /// The usage of a prompt none of whose tokens were (yet) known to be cached.
-    pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
-        Self {
-            prompt_tokens,
-            completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
-            prompt_tokens_details: PromptTokensDetails::default(),
-            completion_tokens_details: None,
-        }
-    }
-
-    /// The same usage with `reasoning_tokens` of its completion tokens spent reasoning
-    /// (`None`: the server has no reasoning parser; the details are left out).
-    pub fn with_reasoning(mut self, reasoning_tokens: Option<u32>) -> Self {
-        self.completion_tokens_details =
-            reasoning_tokens.map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens });
-        self
-    }
-
-    /// Its reasoning tokens (0 when not counted).
-    pub fn reasoning_tokens(&self) -> u32 {
-        self.completion_tokens_details
-            .map_or(0, |d| d.reasoning_tokens)
-    }
-
-    /// The same usage with `cached_tokens` of its prompt tokens from the prefix cache.
-    pub fn with_cached(mut self, cached_tokens: u32) -> Self {
-        self.prompt_tokens_details.cached_tokens = cached_tokens;
-        self
-    }
-
-    pub fn cached_tokens(&self) -> u32 {
-        self.prompt_tokens_details.cached_tokens
-    }
-}
-
 /// Fields every response object starts with.
 #[derive(Debug, Serialize)]
 pub struct Header<'a> {
@@ -261,6 +200,9 @@ pub struct ChatCompletion<'a> {
     pub usage: Usage,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_logprobs: Option<PromptLogprobs>,
+    /// `return_token_ids`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_token_ids: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -269,6 +211,9 @@ pub struct ChatChoice {
     pub message: AssistantMessage,
     pub logprobs: Option<ChatLogprobs>,
     pub finish_reason: &'static str,
+    /// `return_token_ids`: the generated tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
 }
 
 /// `reasoning_content` is present (maybe null) when the server has a reasoning parser,
@@ -328,6 +273,9 @@ pub struct ChatChunk<'a> {
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_logprobs: Option<PromptLogprobs>,
+    /// `return_token_ids`: on each choice's role chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_token_ids: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -336,6 +284,9 @@ pub struct ChatChunkChoice {
     pub delta: Delta,
     pub logprobs: Option<ChatLogprobs>,
     pub finish_reason: Option<&'static str>,
+    /// `return_token_ids`: the chunk's tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -360,6 +311,8 @@ pub struct Completion<'a> {
     pub usage: Option<Usage>,
 }
 
+/// `token_ids`, `prompt_token_ids`: with `return_token_ids` (streamed: the chunk's
+/// tokens, the prompt's on each choice's first chunk).
 #[derive(Debug, Serialize)]
 pub struct CompletionChoice {
     pub index: u32,
@@ -367,7 +320,11 @@ pub struct CompletionChoice {
     pub logprobs: Option<CompletionLogprobs>,
     pub finish_reason: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt_logprobs: Option<PromptLogprobs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_token_ids: Option<Vec<u32>>,
 }
 
 /// `POST /tokenize` (vLLM's shape).

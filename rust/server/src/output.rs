@@ -1,5 +1,5 @@
 //! The output pipeline of a generation request: engine outputs → incremental
-//! detokenizer and stop strings ([`generation`], its counts and times in [`tally`],
+//! detokenizer and stop strings ([`generation`]: [`piece`]s, its counts and times in [`tally`],
 //! reported to the request's [`observer`]) → each choice's deltas and final form
 //! ([`choice`], with [`crate::logprobs`]) → the response, streamed as SSE ([`sse`]; a chat
 //! token that brings only text from a pre-rendered head, [`content_chunk`]) or whole
@@ -13,6 +13,7 @@ pub mod choice;
 pub mod content_chunk;
 pub mod generation;
 pub mod observer;
+pub mod piece;
 pub mod reasoning_tokens;
 pub mod response;
 pub mod sse;

@@ -34,6 +34,9 @@ pub struct TokenizerConfig {
     pub clean_up_tokenization_spaces: Option<bool>,
     /// Chat templates by name; a single string template is named `default`.
     pub chat_templates: Vec<(String, String)>,
+    /// `truncation_side` as written (transformers' default is `right`): where vLLM's
+    /// `truncate_prompt_tokens` cuts when a request names no side.
+    pub truncation_side: Option<String>,
 }
 
 impl TokenizerConfig {
@@ -87,6 +90,10 @@ impl TokenizerConfig {
         config.clean_up_tokenization_spaces = obj
             .get("clean_up_tokenization_spaces")
             .and_then(Value::as_bool);
+        config.truncation_side = obj
+            .get("truncation_side")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         match obj.get("chat_template") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => config.set_chat_template("default", s.clone()),
@@ -168,6 +175,7 @@ mod tests {
             "unk_token": null,
             "image_token": "<img>",
             "add_bos_token": true,
+            "truncation_side": "left",
             "additional_special_tokens": ["<a>", {"content": "<b>"}],
             "chat_template": [
                 {"name": "default", "template": "D"},
@@ -184,6 +192,7 @@ mod tests {
         );
         assert_eq!(c.extra_special_tokens, vec!["<a>", "<b>"]);
         assert_eq!(c.add_bos_token, Some(true));
+        assert_eq!(c.truncation_side.as_deref(), Some("left"));
         assert_eq!(c.chat_template("default"), Some("D"));
         assert_eq!(c.chat_template("tool_use"), Some("T"));
     }
@@ -195,6 +204,7 @@ mod tests {
             c.chat_templates,
             vec![("default".to_owned(), "X".to_owned())]
         );
+        assert_eq!(c.truncation_side, None, "transformers' default: right");
         assert!(TokenizerConfig::from_json(&json!({"chat_template": 3})).is_err());
         assert!(TokenizerConfig::from_json(&json!({"chat_template": [{"name": "a"}]})).is_err());
         assert!(TokenizerConfig::from_json(&json!([])).is_err());

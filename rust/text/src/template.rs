@@ -81,8 +81,6 @@ struct Inner {
     env: Environment<'static>,
     has_tool_use: bool,
     mentions_content: bool,
-    /// The `default` template's source mentions `reasoning_effort`.
-    mentions_reasoning_effort: bool,
     /// The detected content format of the `default` template, and of `tool_use`.
     detected: [ContentFormat; 2],
     /// [`ChatTemplate::merges_inline_system`], found on first use.
@@ -160,7 +158,6 @@ impl ChatTemplate {
                 env,
                 has_tool_use,
                 mentions_content: default.1.contains("content"),
-                mentions_reasoning_effort: default.1.contains("reasoning_effort"),
                 detected,
                 merges_inline_system: OnceLock::new(),
                 special_tokens: special_tokens
@@ -169,12 +166,6 @@ impl ChatTemplate {
                     .collect(),
             }),
         })
-    }
-
-    /// Whether the template reads `reasoning_effort` (its source mentions it): what the
-    /// Responses API's `reasoning.effort` sets.
-    pub fn takes_reasoning_effort(&self) -> bool {
-        self.inner.mentions_reasoning_effort
     }
 
     /// Whether a system message after the first must join the leading system prompt: the

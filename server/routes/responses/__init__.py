@@ -35,7 +35,6 @@ from server.routes.responses.store import (
 )
 from server.routes.responses.stored import events_of, run_background, send_events, stored
 from server.state import State
-from server.text import takes_effort
 from server.validate.prompt import Prompt, PromptBuilder
 
 PREFIX = "/v1/responses/"  # the prefix route of the stored-response paths
@@ -64,11 +63,10 @@ async def create(state: State, store: ResponseStore, scope: Scope, receive: Rece
     echo: list[Echo] = []
     asked: list[Stateful] = []
     kept: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # messages, items
-    effort = takes_effort(state.text.chat_template_source)
 
     async def build(body: bytes) -> list[Prompt]:
         request = stateful(body, store)
-        translated = translate(body, effort, known_calls(request.previous))
+        translated = translate(body, known_calls(request.previous))
         check(request, store)
         chat = translated.chat
         chat["messages"] = continued(chat["messages"], translated.echo.instructions is not None,

@@ -159,8 +159,8 @@ def response_format(text: Any) -> tuple[dict[str, Any] | None, Any]:
                       "json_object or json_schema", "text.format.type")
 
 
-def _reasoning(raw: Any, takes_effort: bool, echo: Echo) -> dict[str, Any] | None:
-    """The chat template kwargs ``reasoning.effort`` asks for (None: nothing)."""
+def _reasoning(raw: Any, echo: Echo) -> str | None:
+    """The chat ``reasoning_effort`` of ``reasoning.effort`` (None: nothing)."""
     raw = _object(raw, "reasoning")
     for key in raw:
         if key not in ("effort", "summary"):
@@ -173,10 +173,7 @@ def _reasoning(raw: Any, takes_effort: bool, echo: Echo) -> dict[str, Any] | Non
     if effort is None:
         return None
     echo.effort = _string(effort, "reasoning.effort")
-    if not takes_effort:
-        raise bad_request("this model's chat template takes no reasoning effort",
-                          "reasoning.effort")
-    return {"reasoning_effort": effort}
+    return echo.effort
 
 
 def _metadata(raw: Any) -> dict[str, str]:
@@ -190,7 +187,8 @@ def _metadata(raw: Any) -> dict[str, str]:
 
 # A chat field's name in the Responses body (errors of the chat checks name the latter).
 _RENAMED = (("max_completion_tokens", "max_output_tokens"),
-            ("response_format.json_schema", "text.format"), ("response_format", "text.format"))
+            ("response_format.json_schema", "text.format"), ("response_format", "text.format"),
+            ("reasoning_effort", "reasoning.effort"))
 _TOOL_FIELD = re.compile(r"^tools\[(\d+)\]\.function(\.|$)")
 
 
@@ -205,10 +203,8 @@ def responses_param(param: str | None) -> str | None:
     return _TOOL_FIELD.sub(lambda m: f"tools[{m.group(1)}]{m.group(2)}", param)
 
 
-def translate(body: bytes, takes_effort: bool,
-              known_calls: frozenset[str] = frozenset()) -> Translated:
-    """The chat request of a Responses body (``takes_effort``: the chat template reads
-    ``reasoning_effort``; ``known_calls``: as :func:`messages`)."""
+def translate(body: bytes, known_calls: frozenset[str] = frozenset()) -> Translated:
+    """The chat request of a Responses body (``known_calls``: as :func:`messages`)."""
     raw = decode_object(body)
     _refusals(raw)
     echo = Echo()
@@ -246,9 +242,9 @@ def translate(body: bytes, takes_effort: bool,
         if fmt is not None:
             chat["response_format"] = fmt
     if raw.get("reasoning") is not None:
-        kwargs = _reasoning(raw["reasoning"], takes_effort, echo)
-        if kwargs is not None:
-            chat["chat_template_kwargs"] = kwargs
+        effort = _reasoning(raw["reasoning"], echo)
+        if effort is not None:
+            chat["reasoning_effort"] = effort
     if raw.get("metadata") is not None:
         echo.metadata = _metadata(raw["metadata"])
     stream = False
@@ -266,8 +262,8 @@ def translate(body: bytes, takes_effort: bool,
 
 
 def _extras(raw: dict[str, Any], chat: dict[str, Any], echo: Echo) -> None:
-    """``include``'s logprobs, vLLM's extensions and ``chat_template_kwargs`` (under which
-    what ``reasoning.effort`` set wins, as vLLM merges them) into ``chat``."""
+    """``include``'s logprobs, vLLM's extensions and ``chat_template_kwargs`` into ``chat``
+    (where chat's ``reasoning_effort``, from ``reasoning.effort``, wins over the kwargs' own)."""
     echo.top_logprobs = raw.get("top_logprobs") or 0
     if LOGPROBS in (raw.get("include") or []):
         chat["logprobs"] = True
@@ -281,5 +277,4 @@ def _extras(raw: dict[str, Any], chat: dict[str, Any], echo: Echo) -> None:
                           "sets `text.format` and `structured_outputs`", "structured_outputs")
     kwargs = raw.get("chat_template_kwargs")
     if kwargs is not None:
-        chat["chat_template_kwargs"] = {**_object(kwargs, "chat_template_kwargs"),
-                                        **chat.get("chat_template_kwargs", {})}
+        chat["chat_template_kwargs"] = _object(kwargs, "chat_template_kwargs")

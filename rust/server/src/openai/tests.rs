@@ -56,12 +56,14 @@ fn chunk_shapes() {
         },
         logprobs: None,
         finish_reason: None,
+        token_ids: None,
     }];
     let v = serde_json::to_value(ChatChunk {
         header,
         choices,
         usage: None,
         prompt_logprobs: None,
+        prompt_token_ids: None,
     })
     .unwrap();
     assert_eq!(

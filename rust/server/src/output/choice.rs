@@ -15,6 +15,7 @@ use crate::output::generation::Piece;
 use crate::output::reasoning_tokens::ReasoningTokens;
 use crate::parsers::reasoning::{ReasoningMarkers, ReasoningParser};
 use crate::parsers::tools::{CallDelta, ToolCall, ToolCallParser};
+use crate::validate::extras::Extras;
 use crate::validate::prompt::ChatOutput;
 
 /// What one piece adds to a chat choice.
@@ -25,6 +26,8 @@ pub struct ChatDelta {
     pub calls: Vec<CallDelta>,
     pub logprobs: Option<Vec<TokenLogprob>>,
     pub finish: Option<&'static str>,
+    /// `return_token_ids`: the piece's tokens.
+    pub token_ids: Option<Vec<u32>>,
 }
 
 impl ChatDelta {
@@ -34,6 +37,7 @@ impl ChatDelta {
             && self.calls.is_empty()
             && self.logprobs.as_ref().map_or(true, Vec::is_empty)
             && self.finish.is_none()
+            && self.token_ids.as_ref().map_or(true, Vec::is_empty)
     }
 
     pub fn delta(&mut self) -> Delta {
@@ -84,6 +88,10 @@ pub struct ChatChoiceState {
     calls: Vec<ToolCall>,
     logprobs: Vec<TokenLogprob>,
     finish: Option<&'static str>,
+    /// vLLM's extensions (`include_reasoning`, `separate_reasoning`, token ids).
+    shown: Extras,
+    /// `return_token_ids`: the generated tokens so far.
+    token_ids: Option<Vec<u32>>,
 }
 
 impl ChatChoiceState {
@@ -111,7 +119,22 @@ impl ChatChoiceState {
             calls: Vec::new(),
             logprobs: Vec::new(),
             finish: None,
+            shown: Extras::default(),
+            token_ids: None,
         }
+    }
+
+    /// This choice shown as vLLM's `extras` ask: `include_reasoning` false (with a
+    /// reasoning parser) withholds the reasoning and, lest they show it, the logprobs and
+    /// token ids.
+    pub fn shown(mut self, extras: &Extras) -> Self {
+        let hidden = self.with_reasoning && !extras.include_reasoning;
+        if hidden {
+            self.top = None;
+        }
+        self.token_ids = (extras.token_ids && !hidden).then(Vec::new);
+        self.shown = extras.clone();
+        self
     }
 
     pub fn step(&mut self, piece: Piece) -> ChatDelta {
@@ -145,10 +168,20 @@ impl ChatChoiceState {
         if finish == Some("stop") && self.tools.as_ref().is_some_and(|t| t.calls_made() > 0) {
             finish = Some("tool_calls");
         }
+        if !self.shown.include_reasoning {
+            reasoning.clear();
+        } else if !self.shown.separate_reasoning && !reasoning.is_empty() {
+            content.insert_str(0, &std::mem::take(&mut reasoning));
+        }
+        let as_ids = self.shown.ids_as_tokens;
         let logprobs = self.top.map(|top| {
-            let entries = self.texts.chat(&piece.logprobs, top);
+            let entries = self.texts.chat(&piece.logprobs, top, as_ids);
             self.logprobs.extend(entries.iter().cloned());
             entries
+        });
+        let token_ids = self.token_ids.as_mut().map(|all| {
+            all.extend_from_slice(&piece.token_ids);
+            piece.token_ids
         });
         self.content.push_str(&content);
         self.reasoning.push_str(&reasoning);
@@ -160,6 +193,7 @@ impl ChatChoiceState {
             calls,
             logprobs,
             finish,
+            token_ids,
         }
     }
 
@@ -200,6 +234,7 @@ impl ChatChoiceState {
                 content: self.logprobs,
             }),
             finish_reason: self.finish.unwrap_or("stop"),
+            token_ids: self.token_ids,
         }
     }
 }
@@ -211,6 +246,10 @@ pub struct PromptView {
     pub ids: Vec<u32>,
     /// `prompt_logprobs`: the top k per prompt token.
     pub prompt_top: Option<usize>,
+    /// `return_tokens_as_token_ids`: logprobs name tokens `token_id:N`.
+    pub ids_as_tokens: bool,
+    /// `return_token_ids`: the choice shows the prompt's ids and its generated ones.
+    pub token_ids: bool,
 }
 
 /// A completions choice: the echo (text and logprobs) and `prompt_logprobs` on the
@@ -226,6 +265,8 @@ pub struct CompletionChoiceState {
     logprobs: CompletionLogprobs,
     prompt_logprobs: Option<PromptLogprobs>,
     finish: Option<&'static str>,
+    /// `return_token_ids`: the generated tokens so far.
+    token_ids: Option<Vec<u32>>,
 }
 
 impl CompletionChoiceState {
@@ -237,7 +278,6 @@ impl CompletionChoiceState {
     ) -> Self {
         Self {
             index,
-            prompt,
             first: true,
             top,
             texts,
@@ -246,6 +286,8 @@ impl CompletionChoiceState {
             logprobs: CompletionLogprobs::default(),
             prompt_logprobs: None,
             finish: None,
+            token_ids: prompt.token_ids.then(Vec::new),
+            prompt,
         }
     }
 
@@ -254,13 +296,15 @@ impl CompletionChoiceState {
         let mut text = String::new();
         let mut logprobs = CompletionLogprobs::default();
         let mut prompt_logprobs = None;
-        if std::mem::take(&mut self.first) {
+        let as_ids = self.prompt.ids_as_tokens;
+        let first = std::mem::take(&mut self.first);
+        if first {
             let entries = piece.prompt_logprobs.as_deref().unwrap_or_default();
             let prompt = &self.prompt;
             if let Some(echo) = &prompt.echo {
                 text.push_str(echo);
                 if let Some(top) = self.top {
-                    let (part, offset) = self.texts.echo(&prompt.ids, entries, top);
+                    let (part, offset) = self.texts.echo(&prompt.ids, entries, top, as_ids);
                     logprobs = part;
                     self.offset = offset;
                 }
@@ -272,7 +316,9 @@ impl CompletionChoiceState {
         }
         text.push_str(&piece.text);
         let logprobs = self.top.map(|top| {
-            let (part, offset) = self.texts.completion(&piece.logprobs, top, self.offset);
+            let (part, offset) = self
+                .texts
+                .completion(&piece.logprobs, top, self.offset, as_ids);
             self.offset = offset;
             logprobs.extend(part);
             self.logprobs.extend(logprobs.clone());
@@ -280,22 +326,32 @@ impl CompletionChoiceState {
         });
         self.text.push_str(&text);
         self.finish = piece.finish;
+        let token_ids = self.token_ids.as_mut().map(|all| {
+            all.extend_from_slice(&piece.token_ids);
+            piece.token_ids
+        });
+        let prompt_token_ids = (first && token_ids.is_some()).then(|| self.prompt.ids.clone());
         CompletionChoice {
             index: self.index,
             text,
             logprobs,
             finish_reason: piece.finish,
+            token_ids,
             prompt_logprobs,
+            prompt_token_ids,
         }
     }
 
     pub fn choice(self) -> CompletionChoice {
+        let prompt_token_ids = self.token_ids.is_some().then(|| self.prompt.ids.clone());
         CompletionChoice {
             index: self.index,
             text: self.text,
             logprobs: self.top.map(|_| self.logprobs),
             finish_reason: Some(self.finish.unwrap_or("stop")),
+            token_ids: self.token_ids,
             prompt_logprobs: self.prompt_logprobs,
+            prompt_token_ids,
         }
     }
 }

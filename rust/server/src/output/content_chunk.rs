@@ -75,9 +75,11 @@ mod tests {
                 },
                 logprobs: None,
                 finish_reason: finish,
+                token_ids: None,
             }],
             usage: None,
             prompt_logprobs: None,
+            prompt_token_ids: None,
         };
         let mut buf = Vec::new();
         sse::push_event(&mut buf, &chunk);

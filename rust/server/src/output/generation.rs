@@ -2,12 +2,13 @@
 //! text pieces, with the token counts for `usage` and the request's times kept by its
 //! [`Tally`]. An engine failure or a `--max-queue-wait` timeout ([`crate::edge::queue`]) ends
 //! it with an error; with [`Generation::token_offsets`] each piece says where each of its
-//! tokens' text begins (for counting reasoning tokens). Mirrors `server/output/generation.py`.
+//! tokens' text begins (for counting reasoning tokens), with [`Generation::token_ids`] the
+//! ids of the tokens it counts (`return_token_ids`). Mirrors `server/output/generation.py`.
 
 use std::time::Instant;
 
 use vrs_text::{IncrementalDetokenizer, StopMatcher, TextError, Tokenizer};
-use vrs_wire::{EngineCoreOutput, FinishReason, TokenLogprobs};
+use vrs_wire::{EngineCoreOutput, FinishReason};
 
 use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
@@ -15,32 +16,9 @@ use crate::edge::metrics::Rejection;
 use crate::edge::queue::Ticket;
 use crate::openai::Usage;
 use crate::output::observer::Observer;
+pub use crate::output::piece::Piece;
 use crate::output::tally::Tally;
 use vrs_engine_client::client::{EngineEvent, RequestHandle};
-
-/// What the client gets next: text (never empty unless this is the last piece or the
-/// first with the prompt's logprobs), the finish reason on the last, the logprobs of the
-/// piece's visible tokens, and (first piece) the engine's prompt logprobs.
-#[derive(Debug, Default, PartialEq)]
-pub struct Piece {
-    pub text: String,
-    pub finish: Option<&'static str>,
-    pub logprobs: Vec<TokenLogprobs>,
-    pub prompt_logprobs: Option<Vec<TokenLogprobs>>,
-    /// The stop string that ended the generation (on the last piece only).
-    pub stop_sequence: Option<String>,
-    /// With [`Generation::token_offsets`]: for each completion token this piece counts,
-    /// the byte offset in the generation's whole text (every piece's text, before a stop
-    /// string cut it) where the token's text begins; a token without text of its own (the
-    /// stop token, or a byte of a character still incomplete) is at the text's end then.
-    pub token_offsets: Vec<usize>,
-}
-
-impl Piece {
-    fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.logprobs.is_empty() && self.prompt_logprobs.is_none()
-    }
-}
 
 /// A running request as the HTTP layer sees it.
 pub struct Generation {
@@ -62,6 +40,8 @@ pub struct Generation {
     /// Whether pieces carry their tokens' offsets, and the bytes of text so far.
     offsets: bool,
     text_len: usize,
+    /// Whether pieces carry their token ids.
+    ids: bool,
 }
 
 impl Generation {
@@ -90,6 +70,7 @@ impl Generation {
             ticket: None,
             offsets: false,
             text_len: 0,
+            ids: false,
         })
     }
 
@@ -97,6 +78,12 @@ impl Generation {
     /// token).
     pub fn token_offsets(mut self, offsets: bool) -> Self {
         self.offsets = offsets;
+        self
+    }
+
+    /// Pieces carry [`Piece::token_ids`].
+    pub fn token_ids(mut self, ids: bool) -> Self {
+        self.ids = ids;
         self
     }
 
@@ -258,6 +245,7 @@ impl Generation {
                 if let Some(matched) = outcome.stopped {
                     piece.stop_sequence = Some(matched);
                     piece.logprobs.truncate(shown_before + i + 1);
+                    self.take_ids(piece, &output.new_token_ids, i + 1);
                     return Ok(Some(self.stopped_at(started, piece, placed_before, i + 1)));
                 }
             }
@@ -270,6 +258,7 @@ impl Generation {
                 if let Some(matched) = outcome.stopped {
                     piece.stop_sequence = Some(matched);
                     let tokens = output.new_token_ids.len();
+                    self.take_ids(piece, &output.new_token_ids, tokens);
                     return Ok(Some(self.stopped_at(started, piece, placed_before, tokens)));
                 }
                 piece.text.push_str(&stop.flush());
@@ -307,6 +296,7 @@ impl Generation {
             .detokenize
             .observe(started.elapsed());
         self.place_rest(piece, placed_before, output.new_token_ids.len());
+        self.take_ids(piece, &output.new_token_ids, output.new_token_ids.len());
         self.tally.count(output.new_token_ids.len(), self.echo_only);
         if finish.is_some() {
             self.tally.end();
@@ -315,6 +305,16 @@ impl Generation {
             None => Ok(None),
             Some(FinishReason::Error) => Err(self.engine_error(&output)),
             Some(reason) => Ok(Some(reason.as_str())),
+        }
+    }
+
+    /// With token ids, the first `tokens` of the output's `ids` (those it counts) into
+    /// `piece`.
+    fn take_ids(&self, piece: &mut Piece, ids: &[u32], tokens: usize) {
+        if self.ids {
+            piece
+                .token_ids
+                .extend_from_slice(&ids[..tokens.min(ids.len())]);
         }
     }
 

@@ -49,6 +49,8 @@ pub struct ChatShapes {
     continuous: bool,
     /// The chunks of tokens that bring only text.
     content_chunks: ContentChunks,
+    /// `return_token_ids`: the prompt's ids, on each role chunk and the body.
+    prompt_ids: Option<Vec<u32>>,
 }
 
 impl ChatShapes {
@@ -64,6 +66,7 @@ impl ChatShapes {
             Some(chat) => (0..settings.n)
                 .map(|i| {
                     ChatChoiceState::new(i, chat, reasoning, top, Arc::clone(&state.token_texts))
+                        .shown(&settings.extras)
                 })
                 .collect(),
             None => Vec::new(),
@@ -89,6 +92,7 @@ impl ChatShapes {
             deferred: prompt_top.is_some(),
             continuous: settings.continuous_usage,
             content_chunks,
+            prompt_ids: settings.extras.token_ids.then(|| prompt.ids.clone()),
         })
     }
 
@@ -108,11 +112,23 @@ impl ChatShapes {
         usage: Option<Usage>,
         prompt_logprobs: Option<PromptLogprobs>,
     ) {
+        self.chunk_with_ids(buf, choices, usage, prompt_logprobs, None);
+    }
+
+    fn chunk_with_ids(
+        &self,
+        buf: &mut Vec<u8>,
+        choices: Vec<ChatChunkChoice>,
+        usage: Option<Usage>,
+        prompt_logprobs: Option<PromptLogprobs>,
+        prompt_token_ids: Option<Vec<u32>>,
+    ) {
         let chunk = ChatChunk {
             header: self.header("chat.completion.chunk"),
             choices,
             usage,
             prompt_logprobs,
+            prompt_token_ids,
         };
         sse::push_event(buf, &chunk);
     }
@@ -147,6 +163,7 @@ impl ChatShapes {
             delta,
             logprobs: None,
             finish_reason: None,
+            token_ids: None,
         };
         for index in 0..self.choices.len() {
             let delta = Delta {
@@ -155,11 +172,12 @@ impl ChatShapes {
                 ..Delta::default()
             };
             let usage = self.opening_usage();
-            self.chunk(
+            self.chunk_with_ids(
                 buf,
                 vec![chunk_of(index, delta)],
                 usage,
                 prompt_logprobs.take(),
+                self.prompt_ids.clone(),
             );
         }
         let Some(echo) = self.echo.as_ref().filter(|e| !e.is_empty()) else {
@@ -216,6 +234,7 @@ impl Shapes for ChatShapes {
         if delta.reasoning.is_empty()
             && delta.calls.is_empty()
             && delta.logprobs.is_none()
+            && delta.token_ids.is_none()
             && !continuous
         {
             let chunks = &self.content_chunks;
@@ -230,6 +249,7 @@ impl Shapes for ChatShapes {
                 .take()
                 .map(|content| ChatLogprobs { content }),
             finish_reason: delta.finish,
+            token_ids: delta.token_ids.take(),
         };
         self.chunk(buf, vec![chunk], continuous.then_some(usage), None);
     }
@@ -268,6 +288,7 @@ impl Shapes for ChatShapes {
             choices,
             usage,
             prompt_logprobs: self.prompt_logprobs,
+            prompt_token_ids: self.prompt_ids,
         };
         serde_json::to_vec(&body).unwrap_or_default()
     }

@@ -57,6 +57,8 @@ impl CompletionShapes {
                 echo,
                 ids: prompt.ids.clone(),
                 prompt_top: settings.prompt_logprobs.map(|k| k as usize),
+                ids_as_tokens: settings.extras.ids_as_tokens,
+                token_ids: settings.extras.token_ids,
             });
             for _ in 0..settings.n {
                 let index = u32::try_from(choices.len()).unwrap_or(u32::MAX);

@@ -45,8 +45,7 @@ async fn chat_prompt<S: TextModel>(
     body: Bytes,
     echo: &OnceLock<Echo>,
 ) -> Result<Prompt, ApiError> {
-    let takes_effort = state.template().is_some_and(|t| t.takes_reasoning_effort());
-    let translated = request::translate(&body, takes_effort)?;
+    let translated = request::translate(&body)?;
     let _ = echo.set(translated.echo);
     checked_prompt(state, translated.chat, body.len()).await
 }
@@ -79,10 +78,9 @@ async fn stateful_prompt(
     body: Bytes,
     out: &OnceLock<Request>,
 ) -> Result<Prompt, ApiError> {
-    let takes_effort = state.template().is_some_and(|t| t.takes_reasoning_effort());
     let asked = store::stateful(&body, store);
     let calls = store::known_calls(asked.previous.as_ref());
-    let mut translated = request::translate_continuing(&body, takes_effort, &calls)?;
+    let mut translated = request::translate_continuing(&body, &calls)?;
     store::check(&asked, store)?;
     let instructions = !translated.echo.instructions.is_null();
     let stream = translated.chat.get("stream") == Some(&Value::Bool(true));

@@ -130,7 +130,7 @@ async fn bad_requests_get_error_bodies_and_the_server_goes_on() {
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}"#.into(), 400, json!("tools[0].function"), "a tool needs"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}}"#.into(), 400, json!("response_format"), "`response_format` of type `xml` is not supported"),
         ("/v1/completions", r#"{"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["b"]}}"#.into(), 400, json!("structured_outputs.choice"), "sets `structured_outputs.regex` and `structured_outputs.choice`"),
-        ("/v1/completions", r#"{"prompt": "x", "guided_json": {}}"#.into(), 400, json!("guided_json"), "use `structured_outputs.json`"),
+        ("/v1/completions", r#"{"prompt": "x", "guided_json": 3}"#.into(), 400, json!("guided_json"), "`guided_json` must be a JSON Schema"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#.into(), 400, json!("messages[0].content[0]"), "image_url"),
         ("/v1/chat/completions", r#"{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"boom": true}}"#.into(), 400, Value::Null, "boom!"),
     ];
@@ -337,6 +337,7 @@ mod bad_requests;
 mod beam_search;
 mod cached;
 mod engine_fields;
+mod extras;
 mod loopback;
 mod queue;
 mod structured;

@@ -7,6 +7,7 @@ use vrs_wire::SamplingParams;
 
 use crate::edge::error::ApiError;
 use crate::openai::{CommonFields, Stop, COMMON_KEYS};
+use crate::validate::extras::Extras;
 
 /// Which request kind a body is for; decides the accepted keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,8 @@ pub struct Settings {
     /// `prompt_logprobs`: the top k shown per prompt token.
     pub prompt_logprobs: Option<u32>,
     /// The field that set `sampling.structured_outputs` (the `param` of its engine
-    /// errors): `response_format`, `structured_outputs.<kind>`, or `tools`.
+    /// errors): `response_format`, `structured_outputs.<kind>`, a `guided_*` field, or
+    /// `tools`.
     pub constraint: Option<&'static str>,
     /// The engine request's own fields (`validate::engine_fields`): vLLM's `priority`
     /// and `cache_salt`.
@@ -50,6 +52,8 @@ pub struct Settings {
     pub cache_salt: Option<String>,
     /// `use_beam_search` (`None`: sampling); `validate::beam_search` checks the rest.
     pub beam_search: Option<BeamSearch>,
+    /// vLLM's extensions: truncation, reasoning effort and display, token ids.
+    pub extras: Extras,
 }
 
 /// `use_beam_search`: `width` (the request's `n`) beams ranked by their cumulative logprob
@@ -143,23 +147,10 @@ fn refusal(endpoint: Endpoint, key: &str, value: &Value) -> Option<Refusal> {
         "suffix" if !chat => value.is_null() || value.as_str() == Some(""),
         "functions" if chat => value.is_null() || value.as_array().is_some_and(Vec::is_empty),
         "function_call" if chat => value.is_null() || value.as_str() == Some("none"),
-        "reasoning_effort" | "modalities" | "audio" | "prediction" | "web_search_options"
-        | "documents"
-            if chat =>
-        {
+        "modalities" | "audio" | "prediction" | "web_search_options" | "documents" if chat => {
             value.is_null()
         }
-        "guided_json" | "guided_regex" | "guided_choice" | "guided_grammar" => {
-            return Some(match guided_refusal(key) {
-                Some(message) if !value.is_null() => Refusal::Refused(message),
-                _ => Refusal::Accepted,
-            });
-        }
-        "service_tier"
-        | "store"
-        | "metadata"
-        | "mm_processor_kwargs"
-        | "truncate_prompt_tokens" => value.is_null(),
+        "service_tier" | "store" | "metadata" | "mm_processor_kwargs" => value.is_null(),
         _ => return None,
     };
     Some(if neutral {
@@ -326,6 +317,7 @@ pub fn validate(
         beam_search,
         priority: 0,
         cache_salt: None,
+        extras: Extras::default(),
     })
 }
 
@@ -388,19 +380,3 @@ pub fn resolve_max_tokens(
 
 #[cfg(test)]
 mod tests;
-
-/// The old vLLM names, refused with a pointer to the new one.
-pub const GUIDED: [(&str, &str); 4] = [
-    ("guided_json", "json"),
-    ("guided_regex", "regex"),
-    ("guided_choice", "choice"),
-    ("guided_grammar", "grammar"),
-];
-
-/// The message refusing the old `guided_*` field `key` (`None`: not one of them).
-pub fn guided_refusal(key: &str) -> Option<String> {
-    GUIDED
-        .iter()
-        .find(|(old, _)| *old == key)
-        .map(|(old, new)| format!("`{old}` is not supported; use `structured_outputs.{new}`"))
-}

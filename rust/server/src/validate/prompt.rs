@@ -15,14 +15,17 @@ use crate::edge::error::text_error;
 use crate::edge::error::ApiError;
 use crate::edge::metrics::Histogram;
 use crate::openai::{
-    ChatFields, ChatMessage, CommonFields, CompletionFields, MessageContent, PromptInput,
-    SamplingFields,
+    ChatFields, CommonFields, CompletionFields, ExtraFields, PromptInput, SamplingFields,
 };
 use crate::parsers::reasoning;
 use crate::parsers::tools::{self, tool_settings, ToolFormat, ToolMode, ToolSettings};
 use crate::text::{offload, Template};
 use crate::validate::params::{self, Endpoint, Settings};
-use crate::validate::{beam_search, engine_fields, sampling, structured};
+use crate::validate::{beam_search, engine_fields, extras, sampling, structured};
+
+mod message;
+use message::echoed;
+pub use message::message_json;
 
 /// The default of `--max-batch-prompts`: the most prompts one completions request may
 /// carry.
@@ -55,6 +58,12 @@ pub trait TextModel: Send + Sync + 'static {
     /// Where chat template + tokenization times go, when they are measured.
     fn tokenize_latency(&self) -> Option<&Histogram> {
         None
+    }
+    /// Whether `truncate_prompt_tokens` keeps a prompt's last tokens when the request
+    /// names no `truncation_side`: the tokenizer's `truncation_side` (transformers'
+    /// default: `right`).
+    fn truncates_left(&self) -> bool {
+        self.tokenizer().config().truncation_side.as_deref() == Some("left")
     }
 }
 
@@ -102,12 +111,17 @@ pub struct Prompt {
 
 fn finish(
     state: &impl TextModel,
-    text: Option<String>,
-    ids: Vec<u32>,
+    mut text: Option<String>,
+    mut ids: Vec<u32>,
     mut settings: Settings,
     what: &str,
     chat: Option<ChatOutput>,
 ) -> Result<Prompt, ApiError> {
+    if let Some(cut) = extras::truncated(&ids, &settings.extras) {
+        // truncate_prompt_tokens: the text no longer matches the ids
+        text = None;
+        ids = cut;
+    }
     settings.sampling.max_tokens = params::resolve_max_tokens(
         settings.max_tokens,
         settings.max_tokens_field,
@@ -164,6 +178,7 @@ pub async fn chat_object<S: TextModel>(
     let common: CommonFields = params::fields(&value)?;
     let chat: ChatFields = params::fields(&value)?;
     let extra: SamplingFields = params::fields(&value)?;
+    let extensions: ExtraFields = params::fields(&value)?;
     let max_override = chat
         .max_completion_tokens
         .map(|v| ("max_completion_tokens", v));
@@ -173,6 +188,7 @@ pub async fn chat_object<S: TextModel>(
     sampling::chat_logprobs(&chat, &mut settings)?;
     engine_fields::apply(&value, &mut settings, &engine_server(state.as_ref()))?;
     beam_search::check(&settings, Endpoint::Chat)?;
+    settings.extras = extras::check(extensions, state.max_model_len(), state.truncates_left())?;
     state.check_model(settings.model.as_deref())?;
     let messages = match chat.messages {
         None => return Err(ApiError::bad("messages", "`messages` is required")),
@@ -220,7 +236,10 @@ pub async fn chat_object<S: TextModel>(
         documents: None,
         add_generation_prompt: chat.add_generation_prompt.unwrap_or(!continue_final),
         continue_final_message: continue_final,
-        kwargs: chat.chat_template_kwargs.unwrap_or_default(),
+        kwargs: extras::template_kwargs(
+            chat.chat_template_kwargs.unwrap_or_default(),
+            settings.extras.reasoning_effort.as_deref(),
+        ),
     };
     let st = Arc::clone(state);
     let prefill = forced.clone().unwrap_or_default();
@@ -270,6 +289,7 @@ pub async fn completion<S: TextModel>(
     let common: CommonFields = params::fields(&value)?;
     let fields: CompletionFields = params::fields(&value)?;
     let extra: SamplingFields = params::fields(&value)?;
+    let extensions: ExtraFields = params::fields(&value)?;
     let echo = fields.echo.unwrap_or(false);
     let mut settings = params::validate(common, None, echo, state.vocab_size())?;
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;
@@ -277,6 +297,7 @@ pub async fn completion<S: TextModel>(
     sampling::completion_output(&fields, &mut settings)?;
     engine_fields::apply(&value, &mut settings, &engine_server(state.as_ref()))?;
     beam_search::check(&settings, Endpoint::Completions)?;
+    settings.extras = extras::check(extensions, state.max_model_len(), state.truncates_left())?;
     state.check_model(settings.model.as_deref())?;
     let inputs = prompts(fields.prompt, state.max_batch_prompts())?;
     let st = Arc::clone(state);
@@ -358,76 +379,4 @@ fn check_ids(vocab: u64, ids: &[u32]) -> Result<(), ApiError> {
         )),
         None => Ok(()),
     }
-}
-
-/// The text `echo` puts before a chat answer: the last message's, when it is the
-/// assistant's (text parts joined as the template sees them).
-fn echoed(message: &ChatMessage) -> Option<String> {
-    if message.role != "assistant" {
-        return None;
-    }
-    match &message.content {
-        None => None,
-        Some(MessageContent::Text(text)) => Some(text.clone()),
-        Some(MessageContent::Parts(parts)) => Some(
-            parts
-                .iter()
-                .filter(|p| p.kind == "text")
-                .filter_map(|p| p.text.as_deref())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-    }
-}
-
-/// A message as the template will see it: absent fields left out, a content list checked
-/// to hold text parts only and kept as `{"type": "text", "text": ...}` parts (the
-/// template's content format joins them or not: `vrs_text::ContentFormat`).
-pub fn message_json(index: usize, message: ChatMessage) -> Result<Value, ApiError> {
-    let mut out = Map::new();
-    out.insert("role".into(), Value::String(message.role));
-    let content = match message.content {
-        None => Value::Null,
-        Some(MessageContent::Text(text)) => Value::String(text),
-        Some(MessageContent::Parts(parts)) => {
-            let mut texts = Vec::with_capacity(parts.len());
-            for (j, part) in parts.into_iter().enumerate() {
-                let param = format!("messages[{index}].content[{j}]");
-                match (part.kind.as_str(), part.text) {
-                    ("text", Some(text)) => {
-                        let mut item = Map::new();
-                        item.insert("type".into(), Value::String("text".into()));
-                        item.insert("text".into(), Value::String(text));
-                        texts.push(Value::Object(item));
-                    }
-                    ("text", None) => {
-                        let message = format!("`{param}` is a text part without `text`");
-                        return Err(ApiError::bad(param, message));
-                    }
-                    (other, _) => {
-                        let message = format!(
-                            "`{param}` is a content part of type `{other}`; only text parts \
-                             (type `text`) are supported"
-                        );
-                        return Err(ApiError::bad(param, message));
-                    }
-                }
-            }
-            Value::Array(texts)
-        }
-    };
-    out.insert("content".into(), content);
-    if let Some(name) = message.name {
-        out.insert("name".into(), Value::String(name));
-    }
-    if let Some(calls) = message.tool_calls {
-        out.insert("tool_calls".into(), Value::Array(calls));
-    }
-    if let Some(id) = message.tool_call_id {
-        out.insert("tool_call_id".into(), Value::String(id));
-    }
-    if let Some(reasoning) = message.reasoning_content {
-        out.insert("reasoning_content".into(), Value::String(reasoning));
-    }
-    Ok(Value::Object(out))
 }

@@ -11,6 +11,8 @@ use crate::parsers::tools::grammar::forced_tag;
 use crate::parsers::tools::{choice_text, ToolFormat, ToolMode, ToolSettings};
 use crate::validate::params::Settings;
 
+pub mod guided;
+
 pub const RESPONSE_FORMAT: &str = "response_format";
 const SO: &str = "structured_outputs";
 
@@ -84,6 +86,11 @@ pub fn constraint(
         });
     }
     found.extend(structured_outputs_specs(structured_outputs)?);
+    one_constraint(found)
+}
+
+/// The one constraint of `found` (`None`: none), or the 400 naming the second.
+fn one_constraint(mut found: Vec<Constraint>) -> Result<Option<Constraint>, ApiError> {
     if found.len() > 1 {
         let names: Vec<String> = found.iter().map(|c| format!("`{}`", c.name)).collect();
         let listed = match names.split_last() {
@@ -100,9 +107,14 @@ pub fn constraint(
     Ok(found.pop())
 }
 
-/// The body's constraint checked into `settings` (after the sampling fields' checks).
+/// The body's constraint (its `guided_*` fields' when it has any: [`guided`]) checked into
+/// `settings` (after the sampling fields' checks).
 pub fn apply(body: &Value, settings: &mut Settings) -> Result<(), ApiError> {
-    if let Some(found) = constraint(body.get(RESPONSE_FORMAT), body.get(SO))? {
+    let found = match guided::constraint(body)? {
+        Some(found) => Some(found),
+        None => constraint(body.get(RESPONSE_FORMAT), body.get(SO))?,
+    };
+    if let Some(found) = found {
         settings.sampling.structured_outputs = Some(found.spec);
         settings.constraint = Some(found.name);
     }

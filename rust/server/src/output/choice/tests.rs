@@ -132,3 +132,122 @@ fn reasoning_tokens_are_counted_where_the_answer_is_split() {
     // A server without a reasoning parser reports none.
     assert_eq!(run(&open, None).0, None);
 }
+
+/// A delta as [`shown`] sees it: reasoning, content, whether it has logprobs, token ids.
+type Shown = (String, String, bool, Option<Vec<u32>>);
+
+/// Each delta, then the whole choice, of an answer whose prompt left `<think>` open:
+/// "why" (token 5), "</think>Hi" (6, 7), shown as `extras` ask (`markers`: the server's
+/// reasoning parser).
+fn shown(extras: &Extras, markers: Option<ReasoningMarkers>) -> (Vec<Shown>, Value) {
+    let model = crate::testutil::tiny_model_dir();
+    let (tokenizer, _) = crate::text::load_text(model.path(), None).unwrap();
+    let mut open = chat(ToolMode::Auto, true);
+    open.reasoning_inside = true;
+    let mut s = ChatChoiceState::new(
+        0,
+        &open,
+        markers,
+        Some(0),
+        Arc::new(TokenTexts::new(tokenizer)),
+    )
+    .shown(extras);
+    let logprobs = |ids: &[u32]| {
+        ids.iter()
+            .map(|&id| vrs_wire::TokenLogprobs {
+                token_id: id,
+                logprob: -0.5,
+                rank: 1,
+                top_token_ids: vec![],
+                top_logprobs: vec![],
+            })
+            .collect()
+    };
+    let pieces = [
+        ("why", None, vec![5]),
+        ("</think>Hi", Some("stop"), vec![6, 7]),
+    ];
+    let deltas = pieces
+        .into_iter()
+        .map(|(text, finish, ids)| {
+            let mut p = piece(text, finish);
+            p.logprobs = logprobs(&ids);
+            p.token_offsets = (0..ids.len()).collect();
+            p.token_ids = ids;
+            let d = s.step(p);
+            (d.reasoning, d.content, d.logprobs.is_some(), d.token_ids)
+        })
+        .collect();
+    (deltas, serde_json::to_value(s.choice()).unwrap())
+}
+
+#[test]
+fn include_and_separate_reasoning_show_it_as_vllm() {
+    let markers = crate::parsers::reasoning::markers_of("qwen3");
+    let ids = Extras {
+        token_ids: true,
+        ..Extras::default()
+    };
+    let (deltas, whole) = shown(&ids, markers);
+    assert_eq!(
+        deltas,
+        [
+            ("why".into(), String::new(), true, Some(vec![5])),
+            (String::new(), "Hi".into(), true, Some(vec![6, 7]))
+        ]
+    );
+    assert_eq!(whole["message"]["reasoning_content"], "why");
+    assert_eq!(whole["token_ids"], json!([5, 6, 7]));
+    // include_reasoning false: no reasoning, and no logprobs or token ids that show it.
+    let hidden = Extras {
+        include_reasoning: false,
+        ..ids.clone()
+    };
+    let (deltas, whole) = shown(&hidden, markers);
+    assert_eq!(
+        deltas,
+        [
+            (String::new(), String::new(), false, None),
+            (String::new(), "Hi".into(), false, None)
+        ]
+    );
+    assert_eq!(
+        whole,
+        json!({"index": 0, "message": {"role": "assistant", "content": "Hi",
+               "reasoning_content": null}, "logprobs": null, "finish_reason": "stop"})
+    );
+    // ... which needs a reasoning parser: without one there is none to hide.
+    let (deltas, whole) = shown(&hidden, None);
+    assert_eq!(
+        deltas[0],
+        (String::new(), "why".into(), true, Some(vec![5]))
+    );
+    assert_eq!(whole["token_ids"], json!([5, 6, 7]));
+    // separate_reasoning false: the reasoning is content, in generation order.
+    let merged = Extras {
+        separate_reasoning: false,
+        ..ids
+    };
+    let (deltas, whole) = shown(&merged, markers);
+    assert_eq!(
+        deltas,
+        [
+            (String::new(), "why".into(), true, Some(vec![5])),
+            (String::new(), "Hi".into(), true, Some(vec![6, 7]))
+        ]
+    );
+    assert_eq!(whole["message"]["content"], "whyHi");
+    assert_eq!(whole["message"]["reasoning_content"], Value::Null);
+}
+
+#[test]
+fn ids_as_tokens_name_the_chat_logprobs() {
+    let extras = Extras {
+        ids_as_tokens: true,
+        ..Extras::default()
+    };
+    let (_, whole) = shown(&extras, None);
+    let first = &whole["logprobs"]["content"][0];
+    assert_eq!(first["token"], "token_id:5");
+    assert_eq!(first["bytes"], json!(b"foo".to_vec()));
+}

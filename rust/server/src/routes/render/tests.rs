@@ -310,5 +310,6 @@ fn limits_come_from_config_json() {
         .contains("cannot read"));
 }
 
+mod extras;
 mod messages;
 mod tools;

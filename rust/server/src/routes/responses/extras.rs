@@ -41,8 +41,8 @@ pub const INCLUDABLE: &[&str] = &[
 /// The most `top_logprobs` (the engine's limit, as chat's).
 pub const MAX_TOP_LOGPROBS: u64 = 20;
 
-/// `include`'s logprobs, vLLM's extensions and `chat_template_kwargs` (under which what
-/// `reasoning.effort` set wins, as vLLM merges them) into `chat`.
+/// `include`'s logprobs, vLLM's extensions and `chat_template_kwargs` into `chat` (where
+/// chat's `reasoning_effort`, from `reasoning.effort`, wins over the kwargs' own).
 pub fn extras(map: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), ApiError> {
     let given = |key: &str| map.get(key).filter(|v| !v.is_null());
     let includes = given("include").and_then(Value::as_array);
@@ -67,11 +67,8 @@ pub fn extras(map: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result
         ));
     }
     if let Some(kwargs) = given("chat_template_kwargs") {
-        let mut merged = object(Some(kwargs), "chat_template_kwargs")?.clone();
-        if let Some(Value::Object(effort)) = chat.get("chat_template_kwargs") {
-            merged.extend(effort.clone());
-        }
-        chat.insert("chat_template_kwargs".into(), Value::Object(merged));
+        let kwargs = object(Some(kwargs), "chat_template_kwargs")?.clone();
+        chat.insert("chat_template_kwargs".into(), Value::Object(kwargs));
     }
     Ok(())
 }
@@ -83,14 +80,14 @@ mod tests {
     use crate::edge::error::ApiError;
     use crate::routes::responses::request::translate;
 
-    fn chat(body: Value, takes_effort: bool) -> serde_json::Map<String, Value> {
-        translate(body.to_string().as_bytes(), takes_effort)
+    fn chat(body: Value) -> serde_json::Map<String, Value> {
+        translate(body.to_string().as_bytes())
             .unwrap_or_else(|e| panic!("{body}: {e:?}"))
             .chat
     }
 
     fn refused(body: Value) -> (String, String) {
-        match translate(body.to_string().as_bytes(), false) {
+        match translate(body.to_string().as_bytes()) {
             Err(ApiError::BadRequest { message, param }) => (param.unwrap_or_default(), message),
             other => panic!("{body}: {other:?}"),
         }
@@ -99,19 +96,16 @@ mod tests {
     #[test]
     fn include_logprobs_asks_the_chat_path_for_them() {
         let logprobs = "message.output_text.logprobs";
-        let out = chat(
-            json!({"input": "x", "include": [logprobs], "top_logprobs": 3}),
-            false,
-        );
+        let out = chat(json!({"input": "x", "include": [logprobs], "top_logprobs": 3}));
         assert_eq!(
             (&out["logprobs"], &out["top_logprobs"]),
             (&json!(true), &json!(3))
         );
-        let out = chat(json!({"input": "x", "include": [logprobs]}), false);
+        let out = chat(json!({"input": "x", "include": [logprobs]}));
         assert_eq!(out["top_logprobs"], 0);
         let quiet = json!({"input": "x", "top_logprobs": 5,
                            "include": ["reasoning.encrypted_content", "file_search_call.results"]});
-        let translated = translate(quiet.to_string().as_bytes(), false).unwrap();
+        let translated = translate(quiet.to_string().as_bytes()).unwrap();
         assert!(translated.chat.get("logprobs").is_none());
         assert!(translated.chat.get("top_logprobs").is_none());
         assert_eq!(translated.echo.top_logprobs, 5);
@@ -126,7 +120,7 @@ mod tests {
         let mut body = extras.clone();
         body["input"] = json!("x");
         body["top_k"] = json!(3);
-        let out = chat(body, false);
+        let out = chat(body);
         for (key, value) in extras.as_object().unwrap() {
             assert_eq!(&out[key], value, "{key}");
         }
@@ -134,16 +128,18 @@ mod tests {
     }
 
     #[test]
-    fn chat_template_kwargs_merge_under_the_effort() {
+    fn chat_template_kwargs_pass_beside_the_effort() {
+        let kwargs = json!({"enable_thinking": false, "reasoning_effort": "high"});
         let body = json!({"input": "x", "reasoning": {"effort": "low"},
-                          "chat_template_kwargs": {"enable_thinking": false,
-                                                   "reasoning_effort": "high"}});
+                          "chat_template_kwargs": kwargs});
+        let out = chat(body);
+        // chat's reasoning_effort wins over the kwargs' own when the template renders
         assert_eq!(
-            chat(body, true)["chat_template_kwargs"],
-            json!({"enable_thinking": false, "reasoning_effort": "low"})
+            (&out["chat_template_kwargs"], &out["reasoning_effort"]),
+            (&kwargs, &json!("low"))
         );
         let body = json!({"input": "x", "chat_template_kwargs": {"a": 1}});
-        assert_eq!(chat(body, false)["chat_template_kwargs"], json!({"a": 1}));
+        assert_eq!(chat(body)["chat_template_kwargs"], json!({"a": 1}));
     }
 
     #[test]

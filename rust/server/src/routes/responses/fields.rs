@@ -58,10 +58,11 @@ pub fn known_keys(object: &Map<String, Value>, known: &[&str], at: &str) -> Resu
 }
 
 /// Chat request fields and the Responses fields they come from (prefixes).
-const RENAMED: [(&str, &str); 3] = [
+const RENAMED: [(&str, &str); 4] = [
     ("max_completion_tokens", "max_output_tokens"),
     ("response_format.json_schema", "text.format"),
     ("response_format", "text.format"),
+    ("reasoning_effort", "reasoning.effort"),
 ];
 
 /// The Responses name of the chat request's field `param` (`messages` is `input`;
@@ -118,6 +119,7 @@ mod tests {
             ("response_format.json_schema", "text.format"),
             ("response_format", "text.format"),
             ("response_format.type", "text.format.type"),
+            ("reasoning_effort", "reasoning.effort"),
             ("chat_template_kwargs", "chat_template_kwargs"),
             ("tools[3].function", "tools[3]"),
             ("tools[3].function.parameters", "tools[3].parameters"),

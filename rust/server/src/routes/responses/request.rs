@@ -84,15 +84,14 @@ pub struct Translated {
     pub echo: Echo,
 }
 
-/// Translates the body. `takes_effort`: the chat template mentions `reasoning_effort`.
-pub fn translate(body: &[u8], takes_effort: bool) -> Result<Translated, ApiError> {
-    translate_continuing(body, takes_effort, &HashSet::new())
+/// Translates the body.
+pub fn translate(body: &[u8]) -> Result<Translated, ApiError> {
+    translate_continuing(body, &HashSet::new())
 }
 
 /// [`translate`], where `known_calls` are the call ids a `previous_response_id` declared.
 pub fn translate_continuing(
     body: &[u8],
-    takes_effort: bool,
     known_calls: &HashSet<String>,
 ) -> Result<Translated, ApiError> {
     let map = crate::validate::params::parse_object(body)?;
@@ -137,7 +136,7 @@ pub fn translate_continuing(
         None => json!({"type": "text"}),
     };
     let reasoning = match given("reasoning") {
-        Some(r) => self::reasoning(r, takes_effort, &mut chat)?,
+        Some(r) => self::reasoning(r, &mut chat)?,
         None => json!({"effort": null, "summary": null}),
     };
     if let Some(metadata) = given("metadata") {
@@ -327,12 +326,8 @@ fn text(value: &Value, chat: &mut Map<String, Value>) -> Result<Value, ApiError>
     Ok(format.clone())
 }
 
-/// `reasoning`: the effort → `chat_template_kwargs`; returns the echo.
-fn reasoning(
-    value: &Value,
-    takes_effort: bool,
-    chat: &mut Map<String, Value>,
-) -> Result<Value, ApiError> {
+/// `reasoning`: the effort → chat's `reasoning_effort`; returns the echo.
+fn reasoning(value: &Value, chat: &mut Map<String, Value>) -> Result<Value, ApiError> {
     let fields = object(Some(value), "reasoning")?;
     known_keys(fields, &["effort", "summary"], "reasoning")?;
     let summary = fields.get("summary").cloned().unwrap_or(Value::Null);
@@ -346,16 +341,7 @@ fn reasoning(
     let effort = fields.get("effort").cloned().unwrap_or(Value::Null);
     if !effort.is_null() {
         let level = string(Some(&effort), "reasoning.effort")?;
-        if !takes_effort {
-            return Err(bad(
-                "reasoning.effort",
-                "this model's chat template takes no reasoning effort",
-            ));
-        }
-        chat.insert(
-            "chat_template_kwargs".into(),
-            json!({ "reasoning_effort": level }),
-        );
+        chat.insert("reasoning_effort".into(), Value::String(level.to_owned()));
     }
     Ok(json!({"effort": effort, "summary": summary}))
 }

@@ -219,9 +219,9 @@ async fn bad_requests_are_400s_naming_the_field() {
             "content part type 'input_image' is not supported",
         ),
         (
-            json!({"input": "x", "reasoning": {"effort": "low"}}),
+            json!({"input": "x", "reasoning": {"effort": "huge"}}),
             json!("reasoning.effort"),
-            "takes no reasoning effort",
+            "`reasoning_effort` must be one of",
         ),
         (json!({}), json!("input"), "'input' is required"),
         // The chat path's checks, naming the Responses fields.
@@ -365,15 +365,20 @@ async fn the_render_route_renders_the_translated_chat_request() {
         assert_eq!(out[key], expected[key], "{key}");
     }
     assert_eq!(out["sampling_params"]["max_tokens"], 3);
-    // reasoning.effort reaches a template that reads it.
-    let template = "{% for m in messages %}{{ m.content }} {% endfor %}{{ reasoning_effort }}";
-    let body = json!({"input": "hello", "reasoning": {"effort": "world"}});
+    // reasoning.effort reaches the template as chat's reasoning_effort (vLLM's rule).
+    let template = "{% for m in messages %}{{ m.content }} {% endfor %}{{ reasoning_effort }} \
+                    {{ enable_thinking }}";
+    let body = json!({"input": "hello", "reasoning": {"effort": "minimal"}});
     let (status, out) = render(Some(template), "/v1/responses/render", &body).await;
     assert_eq!(
         (status, out["prompt"].as_str()),
-        (StatusCode::OK, Some("hello world")),
+        (StatusCode::OK, Some("hello minimal True")),
         "{out}"
     );
+    // A template that reads no effort renders without it: no refusal, as vLLM.
+    let (status, out) = render(None, "/v1/responses/render", &body).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let body = json!({"input": "hello", "reasoning": {"effort": "world"}});
     let (status, out) = render(None, "/v1/responses/render", &body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(out["error"]["param"], "reasoning.effort");

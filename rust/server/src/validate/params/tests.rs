@@ -68,26 +68,6 @@ fn unsupported_features_are_refused_unless_neutral() {
         ),
         (
             Endpoint::Chat,
-            json!({"guided_json": {"type": "object"}}),
-            "`guided_json` is not supported; use `structured_outputs.json`",
-        ),
-        (
-            Endpoint::Completions,
-            json!({"guided_regex": "a+"}),
-            "`guided_regex` is not supported; use `structured_outputs.regex`",
-        ),
-        (
-            Endpoint::Chat,
-            json!({"guided_choice": ["a"]}),
-            "`guided_choice` is not supported; use `structured_outputs.choice`",
-        ),
-        (
-            Endpoint::Completions,
-            json!({"guided_grammar": "root ::= \"a\""}),
-            "`guided_grammar` is not supported; use `structured_outputs.grammar`",
-        ),
-        (
-            Endpoint::Chat,
             json!({"functions": [{}]}),
             "`functions` is not supported",
         ),

@@ -2,7 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::parsers::tools::ToolFormat;
-use crate::validate::params::{guided_refusal, validate};
+use crate::validate::params::validate;
 
 /// (param, message) of a 400.
 fn refusal(err: ApiError) -> (String, String) {
@@ -292,19 +292,6 @@ fn one_constraint_per_request() {
     let body = json!({"response_format": {"type": "text"},
                       "structured_outputs": {"json_object": false, "regex": "a"}});
     assert_eq!(of(body).unwrap().unwrap().name, "structured_outputs.regex");
-}
-
-#[test]
-fn guided_fields_point_to_the_new_names() {
-    assert_eq!(
-        guided_refusal("guided_json").as_deref(),
-        Some("`guided_json` is not supported; use `structured_outputs.json`")
-    );
-    assert_eq!(
-        guided_refusal("guided_grammar").as_deref(),
-        Some("`guided_grammar` is not supported; use `structured_outputs.grammar`")
-    );
-    assert_eq!(guided_refusal("guided_whitespace_pattern"), None);
 }
 
 fn settings() -> Settings {

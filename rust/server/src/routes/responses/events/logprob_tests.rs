@@ -30,7 +30,7 @@ fn shapes(top: Option<usize>) -> (ResponseEvents, Arc<TokenTexts>) {
     let texts = Arc::new(TokenTexts::new(tokenizer));
     let markers = crate::parsers::reasoning::markers_of("deepseek_r1");
     let choice = ChatChoiceState::new(0, &chat, markers, top, Arc::clone(&texts));
-    let echo = translate(br#"{"input": "x"}"#, false).unwrap().echo;
+    let echo = translate(br#"{"input": "x"}"#).unwrap().echo;
     let events = ResponseEvents::new(&"cd".repeat(16), 7, Arc::from("tiny"), echo, choice);
     (events, texts)
 }

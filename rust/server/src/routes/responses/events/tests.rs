@@ -32,7 +32,7 @@ fn shapes(reasoning: bool) -> ResponseEvents {
         None,
         Arc::new(TokenTexts::new(tokenizer)),
     );
-    let echo = translate(br#"{"input": "x", "metadata": {"k": "v"}}"#, false)
+    let echo = translate(br#"{"input": "x", "metadata": {"k": "v"}}"#)
         .unwrap()
         .echo;
     ResponseEvents::new(&"ab".repeat(16), 7, Arc::from("tiny"), echo, choice)

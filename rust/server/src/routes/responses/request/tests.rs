@@ -3,15 +3,11 @@ use serde_json::{json, Value};
 use super::*;
 
 fn chat(body: Value) -> Value {
-    Value::Object(translate(body.to_string().as_bytes(), true).unwrap().chat)
+    Value::Object(translate(body.to_string().as_bytes()).unwrap().chat)
 }
 
 fn refused(body: Value) -> (String, String) {
-    refused_with(body, true)
-}
-
-fn refused_with(body: Value, takes_effort: bool) -> (String, String) {
-    match translate(body.to_string().as_bytes(), takes_effort) {
+    match translate(body.to_string().as_bytes()) {
         Err(ApiError::BadRequest {
             message,
             param: Some(param),
@@ -127,10 +123,10 @@ fn tools_choice_format_and_effort_translate() {
         json!({"type": "json_schema", "json_schema": {"name": "n",
                "schema": {"type": "object"}, "strict": true}})
     );
-    assert_eq!(
-        got["chat_template_kwargs"],
-        json!({"reasoning_effort": "low"})
-    );
+    // The chat field, which applies vLLM's rule (a template that reads no effort is
+    // rendered without it, as vLLM does: no refusal).
+    assert_eq!(got["reasoning_effort"], json!("low"));
+    assert!(got.get("chat_template_kwargs").is_none());
     for choice in ["auto", "none", "required"] {
         assert_eq!(
             chat(json!({"input": "x", "tool_choice": choice}))["tool_choice"],
@@ -146,7 +142,7 @@ fn tools_choice_format_and_effort_translate() {
 
 #[test]
 fn the_echo_has_defaults_and_the_given_values() {
-    let t = translate(br#"{"input": "x"}"#, false).unwrap();
+    let t = translate(br#"{"input": "x"}"#).unwrap();
     assert_eq!(
         t.echo,
         Echo {
@@ -168,7 +164,7 @@ fn the_echo_has_defaults_and_the_given_values() {
                       "temperature": 0.5, "tools": [{"type": "function", "name": "f"}],
                       "text": {"format": {"type": "json_object"}}, "metadata": {"k": "v"},
                       "reasoning": {"summary": "concise"}, "tool_choice": "none", "user": "u"});
-    let t = translate(body.to_string().as_bytes(), false).unwrap();
+    let t = translate(body.to_string().as_bytes()).unwrap();
     assert_eq!(t.echo.instructions, "i");
     assert_eq!(t.echo.max_output_tokens, 9);
     assert_eq!(t.echo.temperature, 0.5);
@@ -297,15 +293,6 @@ fn every_refusal_names_its_field() {
         (param.as_str(), message.as_str()),
         ("metadata", "metadata has more than 16 keys")
     );
-    let body = json!({"input": "x", "reasoning": {"effort": "high"}});
-    let (param, message) = refused_with(body, false);
-    assert_eq!(
-        (param.as_str(), message.as_str()),
-        (
-            "reasoning.effort",
-            "this model's chat template takes no reasoning effort"
-        )
-    );
 }
 
 #[test]
@@ -314,5 +301,5 @@ fn neutral_values_of_refused_fields_pass() {
                       "background": false, "conversation": null, "prompt": null,
                       "include": [], "truncation": "disabled", "top_logprobs": 0,
                       "max_tool_calls": null});
-    assert!(translate(body.to_string().as_bytes(), false).is_ok());
+    assert!(translate(body.to_string().as_bytes()).is_ok());
 }

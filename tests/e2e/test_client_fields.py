@@ -1,0 +1,110 @@
+"""What vLLM's clients send, both request modes agree on (spec: docs/api.md "vLLM's
+request extensions"), through the official openai SDK and the feature servers' scripted
+replies: an agent's tool loop that sends the SDK's own assistant message back, token ids
+and token-id logprobs (checked against transformers' tokenizer), ``reasoning_effort``,
+``include_reasoning`` / ``separate_reasoning``, truncation and the ``guided_*`` fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.features import TOOL_RESULT, WEATHER_TOOL, user
+from tests.e2e.servers import MODEL, Server
+
+pytestmark = pytest.mark.e2e
+
+
+def chat(server: Server, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+    kwargs.setdefault("max_tokens", 60)
+    return server.client().chat.completions.create(model=MODEL, messages=messages, **kwargs)
+
+
+def test_a_tool_loop_sends_the_sdks_message_back(feature_server: Server) -> None:
+    messages = user("[weather] in Paris?")
+    first = chat(feature_server, messages, tools=[WEATHER_TOOL]).choices[0]
+    assert first.finish_reason == "tool_calls"
+    call = first.message.tool_calls[0]
+    sent_back = first.message.model_dump()  # refusal, annotations, audio, function_call...
+    assert {"refusal", "annotations", "audio", "function_call", "reasoning_content"} <= set(
+        sent_back)
+    messages += [sent_back, {"role": "tool", "tool_call_id": call.id, "content": TOOL_RESULT}]
+    second = chat(feature_server, messages, tools=[WEATHER_TOOL]).choices[0]
+    assert (second.message.content, second.finish_reason) == ("It is sunny in Paris.", "stop")
+    # vLLM's name of the reasoning, and a non-null function_call, are taken too
+    sent_back.update(reasoning="I looked.", function_call={"name": "old", "arguments": "{}"})
+    assert chat(feature_server, messages, tools=[WEATHER_TOOL]).choices[0].message.content == (
+        "It is sunny in Paris.")
+
+
+def test_token_ids_are_the_tokenizers(feature_server: Server, tokenizer: Any) -> None:
+    messages = user("[script] go")
+    response = chat(feature_server, messages, extra_body={"return_token_ids": True})
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                           return_dict=True)["input_ids"]
+    assert response.prompt_token_ids == list(prompt)
+    choice = response.choices[0]
+    assert tokenizer.decode(choice.token_ids, skip_special_tokens=True) == choice.message.content
+    assert len(choice.token_ids) == response.usage.completion_tokens
+    streamed: list[int] = []
+    for index, chunk in enumerate(chat(feature_server, messages, stream=True,
+                                       extra_body={"return_token_ids": True})):
+        extra = chunk.model_extra or {}
+        assert ("prompt_token_ids" in extra) == (index == 0)
+        streamed += (chunk.choices[0].model_extra or {}).get("token_ids") or []
+    assert streamed == choice.token_ids
+    completion = feature_server.client().completions.create(
+        model=MODEL, prompt="[script] go", max_tokens=60, logprobs=1,
+        extra_body={"return_token_ids": True, "return_tokens_as_token_ids": True})
+    done = completion.choices[0]
+    assert done.prompt_token_ids == tokenizer("[script] go")["input_ids"]
+    assert done.logprobs.tokens == [f"token_id:{i}" for i in done.token_ids[
+        :len(done.logprobs.tokens)]]
+
+
+def test_reasoning_shown_as_asked(feature_server: Server) -> None:
+    answer = "The answer is 4."
+    shown = chat(feature_server, user("[reason] 2+2?")).choices[0].message
+    assert shown.content == answer and shown.model_extra["reasoning_content"]
+    hidden = chat(feature_server, user("[reason] 2+2?"), logprobs=True,
+                  extra_body={"include_reasoning": False}).choices[0]
+    assert (hidden.message.content, hidden.message.model_extra["reasoning_content"],
+            hidden.logprobs) == (answer, None, None)
+    merged = chat(feature_server, user("[reason] 2+2?"),
+                  extra_body={"separate_reasoning": False}).choices[0].message
+    assert merged.content == shown.model_extra["reasoning_content"] + answer
+    streamed = "".join(c.choices[0].delta.content or "" for c in chat(
+        feature_server, user("[reason] 2+2?"), stream=True,
+        extra_body={"separate_reasoning": False}) if c.choices)
+    assert streamed == merged.content
+
+
+def test_reasoning_effort_and_truncation_shape_the_prompt(feature_server: Server,
+                                                          tokenizer: Any) -> None:
+    def prompt(**kwargs: Any) -> str:
+        extra = {"return_token_ids": True, **kwargs.pop("extra_body", {})}
+        ids = chat(feature_server, user("[script] go"), max_tokens=1, extra_body=extra,
+                   **kwargs).prompt_token_ids
+        return str(tokenizer.decode(ids))
+
+    assert not prompt().endswith("<think>")
+    assert prompt(reasoning_effort="low").endswith("<think>")  # the demo template's
+    assert not prompt(reasoning_effort="none").endswith("<think>")
+    full = chat(feature_server, user("[script] go"), max_tokens=1,
+                extra_body={"return_token_ids": True}).prompt_token_ids
+    cut = chat(feature_server, user("[script] go"), max_tokens=1,
+               extra_body={"return_token_ids": True, "truncate_prompt_tokens": 3,
+                           "truncation_side": "left"})
+    assert (cut.prompt_token_ids, cut.usage.prompt_tokens) == (full[-3:], 3)
+
+
+def test_guided_fields_constrain_the_answer(feature_server: Server) -> None:
+    client = feature_server.client()
+    for _ in range(3):
+        text = client.completions.create(
+            model=MODEL, prompt="pick", max_tokens=8,
+            extra_body={"guided_choice": ["yes", "no"], "guided_decoding_backend": "auto"},
+        ).choices[0].text
+        assert text in ("yes", "no")
+    assert feature_server.log().count("vLLM's removed guided decoding") == 1
