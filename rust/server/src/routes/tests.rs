@@ -335,6 +335,7 @@ async fn invocations_route_by_the_body() {
 
 mod bad_requests;
 mod cached;
+mod keep_alive;
 mod loopback;
 mod queue;
 mod structured;
