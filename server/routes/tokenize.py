@@ -44,7 +44,7 @@ class TokenizeChat(msgspec.Struct, kw_only=True):
 
 class Detokenize(msgspec.Struct, kw_only=True):
     model: str | None = None
-    tokens: list[int] | None = None
+    tokens: list[s.U32] | None = None
 
 
 def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
@@ -75,6 +75,9 @@ def _convert(value: dict[str, Any], kind: type[_T]) -> _T:
             message = f"unknown field `{field}`"
         if not path:
             raise bad_request(message) from None
+        out_of_bounds = params.range_error(path, params.value_at(value, path))
+        if out_of_bounds is not None:
+            raise out_of_bounds from None
         raise bad_request(f"invalid value for `{path}`: {message}", path) from None
 
 
@@ -106,10 +109,7 @@ def detokenize_request(body: bytes, vocab_size: int) -> Detokenize:
     request = _convert(_object(body, DETOKENIZE_KEYS), Detokenize)
     if request.tokens is None:
         raise bad_request("`tokens` is required", "tokens")
-    for index, token in enumerate(request.tokens):
-        if not 0 <= token < params.U32_END:
-            path = f"tokens[{index}]"
-            raise bad_request(f"invalid value for `{path}`: {token} is not a u32", path)
+    for token in request.tokens:
         if token >= vocab_size:
             raise bad_request(f"token id {token} in `tokens` is out of the vocabulary "
                               f"(size {vocab_size})", "tokens")

@@ -5,21 +5,28 @@ use serde_json::{Map, Value};
 
 use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs};
 
+pub mod ints;
+
 // ------------------------------------------------------------------------- requests
 
 /// Fields shared by chat and completions requests.
 #[derive(Debug, Default, Deserialize)]
 pub struct CommonFields {
     pub model: Option<String>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub max_tokens: Option<i64>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub top_k: Option<i64>,
     pub min_p: Option<f64>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub seed: Option<i64>,
     pub stop: Option<Stop>,
+    #[serde(default, deserialize_with = "ints::opt_u32s")]
     pub stop_token_ids: Option<Vec<u32>>,
     pub ignore_eos: Option<bool>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub min_tokens: Option<i64>,
     pub presence_penalty: Option<f64>,
     pub frequency_penalty: Option<f64>,
@@ -28,6 +35,7 @@ pub struct CommonFields {
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub n: Option<i64>,
 }
 
@@ -67,6 +75,7 @@ pub struct SamplingFields {
     pub logit_bias: Option<Value>,
     pub allowed_token_ids: Option<Value>,
     pub bad_words: Option<Value>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub prompt_logprobs: Option<i64>,
 }
 
@@ -89,11 +98,13 @@ pub struct StreamOptions {
 #[derive(Debug, Default, Deserialize)]
 pub struct ChatFields {
     pub messages: Option<Vec<ChatMessage>>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub max_completion_tokens: Option<i64>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub add_generation_prompt: Option<bool>,
     pub continue_final_message: Option<bool>,
     pub logprobs: Option<bool>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub top_logprobs: Option<i64>,
     pub parallel_tool_calls: Option<bool>,
     pub echo: Option<bool>,
@@ -150,6 +161,7 @@ pub struct ContentPart {
 #[derive(Debug, Default, Deserialize)]
 pub struct CompletionFields {
     pub prompt: Option<PromptInput>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub logprobs: Option<i64>,
     pub echo: Option<bool>,
 }

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from server.edge.error import APIError, bad_request
-from server.validate.params import decode_object
+from server.validate.params import I64, I64_RANGE, decode_object, out_of_range
 
 TOP_LEVEL = ("model", "messages", "max_tokens", "system", "tools", "tool_choice",
              "stop_sequences", "temperature", "top_p", "top_k", "stream", "metadata",
@@ -63,7 +63,15 @@ def _list(value: Any, path: str) -> list[Any]:
     return value
 
 
-def _integer(value: Any, path: str, least: int) -> int:
+def _integer(value: Any, path: str, least: int | None = None) -> int:
+    """An integer (``least`` or more); a number outside the i64 range is refused as out of
+    range, as in Rust."""
+    if out_of_range(value, *I64):
+        raise bad_request(f"invalid value: {I64_RANGE}", path)
+    if least is None:
+        if type(value) is not int:
+            raise expected(path, "an integer")
+        return value
     if type(value) is not int or value < least:
         raise expected(path, f"an integer >= {least}")
     return value
@@ -305,8 +313,8 @@ def translate(body: bytes, *, reasoning: bool, count: bool = False) -> dict[str,
     for key in raw:
         if key not in TOP_LEVEL:
             raise unknown_field(key, key)
-    for key in REFUSED:
-        if raw.get(key) is not None:
+    for key, value in raw.items():  # the first refused field in body order, as Rust
+        if key in REFUSED and value is not None:
             raise bad_request(f"{key} is not supported by this server", key)
     if count and "stream" in raw:
         raise bad_request("stream is not supported by count_tokens", "stream")
@@ -352,10 +360,7 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
     if raw.get("top_k") is not None:
         chat["top_k"] = _integer(raw["top_k"], "top_k", 0)
     if raw.get("seed") is not None:
-        seed = raw["seed"]
-        if type(seed) is not int:
-            raise expected("seed", "an integer")
-        chat["seed"] = seed
+        chat["seed"] = _integer(raw["seed"], "seed")
     if raw.get("stream") is not None:
         if not isinstance(raw["stream"], bool):
             raise expected("stream", "a boolean")

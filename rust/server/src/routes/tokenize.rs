@@ -58,6 +58,7 @@ struct TokenizeChat {
 #[derive(Debug, Default, Deserialize)]
 struct Detokenize {
     model: Option<String>,
+    #[serde(default, deserialize_with = "crate::openai::ints::opt_u32s")]
     tokens: Option<Vec<u32>>,
 }
 
