@@ -117,7 +117,8 @@ def detokenize_request(body: bytes, vocab_size: int) -> Detokenize:
 
 
 def _check_model(state: State, model: str | None) -> None:
-    if model is not None and model != state.model_name:
+    """404 unless ``model`` is the served name; null or "" mean it (vLLM's rule)."""
+    if model and model != state.model_name:
         raise model_not_found(model)
 
 

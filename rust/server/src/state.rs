@@ -117,10 +117,11 @@ pub fn middleware(http: &HttpArgs) -> Result<Middleware, String> {
 
 pub type SharedState = Arc<AppState>;
 
-/// 404 unless `model` is absent or `served`.
+/// 404 unless `model` is absent, `""` (vLLM's rule: both mean the served model) or
+/// `served`.
 pub fn check_model(served: &str, model: Option<&str>) -> Result<(), ApiError> {
     match model {
-        Some(m) if m != served => Err(ApiError::ModelNotFound(m.to_owned())),
+        Some(m) if !m.is_empty() && m != served => Err(ApiError::ModelNotFound(m.to_owned())),
         _ => Ok(()),
     }
 }
