@@ -19,6 +19,7 @@ from server.edge.body import ClientGone
 from server.edge.error import APIError, Dialect, ErrorKind, send_error
 from server.edge.metrics import Metrics
 from server.routes import (
+    chat_batch,
     chat_completions,
     completions,
     health,
@@ -47,6 +48,7 @@ def router(state: State) -> Routes:
 
     return {
         "/v1/chat/completions": ("POST", on(chat_completions.chat_completions)),
+        "/v1/chat/completions/batch": ("POST", on(chat_batch.chat_batch)),
         "/v1/completions": ("POST", on(completions.completions)),
         "/v1/models": ("GET", on(models.models)),
         "/health": ("GET", on(health.health)),

@@ -19,6 +19,7 @@ use crate::edge::body::MAX_BODY_BYTES;
 use crate::edge::error::{ApiError, Dialect};
 use crate::state::{RenderState, SharedState};
 
+pub mod chat_batch;
 pub mod chat_completions;
 pub mod completions;
 pub mod health;
@@ -37,6 +38,7 @@ pub fn router(state: SharedState) -> Router {
     let middleware = state.options.middleware.clone();
     let routes = Router::new()
         .route("/v1/chat/completions", post(chat_completions::handle))
+        .route("/v1/chat/completions/batch", post(chat_batch::handle))
         .route("/v1/completions", post(completions::handle))
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
