@@ -72,6 +72,7 @@ class ServeOptions:
     max_queue_wait: float | None = None
     otlp_traces_endpoint: str | None = None
     collect_detailed_traces: str | None = None
+    enable_tokenizer_info_endpoint: bool = False
     http: HttpOptions = field(default_factory=HttpOptions)
 
     @classmethod
@@ -239,6 +240,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         otlp_traces_endpoint=traces_endpoint(options.otlp_traces_endpoint),
         collect_detailed_traces=detailed_traces(options.collect_detailed_traces,
                                                 options.otlp_traces_endpoint),
+        enable_tokenizer_info_endpoint=options.enable_tokenizer_info_endpoint,
     ))
 
 

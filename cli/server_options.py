@@ -62,6 +62,7 @@ def server_options(
     max_queue_wait: o.MaxQueueWait = None,
     otlp_traces_endpoint: o.OtlpTracesEndpoint = None,
     collect_detailed_traces: o.CollectDetailedTraces = None,
+    enable_tokenizer_info_endpoint: o.EnableTokenizerInfoEndpoint = False,
     ssl_keyfile: o.SslKeyfile = None,
     ssl_certfile: o.SslCertfile = None,
     ssl_ca_certs: o.SslCaCerts = None,

@@ -140,6 +140,7 @@ def _options(raw: ServeArgs) -> Options:
                    max_queue_wait=raw.max_queue_wait,
                    otlp_traces_endpoint=raw.otlp_traces_endpoint,
                    collect_detailed_traces=raw.collect_detailed_traces,
+                   enable_tokenizer_info_endpoint=raw.enable_tokenizer_info_endpoint,
                    enable_request_id_headers=raw.http.enable_request_id_headers)
 
 

@@ -62,6 +62,7 @@ class ServeArgs(CommonArgs, forbid_unknown_fields=True):
     max_queue_wait: float | None = None
     otlp_traces_endpoint: str | None = None
     collect_detailed_traces: bool = False
+    enable_tokenizer_info_endpoint: bool = False
 
 
 class RenderArgs(CommonArgs, forbid_unknown_fields=True):

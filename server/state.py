@@ -22,6 +22,7 @@ from server.engine_client import EngineClient
 from server.logprobs import TokenTexts
 from server.parsers.select import Choice, choose, model_config
 from server.text import ModelText, takes_effort
+from server.text.tokenizer_info import tokenizer_info_body
 from server.validate.prompt import DEFAULT_MAX_BATCH_PROMPTS, PromptBuilder
 
 
@@ -42,6 +43,7 @@ class Options(msgspec.Struct, kw_only=True):
     otlp_traces_endpoint: str | None = None
     collect_detailed_traces: bool = False
     enable_request_id_headers: bool = False
+    enable_tokenizer_info_endpoint: bool = False  # GET /tokenizer_info (vLLM's flag)
 
 
 class State:
@@ -73,6 +75,10 @@ class State:
                            options.max_queue_wait)
         key = self.options.api_key
         self.api_key = key.encode() if key else None
+        # GET /tokenizer_info's body (--enable-tokenizer-info-endpoint), read once.
+        self.tokenizer_info = (
+            tokenizer_info_body(text.directory, text.chat_template_path)
+            if options.enable_tokenizer_info_endpoint else None)
 
     def body(self, receive: Receive) -> Awaitable[bytes]:
         """The request body under ``--max-request-body``."""

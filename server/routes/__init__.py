@@ -41,12 +41,13 @@ Routes = dict[str, tuple[str | tuple[str, ...], Handler]]
 
 
 def router(state: State) -> Routes:
-    """The serving API's routes."""
+    """The serving API's routes (``/tokenizer_info`` with
+    --enable-tokenizer-info-endpoint only, as in vLLM)."""
 
     def on(handler: Any) -> Handler:
         return functools.partial(handler, state)
 
-    return {
+    routes: Routes = {
         "/v1/chat/completions": ("POST", on(chat_completions.chat_completions)),
         "/v1/chat/completions/batch": ("POST", on(chat_batch.chat_batch)),
         "/v1/completions": ("POST", on(completions.completions)),
@@ -64,6 +65,9 @@ def router(state: State) -> Routes:
         "/v1/messages": ("POST", on(messages.messages)),
         "/v1/messages/count_tokens": ("POST", on(messages.count_tokens)),
     }
+    if state.tokenizer_info is not None:
+        routes["/tokenizer_info"] = ("GET", on(tokenize.tokenizer_info))
+    return routes
 
 
 def render_router(state: RenderState) -> Routes:

@@ -1,6 +1,7 @@
 """``POST /tokenize`` and ``POST /detokenize`` (vLLM's shapes): the body checked (keys, types,
-values), a completion-style or chat-style prompt tokenized, or token ids decoded.
-Rust: rust/server/src/routes/tokenize.rs. Behaviour: docs/api.md, "/tokenize, /detokenize".
+values), a completion-style or chat-style prompt tokenized, or token ids decoded; and
+``GET /tokenizer_info``. Rust: rust/server/src/routes/tokenize.rs. Behaviour: docs/api.md,
+"/tokenize, /detokenize", "/tokenizer_info".
 """
 
 from __future__ import annotations
@@ -143,6 +144,13 @@ async def tokenize(state: State, scope: Scope, receive: Receive, send: Send) -> 
         strs = [backend.id_to_token(i) or "" for i in ids]
     await send_json(send, 200, _encode(s.Tokenized(len(ids), state.client.max_model_len,
                                                    ids, strs)))
+
+
+async def tokenizer_info(state: State, scope: Scope, receive: Receive, send: Send) -> None:
+    """``GET /tokenizer_info`` (served with --enable-tokenizer-info-endpoint only)."""
+    if state.tokenizer_info is None:
+        raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {scope['path']}")
+    await send_json(send, 200, state.tokenizer_info)
 
 
 async def detokenize(state: State, scope: Scope, receive: Receive, send: Send) -> None:

@@ -79,7 +79,8 @@ pub struct ServeCli {
     /// tool_call_parser, reasoning_parser, data_parallel_size, data_parallel_size_local,
     /// data_parallel_address, data_parallel_rpc_port, max_batch_prompts,
     /// sse_keep_alive_interval, max_num_queued_reqs, max_num_queued_tokens, max_queue_wait,
-    /// otlp_traces_endpoint, collect_detailed_traces, and `http` (TLS, Unix socket, CORS,
+    /// otlp_traces_endpoint, collect_detailed_traces, enable_tokenizer_info_endpoint, and
+    /// `http` (TLS, Unix socket, CORS,
     /// request ids, connection limits: only here); see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
@@ -213,6 +214,7 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
         max_queue_wait: None,
         otlp_traces_endpoint: None,
         collect_detailed_traces: false,
+        enable_tokenizer_info_endpoint: false,
     };
     cli.common.into_args(specific)
 }

@@ -186,6 +186,9 @@ pub struct ServeSpecific {
     /// Whether spans carry the engine's queue, prefill and decode times.
     #[serde(default)]
     pub collect_detailed_traces: bool,
+    /// Serve `GET /tokenizer_info` (vLLM's `--enable-tokenizer-info-endpoint`).
+    #[serde(default)]
+    pub enable_tokenizer_info_endpoint: bool,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).

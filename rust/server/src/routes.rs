@@ -32,11 +32,16 @@ pub mod responses;
 pub mod tokenize;
 
 /// The serving API: generation, models, health, metrics, load, version, tokenizer, and
-/// vLLM's SageMaker pair (`/ping`, `/invocations`).
+/// vLLM's SageMaker pair (`/ping`, `/invocations`); `/tokenizer_info` with
+/// `--enable-tokenizer-info-endpoint` only, as in vLLM.
 pub fn router(state: SharedState) -> Router {
     let limit = state.options.max_request_body;
     let middleware = state.options.middleware.clone();
-    let routes = Router::new()
+    let mut routes = Router::new();
+    if state.options.tokenizer_info.is_some() {
+        routes = routes.route("/tokenizer_info", get(tokenize::tokenizer_info));
+    }
+    let routes = routes
         .route("/v1/chat/completions", post(chat_completions::handle))
         .route("/v1/chat/completions/batch", post(chat_batch::handle))
         .route("/v1/completions", post(completions::handle))

@@ -57,6 +57,9 @@ pub struct HttpOptions {
     pub middleware: Middleware,
     /// `--sse-keep-alive-interval`.
     pub sse_keep_alive: Option<std::time::Duration>,
+    /// `GET /tokenizer_info`'s body (`--enable-tokenizer-info-endpoint`; `None`: no
+    /// such route).
+    pub tokenizer_info: Option<bytes::Bytes>,
 }
 
 impl Default for HttpOptions {
@@ -72,6 +75,7 @@ impl Default for HttpOptions {
             max_batch_prompts: DEFAULT_MAX_BATCH_PROMPTS,
             middleware: Middleware::default(),
             sse_keep_alive: None,
+            tokenizer_info: None,
         }
     }
 }
@@ -98,6 +102,7 @@ impl HttpOptions {
                 .unwrap_or(DEFAULT_MAX_BATCH_PROMPTS),
             middleware: middleware(&args.http)?,
             sse_keep_alive: args.sse_keep_alive_interval(),
+            tokenizer_info: None,
         })
     }
 }
