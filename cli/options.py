@@ -200,6 +200,11 @@ AllowedMethods = Annotated[str, typer.Option(help="CORS: JSON list of allowed me
 AllowedHeaders = Annotated[str, typer.Option(help="CORS: JSON list of allowed request headers.")]
 AllowCredentials = Annotated[bool, typer.Option(
     "--allow-credentials", help="CORS: allow credentials (cookies, Authorization).")]
+EnableTokenizerInfoEndpoint = Annotated[bool, typer.Option(
+    "--enable-tokenizer-info-endpoint",
+    help="Serve GET /tokenizer_info (vLLM's flag): the tokenizer's configuration and the chat "
+         "template. Off by default, as in vLLM: it shows the template and the tokenizer's "
+         "settings to any client.")]
 EnableRequestIdHeaders = Annotated[bool, typer.Option(
     "--enable-request-id-headers",
     help="Use the client's X-Request-Id (at most 128 visible ASCII characters; else a fresh "

@@ -75,6 +75,7 @@ class ServeOptions:
     collect_detailed_traces: str | None = None
     enable_responses_store: bool = False
     responses_store_max_entries: int = 1000
+    enable_tokenizer_info_endpoint: bool = False
     http: HttpOptions = field(default_factory=HttpOptions)
 
     @classmethod
@@ -246,6 +247,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
                                                 options.otlp_traces_endpoint),
         enable_responses_store=responses_store(options.enable_responses_store),
         responses_store_max_entries=options.responses_store_max_entries,
+        enable_tokenizer_info_endpoint=options.enable_tokenizer_info_endpoint,
     ))
 
 

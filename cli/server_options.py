@@ -65,6 +65,7 @@ def server_options(
     collect_detailed_traces: o.CollectDetailedTraces = None,
     enable_responses_store: o.EnableResponsesStore = False,
     responses_store_max_entries: o.ResponsesStoreMaxEntries = 1000,
+    enable_tokenizer_info_endpoint: o.EnableTokenizerInfoEndpoint = False,
     ssl_keyfile: o.SslKeyfile = None,
     ssl_certfile: o.SslCertfile = None,
     ssl_ca_certs: o.SslCaCerts = None,

@@ -151,6 +151,7 @@ def _options(raw: ServeArgs) -> Options:
                    otlp_traces_endpoint=raw.otlp_traces_endpoint,
                    collect_detailed_traces=raw.collect_detailed_traces,
                    enable_request_id_headers=raw.http.enable_request_id_headers,
+                   enable_tokenizer_info_endpoint=raw.enable_tokenizer_info_endpoint,
                    enable_responses_store=raw.enable_responses_store,
                    responses_store_max_entries=entries or DEFAULT_STORE_ENTRIES)
 

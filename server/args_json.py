@@ -65,6 +65,7 @@ class ServeArgs(CommonArgs, forbid_unknown_fields=True):
     collect_detailed_traces: bool = False
     enable_responses_store: bool = False
     responses_store_max_entries: int | None = None
+    enable_tokenizer_info_endpoint: bool = False
 
 
 class RenderArgs(CommonArgs, forbid_unknown_fields=True):

@@ -9,7 +9,7 @@ ones (key order included).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -17,6 +17,11 @@ from server.logprobs import ChatLogprobs, CompletionLogprobs, PromptLogprobs
 
 UnsetType = msgspec.UnsetType
 UNSET = msgspec.UNSET
+
+# The integer fields' ranges (Rust's i64 and u32), enforced while decoding, so that a value
+# out of range is an error at its place in the body, as in Rust (params.range_error words it).
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+U32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
 
 # --------------------------------------------------------------------------- requests
 
@@ -51,16 +56,16 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Fields shared by chat and completions (Rust: ``CommonFields``)."""
 
     model: str | None = None
-    max_tokens: int | None = None
+    max_tokens: I64 | None = None
     temperature: float | None = None
     top_p: float | None = None
-    top_k: int | None = None
+    top_k: I64 | None = None
     min_p: float | None = None
-    seed: int | None = None
+    seed: I64 | None = None
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[U32] | None = None
     ignore_eos: bool | None = None
-    min_tokens: int | None = None
+    min_tokens: I64 | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None
@@ -68,8 +73,8 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     user: str | None = None
-    n: int | None = None
-    prompt_logprobs: int | None = None
+    n: I64 | None = None
+    prompt_logprobs: I64 | None = None
     # Checked by server.validate.sampling (raw JSON: the errors name the field, as Rust's).
     logit_bias: Any = None
     allowed_token_ids: Any = None
@@ -89,7 +94,7 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # vLLM's extensions, checked by server.validate.extras.
     return_token_ids: bool | None = None
     return_tokens_as_token_ids: bool | None = None
-    truncate_prompt_tokens: int | None = None
+    truncate_prompt_tokens: I64 | None = None
     truncation_side: str | None = None
     # vLLM's removed guided_* fields, mapped onto structured_outputs by
     # server.validate.guided (raw JSON, as Rust keeps them).
@@ -109,12 +114,12 @@ class _Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class ChatCompletionRequest(_Request, kw_only=True):
     messages: list[ChatMessage] | None = None
-    max_completion_tokens: int | None = None
+    max_completion_tokens: I64 | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: I64 | None = None
     # Checked by tools.tool_settings (raw JSON, as Rust keeps them).
     tools: Any = None
     tool_choice: Any = None
@@ -136,7 +141,7 @@ class ChatCompletionRequest(_Request, kw_only=True):
 
 class CompletionRequest(_Request, kw_only=True):
     prompt: str | list[Any] | None = None
-    logprobs: int | None = None
+    logprobs: I64 | None = None
     echo: bool | None = None
     # Known, not implemented (completions only).
     suffix: Any = None

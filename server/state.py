@@ -22,6 +22,7 @@ from server.engine_client import EngineClient
 from server.logprobs import TokenTexts
 from server.parsers.select import Choice, choose, model_config
 from server.text import ModelText
+from server.text.tokenizer_info import tokenizer_info_body
 from server.validate.prompt import DEFAULT_MAX_BATCH_PROMPTS, PromptBuilder
 
 DEFAULT_STORE_ENTRIES = 1000  # --responses-store-max-entries
@@ -47,6 +48,7 @@ class Options(msgspec.Struct, kw_only=True):
     enable_request_id_headers: bool = False
     enable_responses_store: bool = False
     responses_store_max_entries: int = DEFAULT_STORE_ENTRIES
+    enable_tokenizer_info_endpoint: bool = False  # GET /tokenizer_info (vLLM's flag)
 
 
 class State:
@@ -79,6 +81,10 @@ class State:
                            options.max_queue_wait)
         key = self.options.api_key
         self.api_key = key.encode() if key else None
+        # GET /tokenizer_info's body (--enable-tokenizer-info-endpoint), read once.
+        self.tokenizer_info = (
+            tokenizer_info_body(text.directory, text.chat_template_path)
+            if options.enable_tokenizer_info_endpoint else None)
 
     def body(self, receive: Receive) -> Awaitable[bytes]:
         """The request body under ``--max-request-body``."""

@@ -87,14 +87,19 @@ class _Shapes:
 
 class ChatShapes(_Shapes):
     """Chat chunks and bodies for one response (``prompt_top``: the request's
-    ``prompt_logprobs``; ``prompt_ids``: the prompt's ids, shown with return_token_ids)."""
+    ``prompt_logprobs``; ``prompt_ids``: the prompt's ids, shown with return_token_ids).
+    ``prompt_tokens``: the one prompt's length, all choices its; or a list, each choice's
+    own prompt's (a batch of conversations, one choice each)."""
 
     def __init__(self, rid: str, created: int, model: str, choices: list[ChatChoice],
-                 prompt_tokens: int, continuous: bool = False, prompt_top: int | None = None,
-                 texts: TokenTexts | None = None, *,
+                 prompt_tokens: int | list[int], continuous: bool = False,
+                 prompt_top: int | None = None, texts: TokenTexts | None = None, *,
                  prompt_ids: list[int] | None = None) -> None:
-        super().__init__(rid, created, model, [prompt_tokens] * len(choices), len(choices),
-                         continuous)
+        if isinstance(prompt_tokens, list):
+            super().__init__(rid, created, model, prompt_tokens, 1, continuous)
+        else:
+            super().__init__(rid, created, model, [prompt_tokens] * len(choices),
+                             len(choices), continuous)
         self.choices = choices
         self._prompt_ids = prompt_ids
         self._prompt_top = prompt_top

@@ -19,6 +19,7 @@ from server.edge.body import ClientGone
 from server.edge.error import APIError, Dialect, ErrorKind, send_error
 from server.edge.metrics import Metrics
 from server.routes import (
+    chat_batch,
     chat_completions,
     completions,
     health,
@@ -41,15 +42,17 @@ Routes = dict[str, tuple[str | tuple[str, ...], Handler]]
 
 
 def router(state: State) -> Routes:
-    """The serving API's routes."""
+    """The serving API's routes (``/tokenizer_info`` with
+    --enable-tokenizer-info-endpoint only, as in vLLM)."""
 
     def on(handler: Any) -> Handler:
         return functools.partial(handler, state)
 
     store = ResponseStore(state.options.enable_responses_store,
                           state.options.responses_store_max_entries)
-    return {
+    routes: Routes = {
         "/v1/chat/completions": ("POST", on(chat_completions.chat_completions)),
+        "/v1/chat/completions/batch": ("POST", on(chat_batch.chat_batch)),
         "/v1/completions": ("POST", on(completions.completions)),
         "/v1/models": ("GET", on(models.models)),
         "/health": ("GET", on(health.health)),
@@ -66,6 +69,9 @@ def router(state: State) -> Routes:
         "/v1/messages": ("POST", on(messages.messages)),
         "/v1/messages/count_tokens": ("POST", on(messages.count_tokens)),
     }
+    if state.tokenizer_info is not None:
+        routes["/tokenizer_info"] = ("GET", on(tokenize.tokenizer_info))
+    return routes
 
 
 def render_router(state: RenderState) -> Routes:

@@ -1,6 +1,7 @@
 """``POST /tokenize`` and ``POST /detokenize`` (vLLM's shapes): the body checked (keys, types,
-values), a completion-style or chat-style prompt tokenized, or token ids decoded.
-Rust: rust/server/src/routes/tokenize.rs. Behaviour: docs/api.md, "/tokenize, /detokenize".
+values), a completion-style or chat-style prompt tokenized, or token ids decoded; and
+``GET /tokenizer_info``. Rust: rust/server/src/routes/tokenize.rs. Behaviour: docs/api.md,
+"/tokenize, /detokenize", "/tokenizer_info".
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class TokenizeChat(msgspec.Struct, kw_only=True):
 
 class Detokenize(msgspec.Struct, kw_only=True):
     model: str | None = None
-    tokens: list[int] | None = None
+    tokens: list[s.U32] | None = None
 
 
 def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
@@ -75,6 +76,9 @@ def _convert(value: dict[str, Any], kind: type[_T]) -> _T:
             message = f"unknown field `{field}`"
         if not path:
             raise bad_request(message) from None
+        out_of_bounds = params.range_error(path, params.value_at(value, path))
+        if out_of_bounds is not None:
+            raise out_of_bounds from None
         raise bad_request(f"invalid value for `{path}`: {message}", path) from None
 
 
@@ -106,10 +110,7 @@ def detokenize_request(body: bytes, vocab_size: int) -> Detokenize:
     request = _convert(_object(body, DETOKENIZE_KEYS), Detokenize)
     if request.tokens is None:
         raise bad_request("`tokens` is required", "tokens")
-    for index, token in enumerate(request.tokens):
-        if not 0 <= token < params.U32_END:
-            path = f"tokens[{index}]"
-            raise bad_request(f"invalid value for `{path}`: {token} is not a u32", path)
+    for token in request.tokens:
         if token >= vocab_size:
             raise bad_request(f"token id {token} in `tokens` is out of the vocabulary "
                               f"(size {vocab_size})", "tokens")
@@ -117,7 +118,8 @@ def detokenize_request(body: bytes, vocab_size: int) -> Detokenize:
 
 
 def _check_model(state: State, model: str | None) -> None:
-    if model is not None and model != state.model_name:
+    """404 unless ``model`` is the served name; null or "" mean it (vLLM's rule)."""
+    if model and model != state.model_name:
         raise model_not_found(model)
 
 
@@ -142,6 +144,13 @@ async def tokenize(state: State, scope: Scope, receive: Receive, send: Send) -> 
         strs = [backend.id_to_token(i) or "" for i in ids]
     await send_json(send, 200, _encode(s.Tokenized(len(ids), state.client.max_model_len,
                                                    ids, strs)))
+
+
+async def tokenizer_info(state: State, scope: Scope, receive: Receive, send: Send) -> None:
+    """``GET /tokenizer_info`` (served with --enable-tokenizer-info-endpoint only)."""
+    if state.tokenizer_info is None:
+        raise APIError(ErrorKind.NOT_FOUND, f"Not Found: {scope['path']}")
+    await send_json(send, 200, state.tokenizer_info)
 
 
 async def detokenize(state: State, scope: Scope, receive: Receive, send: Send) -> None:

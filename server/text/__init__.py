@@ -114,6 +114,8 @@ class ModelText:
                 raise TextError(f"cannot read the chat template {chat_template_path}: "
                                 f"{exc.strerror or exc}") from exc
         self.tokenizer = tokenizer
+        self.directory = Path(model_dir)
+        self.chat_template_path = None if chat_template_path is None else Path(chat_template_path)
         self.backend: tokenizers.Tokenizer = backend
         self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
         # (format, why) for requests without tools and with them (a tool_use template);

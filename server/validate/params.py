@@ -28,6 +28,9 @@ from server.validate.extras import Extras, message_reasoning
 
 I64 = (-(2**63), 2**63 - 1)
 U32_END = 2**32
+# How an integer field's number out of range is refused (as rust/server/src/openai/ints.rs).
+I64_RANGE = "the number is out of range for i64 (-9223372036854775808 to 9223372036854775807)"
+U32_RANGE = "the number is out of range for u32 (0 to 4294967295)"
 
 _CHAT_DECODER = msgspec.json.Decoder(s.ChatCompletionRequest)
 _COMPLETION_DECODER = msgspec.json.Decoder(s.CompletionRequest)
@@ -38,6 +41,7 @@ _POLICY_FIELDS = {
 }
 _INT_FIELDS = ("max_tokens", "top_k", "seed", "min_tokens", "max_completion_tokens", "n",
                "logprobs", "top_logprobs", "prompt_logprobs", "truncate_prompt_tokens")
+_U32_LISTS = ("stop_token_ids", "tokens")  # lists of token ids (u32)
 MAX_N = 128
 MAX_LOGPROBS = sampling_fields.MAX_LOGPROBS
 
@@ -132,16 +136,43 @@ def decode(body: bytes, chat: bool) -> Any:
         value = getattr(request, name)
         if value is not None:
             _check_refusal(chat, name, value)
-    for name in _INT_FIELDS:
-        value = getattr(request, name, None)
-        if type(value) is int and not I64[0] <= value <= I64[1]:
-            raise bad_request(f"invalid value for `{name}`: {value} is out of range for i64",
-                              name)
-    for index, token in enumerate(request.stop_token_ids or ()):
-        if not 0 <= token < U32_END:
-            path = f"stop_token_ids[{index}]"
-            raise bad_request(f"invalid value for `{path}`: {token} is not a u32", path)
     return request
+
+
+def out_of_range(value: Any, low: int, high: int) -> bool:
+    """Whether ``value`` is a number, an integer or a float without a fraction, outside
+    [low, high] (a float with a fraction is no integer at all: a type error)."""
+    if type(value) is float and not value.is_integer():
+        return False
+    return type(value) in (int, float) and not low <= value <= high
+
+
+def range_error(path: str, value: Any) -> APIError | None:
+    """The 400 of an integer field (``_INT_FIELDS``: i64; an entry of ``stop_token_ids`` or
+    /detokenize's ``tokens``: u32) whose number is outside its range, worded as Rust's;
+    None for another path or a value in range."""
+    key = path.partition("[")[0]
+    if key in _U32_LISTS and path != key:
+        bounds, rule = (0, U32_END - 1), U32_RANGE
+    elif key in _INT_FIELDS and path == key:
+        bounds, rule = I64, I64_RANGE
+    else:
+        return None
+    if not out_of_range(value, *bounds):
+        return None
+    return bad_request(f"invalid value for `{path}`: {rule}", path)
+
+
+def value_at(raw: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` (``key`` or ``key[i]``) of the body, or None."""
+    key, _, index = path.partition("[")
+    value = raw.get(key)
+    if index:
+        if not isinstance(value, list) or not index.rstrip("]").isdigit():
+            return None
+        i = int(index.rstrip("]"))
+        return value[i] if i < len(value) else None
+    return value
 
 
 def _slow_path_error(body: bytes, chat: bool, message: str) -> APIError:
@@ -173,6 +204,9 @@ def _slow_path_error(body: bytes, chat: bool, message: str) -> APIError:
         message = f"unknown field `{field}`"
     if not path:
         return bad_request(message)
+    out_of_bounds = range_error(path, value_at(raw, path))
+    if out_of_bounds is not None:
+        return out_of_bounds
     return bad_request(f"invalid value for `{path}`: {message}", path)
 
 

@@ -151,7 +151,8 @@ class PromptBuilder:
         self.truncate_left = getattr(text.tokenizer, "truncation_side", "right") == "left"
 
     def _check_model(self, model: str | None) -> None:
-        if model is not None and model != self.model_name:
+        """404 unless ``model`` is the served name; null or "" mean it (vLLM's rule)."""
+        if model and model != self.model_name:
             raise model_not_found(model)
 
     async def off_loop(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

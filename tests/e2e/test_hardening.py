@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from tests.e2e.servers import MODEL, ROUTE_MODES, Server, wait_until
+from tests.http1 import closed, connect
 
 pytestmark = pytest.mark.e2e
 
@@ -94,6 +95,32 @@ def test_body_limit(guarded: Server) -> None:
     ok = json.dumps({"prompt": "a " * 1000, "max_tokens": 1}).encode()
     assert httpx.post(f"{guarded.url}/v1/completions", content=ok, headers={
         **AUTH, "content-type": "application/json"}).status_code == 200
+
+
+def test_refusals_keep_the_connection(guarded: Server) -> None:
+    """On one kept-alive connection, bodies sent at once or 20 ms after the head: the
+    API key's 401 and a 404 read the body first and keep the connection; a body over the
+    limit (413) either keeps it too (the Python server skips the rest of the body) or says
+    `Connection: close` and closes it (vrs-rs): never a connection dropped unannounced."""
+    body = {"prompt": "x", "max_tokens": 1}
+    conn = connect(guarded.url)
+    for pause in (0.0, 0.02, 0.0, 0.02):
+        answer = conn.request("POST", "/v1/completions", body, pause=pause)
+        assert (answer.status, answer.closes) == (401, False), answer.headers
+        answer = conn.request("POST", "/v1/no-such-route", body, pause=pause, headers=AUTH)
+        assert (answer.status, answer.closes) == (404, False), answer.headers
+        answer = conn.request("POST", "/v1/completions", body, headers=AUTH)
+        assert (answer.status, answer.closes) == (200, False), answer.body
+    big = json.dumps({"prompt": "a" * 70_000, "max_tokens": 1}).encode()
+    answer = conn.request("POST", "/v1/completions", big, headers=AUTH)
+    assert answer.status == 413, answer.body
+    if answer.closes:
+        assert closed(conn)
+        conn.close()
+        conn = connect(guarded.url)
+    answer = conn.request("POST", "/v1/completions", body, headers=AUTH)
+    assert answer.status == 200, answer.body
+    conn.close()
 
 
 def long_stream(server: Server, path: str = "/v1/completions") -> httpx.Response:

@@ -80,8 +80,8 @@ pub struct ServeCli {
     /// data_parallel_size_local, data_parallel_address, data_parallel_rpc_port,
     /// max_batch_prompts, sse_keep_alive_interval, max_num_queued_reqs,
     /// max_num_queued_tokens, max_queue_wait, otlp_traces_endpoint,
-    /// collect_detailed_traces, enable_responses_store, responses_store_max_entries, and
-    /// `http` (TLS, Unix socket, CORS, request ids,
+    /// collect_detailed_traces, enable_responses_store, responses_store_max_entries,
+    /// enable_tokenizer_info_endpoint, and `http` (TLS, Unix socket, CORS, request ids,
     /// connection limits: only here); see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
@@ -222,6 +222,7 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
         collect_detailed_traces: false,
         enable_responses_store: false,
         responses_store_max_entries: None,
+        enable_tokenizer_info_endpoint: false,
     };
     cli.common.into_args(specific)
 }

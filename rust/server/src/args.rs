@@ -195,6 +195,9 @@ pub struct ServeSpecific {
     /// Responses kept at most (default 1000), the least recently used dropped first.
     #[serde(default)]
     pub responses_store_max_entries: Option<usize>,
+    /// Serve `GET /tokenizer_info` (vLLM's `--enable-tokenizer-info-endpoint`).
+    #[serde(default)]
+    pub enable_tokenizer_info_endpoint: bool,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).

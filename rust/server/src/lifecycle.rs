@@ -79,7 +79,15 @@ pub async fn serve_connected(
         config.as_ref(),
     )
     .map_err(anyhow::Error::msg)?;
-    let options = HttpOptions::from_args(args, &tools, &reasoning).map_err(anyhow::Error::msg)?;
+    let mut options =
+        HttpOptions::from_args(args, &tools, &reasoning).map_err(anyhow::Error::msg)?;
+    if args.specific.enable_tokenizer_info_endpoint {
+        let dir = std::path::Path::new(args.tokenizer_dir());
+        let template = args.chat_template.as_deref().map(std::path::Path::new);
+        let info = crate::text::tokenizer_info::tokenizer_info(dir, template)
+            .map_err(anyhow::Error::msg)?;
+        options.tokenizer_info = Some(serde_json::to_vec(&info)?.into());
+    }
     if options.api_key.is_some() {
         tracing::info!("API key required on /v1/*");
     }

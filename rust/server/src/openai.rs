@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs};
 
+pub mod ints;
 mod message;
 mod usage;
 pub use message::{ChatMessage, ContentPart, MessageContent};
@@ -16,15 +17,20 @@ pub use usage::{CompletionTokensDetails, PromptTokensDetails, Usage};
 #[derive(Debug, Default, Deserialize)]
 pub struct CommonFields {
     pub model: Option<String>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub max_tokens: Option<i64>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub top_k: Option<i64>,
     pub min_p: Option<f64>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub seed: Option<i64>,
     pub stop: Option<Stop>,
+    #[serde(default, deserialize_with = "ints::opt_u32s")]
     pub stop_token_ids: Option<Vec<u32>>,
     pub ignore_eos: Option<bool>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub min_tokens: Option<i64>,
     pub presence_penalty: Option<f64>,
     pub frequency_penalty: Option<f64>,
@@ -33,6 +39,7 @@ pub struct CommonFields {
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
     pub user: Option<String>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub n: Option<i64>,
     /// Beam search (`validate::beam_search` checks what may go with it).
     pub use_beam_search: Option<bool>,
@@ -95,6 +102,7 @@ pub struct SamplingFields {
     pub logit_bias: Option<Value>,
     pub allowed_token_ids: Option<Value>,
     pub bad_words: Option<Value>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub prompt_logprobs: Option<i64>,
 }
 
@@ -103,6 +111,7 @@ pub struct SamplingFields {
 pub struct ExtraFields {
     pub return_token_ids: Option<bool>,
     pub return_tokens_as_token_ids: Option<bool>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub truncate_prompt_tokens: Option<i64>,
     pub truncation_side: Option<String>,
     pub reasoning_effort: Option<String>,
@@ -129,11 +138,13 @@ pub struct StreamOptions {
 #[derive(Debug, Default, Deserialize)]
 pub struct ChatFields {
     pub messages: Option<Vec<ChatMessage>>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub max_completion_tokens: Option<i64>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub add_generation_prompt: Option<bool>,
     pub continue_final_message: Option<bool>,
     pub logprobs: Option<bool>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub top_logprobs: Option<i64>,
     pub parallel_tool_calls: Option<bool>,
     pub echo: Option<bool>,
@@ -162,6 +173,7 @@ pub const CHAT_KEYS: &[&str] = &[
 #[derive(Debug, Default, Deserialize)]
 pub struct CompletionFields {
     pub prompt: Option<PromptInput>,
+    #[serde(default, deserialize_with = "ints::opt_i64")]
     pub logprobs: Option<i64>,
     pub echo: Option<bool>,
 }

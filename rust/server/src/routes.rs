@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
@@ -17,6 +19,7 @@ use crate::edge::body::MAX_BODY_BYTES;
 use crate::edge::error::{ApiError, Dialect};
 use crate::state::{RenderState, SharedState};
 
+pub mod chat_batch;
 pub mod chat_completions;
 pub mod completions;
 pub mod health;
@@ -29,12 +32,18 @@ pub mod responses;
 pub mod tokenize;
 
 /// The serving API: generation, models, health, metrics, load, version, tokenizer, and
-/// vLLM's SageMaker pair (`/ping`, `/invocations`).
+/// vLLM's SageMaker pair (`/ping`, `/invocations`); `/tokenizer_info` with
+/// `--enable-tokenizer-info-endpoint` only, as in vLLM.
 pub fn router(state: SharedState) -> Router {
     let limit = state.options.max_request_body;
     let middleware = state.options.middleware.clone();
-    let routes = Router::new()
+    let mut routes = Router::new();
+    if state.options.tokenizer_info.is_some() {
+        routes = routes.route("/tokenizer_info", get(tokenize::tokenizer_info));
+    }
+    let routes = routes
         .route("/v1/chat/completions", post(chat_completions::handle))
+        .route("/v1/chat/completions/batch", post(chat_batch::handle))
         .route("/v1/completions", post(completions::handle))
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
@@ -91,12 +100,14 @@ pub fn render_router(state: Arc<RenderState>) -> Router {
 }
 
 /// Every request: the API key on `/v1/*` and `/invocations` (401, in the path's error
-/// dialect), then the route; counted in the metrics
-/// by endpoint and status.
+/// dialect; its body read first, within the body limit, so that the connection stays
+/// usable), then the route; counted in the metrics by endpoint and status.
 pub async fn guard(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let response = match &state.options.api_key {
         Some(key) if auth::protected(&path) && !auth::authorized(request.headers(), key) => {
+            let limit = state.options.max_request_body;
+            let _ = axum::body::to_bytes(request.into_body(), limit).await;
             ApiError::Unauthorized.respond(Dialect::for_path(&path))
         }
         _ => next.run(request).await,
@@ -105,12 +116,22 @@ pub async fn guard(State(state): State<SharedState>, request: Request, next: Nex
     response
 }
 
-pub async fn not_found(uri: Uri) -> Response {
+/// The 404 of an unknown route. Its body is read (within the body limit; a larger one
+/// closes the connection: `crate::edge::listener`) and dropped, so that a kept-alive
+/// connection stays usable.
+pub async fn not_found(uri: Uri, body: Result<Bytes, BytesRejection>) -> Response {
+    drop(body);
     let path = uri.path();
     ApiError::RouteNotFound(path.to_owned()).respond(Dialect::for_path(path))
 }
 
-pub async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+/// The 405 of a known route, its body read and dropped as for [`not_found`].
+pub async fn method_not_allowed(
+    method: Method,
+    uri: Uri,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    drop(body);
     let path = uri.path();
     ApiError::MethodNotAllowed {
         method: method.to_string(),

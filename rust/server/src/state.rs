@@ -66,6 +66,9 @@ pub struct HttpOptions {
     pub sse_keep_alive: Option<std::time::Duration>,
     /// `--responses-store-max-entries` with `--enable-responses-store` (`None`: off).
     pub responses_store: Option<usize>,
+    /// `GET /tokenizer_info`'s body (`--enable-tokenizer-info-endpoint`; `None`: no
+    /// such route).
+    pub tokenizer_info: Option<bytes::Bytes>,
 }
 
 impl Default for HttpOptions {
@@ -83,6 +86,7 @@ impl Default for HttpOptions {
             middleware: Middleware::default(),
             sse_keep_alive: None,
             responses_store: None,
+            tokenizer_info: None,
         }
     }
 }
@@ -115,6 +119,7 @@ impl HttpOptions {
                     .responses_store_max_entries
                     .unwrap_or(DEFAULT_STORE_ENTRIES)
             }),
+            tokenizer_info: None,
         })
     }
 }
@@ -134,10 +139,11 @@ pub fn middleware(http: &HttpArgs) -> Result<Middleware, String> {
 
 pub type SharedState = Arc<AppState>;
 
-/// 404 unless `model` is absent or `served`.
+/// 404 unless `model` is absent, `""` (vLLM's rule: both mean the served model) or
+/// `served`.
 pub fn check_model(served: &str, model: Option<&str>) -> Result<(), ApiError> {
     match model {
-        Some(m) if m != served => Err(ApiError::ModelNotFound(m.to_owned())),
+        Some(m) if !m.is_empty() && m != served => Err(ApiError::ModelNotFound(m.to_owned())),
         _ => Ok(()),
     }
 }

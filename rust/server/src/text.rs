@@ -7,6 +7,8 @@ use vrs_text::{ChatTemplate, ContentFormatOption, TextError, Tokenizer};
 
 use crate::edge::error::ApiError;
 
+pub mod tokenizer_info;
+
 /// Bodies larger than this are templated and tokenized on the blocking pool.
 const INLINE_TEXT_BYTES: usize = 16 * 1024;
 

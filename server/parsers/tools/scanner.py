@@ -6,6 +6,7 @@ A :class:`Scanner` is one format's state machine: ``step(buf, final)`` consumes 
 the unconsumed text (emitting through the sink) and returns its length, 0 when it only
 changed state, or None to wait for more text (only when not ``final``).
 ``parallel_tool_calls: false``: the sink drops calls after the first (their text too).
+Under a forcing ``tool_choice`` (required, named) it drops all content.
 Whitespace after a call is part of its closing syntax: the sink drops the leading
 whitespace of the content that follows a closed call.
 """
@@ -39,12 +40,15 @@ class ToolDelta(msgspec.Struct):
 class Sink:
     """What the scanners emit: content, and calls opened, extended and closed."""
 
-    __slots__ = ("names", "parallel", "_new_id", "_content", "_calls", "_open", "_dropped",
-                 "_after_call", "calls_made")
+    __slots__ = ("names", "parallel", "_forced", "_new_id", "_content", "_calls", "_open",
+                 "_dropped", "_after_call", "calls_made")
 
     def __init__(self, settings: ToolSettings, new_id: Callable[[], str]) -> None:
         self.names = tool_names(settings)
         self.parallel = settings.parallel
+        # A forcing tool_choice (required, named): the output is calls only, as in vLLM;
+        # text that is no call (one cut by max_tokens before it started) is never content.
+        self._forced = settings.mode in ("required", "named")
         self._new_id = new_id
         self._content: list[str] = []
         self._calls: list[CallDelta] = []
@@ -54,6 +58,8 @@ class Sink:
         self.calls_made = 0
 
     def content(self, text: str) -> None:
+        if self._forced:
+            return
         if self._after_call:  # whitespace after a call is part of its closing syntax
             text = text.lstrip(WS)
             self._after_call = not text

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.edge.error import APIError, bad_request
+from server.validate.params import I64, I64_RANGE, out_of_range
 
 # The keys a text block may carry (``cache_control`` and ``citations`` are accepted and
 # ignored).
@@ -52,7 +53,15 @@ def sequence(value: Any, path: str) -> list[Any]:
     return value
 
 
-def integer(value: Any, path: str, least: int) -> int:
+def integer(value: Any, path: str, least: int | None = None) -> int:
+    """An integer (``least`` or more); a number outside the i64 range is refused as out of
+    range, as in Rust."""
+    if out_of_range(value, *I64):
+        raise bad_request(f"invalid value: {I64_RANGE}", path)
+    if least is None:
+        if type(value) is not int:
+            raise expected(path, "an integer")
+        return value
     if type(value) is not int or value < least:
         raise expected(path, f"an integer >= {least}")
     return value

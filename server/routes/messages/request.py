@@ -166,8 +166,8 @@ def translate(body: bytes, *, reasoning: bool, count: bool = False,
     for key in raw:
         if key not in TOP_LEVEL:
             raise unknown_field(key, key)
-    for key in REFUSED:
-        if raw.get(key) is not None:
+    for key, value in raw.items():  # the first refused field in body order, as Rust
+        if key in REFUSED and value is not None:
             raise bad_request(f"{key} is not supported by this server", key)
     if count and "stream" in raw:
         raise bad_request("stream is not supported by count_tokens", "stream")
@@ -210,10 +210,7 @@ def _options(raw: dict[str, Any], chat: dict[str, Any], max_tokens: int | None,
     if raw.get("top_k") is not None:
         chat["top_k"] = integer(raw["top_k"], "top_k", 0)
     if raw.get("seed") is not None:
-        seed = raw["seed"]
-        if type(seed) is not int:
-            raise expected("seed", "an integer")
-        chat["seed"] = seed
+        chat["seed"] = integer(raw["seed"], "seed")
     if raw.get("stream") is not None:
         if not isinstance(raw["stream"], bool):
             raise expected("stream", "a boolean")

@@ -19,7 +19,7 @@ from server.routes.responses.fields import mapping as _object
 from server.routes.responses.fields import sequence as _list
 from server.routes.responses.fields import string as _string
 from server.routes.responses.input import messages
-from server.validate.params import decode_object
+from server.validate.params import I64, I64_RANGE, decode_object, out_of_range
 
 # Copied to the chat request under the same name (their values are checked there).
 SAME = ("temperature", "top_p", "stop", "seed", "top_k", "user", "parallel_tool_calls")
@@ -223,6 +223,9 @@ def translate(body: bytes, known_calls: frozenset[str] = frozenset()) -> Transla
         echo.tool_choice = raw["tool_choice"]
     limit = raw.get("max_output_tokens")
     if limit is not None:
+        if out_of_range(limit, *I64):
+            raise bad_request(f"invalid value for 'max_output_tokens': {I64_RANGE}",
+                              "max_output_tokens")
         if type(limit) is not int or limit < 1:
             raise _invalid("max_output_tokens", "an integer >= 1")
         chat["max_completion_tokens"] = echo.max_output_tokens = limit

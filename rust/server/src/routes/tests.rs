@@ -338,6 +338,7 @@ mod beam_search;
 mod cached;
 mod engine_fields;
 mod extras;
+mod keep_alive;
 mod loopback;
 mod queue;
 mod structured;

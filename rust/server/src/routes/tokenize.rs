@@ -1,12 +1,14 @@
 //! `POST /tokenize` and `POST /detokenize` (vLLM's shapes): the body checked (keys, types,
-//! values), a completion-style or chat-style prompt tokenized, or token ids decoded. Mirrors
-//! `server/routes/tokenize.py`. Behaviour: docs/api.md, "/tokenize, /detokenize".
+//! values), a completion-style or chat-style prompt tokenized, or token ids decoded; and
+//! `GET /tokenizer_info`. Mirrors `server/routes/tokenize.py`. Behaviour: docs/api.md,
+//! "/tokenize, /detokenize", "/tokenizer_info".
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -58,7 +60,17 @@ struct TokenizeChat {
 #[derive(Debug, Default, Deserialize)]
 struct Detokenize {
     model: Option<String>,
+    #[serde(default, deserialize_with = "crate::openai::ints::opt_u32s")]
     tokens: Option<Vec<u32>>,
+}
+
+/// `GET /tokenizer_info` (routed with `--enable-tokenizer-info-endpoint` only): the body
+/// [`crate::text::tokenizer_info`] made at start-up.
+pub async fn tokenizer_info(State(state): State<SharedState>) -> Response {
+    match &state.options.tokenizer_info {
+        Some(body) => ([(header::CONTENT_TYPE, "application/json")], body.clone()).into_response(),
+        None => ApiError::RouteNotFound("/tokenizer_info".into()).into_response(),
+    }
 }
 
 /// The body as a JSON object whose keys are all in `keys`.

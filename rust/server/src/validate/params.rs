@@ -86,15 +86,17 @@ pub fn parse_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-/// Refuses unknown keys and keys whose feature is not implemented (unless they hold a
-/// value that asks for nothing, like `"n": 1` or `"tools": []`).
+/// Refuses keys whose feature is not implemented (unless they hold a value that asks for
+/// nothing, like `"n": 1` or `"tools": []`), the first in sorted order, then unknown keys.
 pub fn check_keys(map: &Map<String, Value>, endpoint: Endpoint) -> Result<(), ApiError> {
     let own: &[&str] = match endpoint {
         Endpoint::Chat => crate::openai::CHAT_KEYS,
         Endpoint::Completions => crate::openai::COMPLETION_KEYS,
     };
     let mut unknown = Vec::new();
-    for (key, value) in map {
+    let mut keys: Vec<_> = map.iter().collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (key, value) in keys {
         if COMMON_KEYS.contains(&key.as_str()) || own.contains(&key.as_str()) {
             continue;
         }
@@ -171,6 +173,44 @@ pub fn fields<T: DeserializeOwned>(value: &Value) -> Result<T, ApiError> {
             ApiError::bad(path.clone(), format!("invalid value for `{path}`: {inner}"))
         }
     })
+}
+
+/// Deserializes a body's four field groups ([`CommonFields`], the endpoint's own, the
+/// sampling fields, vLLM's extensions); of their type errors, the one at the key the body
+/// gives first, so that types are checked in body order whatever group a field is in.
+pub fn field_groups<A, B, C, D>(value: &Value) -> Result<(A, B, C, D), ApiError>
+where
+    A: DeserializeOwned,
+    B: DeserializeOwned,
+    C: DeserializeOwned,
+    D: DeserializeOwned,
+{
+    match (
+        fields::<A>(value),
+        fields::<B>(value),
+        fields::<C>(value),
+        fields::<D>(value),
+    ) {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => Ok((a, b, c, d)),
+        (a, b, c, d) => {
+            let position = |err: &ApiError| {
+                let ApiError::BadRequest {
+                    param: Some(param), ..
+                } = err
+                else {
+                    return 0;
+                };
+                let key = param.split(['.', '[']).next().unwrap_or(param);
+                value
+                    .as_object()
+                    .and_then(|map| map.keys().position(|k| k == key))
+                    .unwrap_or(0)
+            };
+            let errors = [a.err(), b.err(), c.err(), d.err()];
+            let first = errors.into_iter().flatten().min_by_key(position);
+            Err(first.unwrap_or_else(|| ApiError::Internal("no field error".into())))
+        }
+    }
 }
 
 /// Checks the shared fields. `max_tokens_override` is chat's `max_completion_tokens`;

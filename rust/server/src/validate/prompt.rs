@@ -175,10 +175,8 @@ pub async fn chat_object<S: TextModel>(
 ) -> Result<Prompt, ApiError> {
     params::check_keys(&map, Endpoint::Chat)?;
     let value = Value::Object(map);
-    let common: CommonFields = params::fields(&value)?;
-    let chat: ChatFields = params::fields(&value)?;
-    let extra: SamplingFields = params::fields(&value)?;
-    let extensions: ExtraFields = params::fields(&value)?;
+    let (common, chat, extra, extensions): (CommonFields, ChatFields, SamplingFields, ExtraFields) =
+        params::field_groups(&value)?;
     let max_override = chat
         .max_completion_tokens
         .map(|v| ("max_completion_tokens", v));
@@ -286,10 +284,12 @@ pub async fn completion<S: TextModel>(
     let map = params::parse_object(&body)?;
     params::check_keys(&map, Endpoint::Completions)?;
     let value = Value::Object(map);
-    let common: CommonFields = params::fields(&value)?;
-    let fields: CompletionFields = params::fields(&value)?;
-    let extra: SamplingFields = params::fields(&value)?;
-    let extensions: ExtraFields = params::fields(&value)?;
+    let (common, fields, extra, extensions): (
+        CommonFields,
+        CompletionFields,
+        SamplingFields,
+        ExtraFields,
+    ) = params::field_groups(&value)?;
     let echo = fields.echo.unwrap_or(false);
     let mut settings = params::validate(common, None, echo, state.vocab_size())?;
     sampling::apply(extra, &mut settings, state.tokenizer(), state.vocab_size())?;

@@ -10,7 +10,11 @@
 //!   keep-alive off (one request per connection);
 //! - a request head size limit: larger heads are answered 431 and the connection closes;
 //! - graceful shutdown on the accept loop's signal: an idle connection closes at once, a
-//!   busy one after its response.
+//!   busy one after its response;
+//! - a response to a request whose body was not read to its end (a 413, a 401 or 429
+//!   answered before the body, any handler that leaves it) says `Connection: close`:
+//!   hyper cannot always skip an unread body, and a kept-alive connection it drops
+//!   without saying so fails the client's next request on it ([`WatchedBody`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,6 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::http::{header, HeaderValue};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -211,13 +216,66 @@ impl hyper::service::Service<Request<Incoming>> for AppService {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         let busy = Busy::new(&self.activity);
+        let ended = Arc::new(AtomicBool::new(false));
+        let request = request.map(|body| Body::new(WatchedBody::new(body, Arc::clone(&ended))));
         // The router is always ready (axum's `Router::poll_ready` is `Ready(Ok(()))`).
         let mut app = self.app.clone();
-        let response = tower_service::Service::call(&mut app, request.map(Body::new));
+        let response = tower_service::Service::call(&mut app, request);
         Box::pin(async move {
-            let response = response.await?;
+            let mut response = response.await?;
+            if !ended.load(Ordering::Acquire) {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             Ok(response.map(|body| TrackedBody { body, _busy: busy }))
         })
+    }
+}
+
+/// A request body that records when it has been read to its end (at once for a request
+/// without one). Its response, made without reading it all, closes the connection.
+struct WatchedBody {
+    body: Incoming,
+    ended: Arc<AtomicBool>,
+}
+
+impl WatchedBody {
+    fn new(body: Incoming, ended: Arc<AtomicBool>) -> Self {
+        if http_body::Body::is_end_stream(&body) {
+            ended.store(true, Ordering::Release);
+        }
+        Self { body, ended }
+    }
+}
+
+impl http_body::Body for WatchedBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        let done = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => http_body::Body::is_end_stream(&this.body),
+            _ => false,
+        };
+        if done {
+            this.ended.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -89,6 +89,7 @@ impl ToolCallParser {
                 tools,
                 parallel: settings.parallel,
                 mistral: format == ToolFormat::Mistral,
+                forced: forcing,
                 made: 0,
                 dropping: false,
                 delta: ToolDelta::default(),

@@ -97,15 +97,17 @@ fn native_required_and_named_start_inside_a_call() {
         (calls[0].name.as_str(), calls[0].arguments.as_str()),
         ("f", "{\"x\": \"é\"}")
     );
-    // Unparseable: the generated text only (the prompt's part left out).
+    // Text that is no call is never content under a forcing `tool_choice` (vLLM's rule).
     let mut parser = ToolCallParser::new(
         ToolFormat::Demo,
         &settings(ToolMode::Named, Some("f"), true),
     );
-    assert_eq!(run(&mut parser, "oops").0, "oops");
-    let mut parser =
-        ToolCallParser::new(ToolFormat::Demo, &settings(ToolMode::Required, None, true));
-    assert_eq!(run(&mut parser, "nope").0, "nope");
+    assert_eq!(run(&mut parser, "oops"), (String::new(), Vec::new()));
+    for text in ["nope", "{\"na"] {
+        let mut parser =
+            ToolCallParser::new(ToolFormat::Demo, &settings(ToolMode::Required, None, true));
+        assert_eq!(run(&mut parser, text), (String::new(), Vec::new()));
+    }
 }
 
 #[test]

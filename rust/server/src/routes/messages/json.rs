@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::edge::error::ApiError;
+use crate::openai::ints::{self, I64_RANGE};
 
 /// `base.key` (or `key` at the top level).
 pub fn join(base: &str, key: &str) -> String {
@@ -55,8 +56,12 @@ pub fn boolean(value: &Value, path: &str) -> Result<bool, ApiError> {
     value.as_bool().ok_or_else(|| invalid(path, "a boolean"))
 }
 
-/// An integer (a JSON number without a fraction).
+/// An integer (a JSON number without a fraction); one outside the i64 range is refused
+/// as out of range.
 pub fn integer(value: &Value, path: &str) -> Result<i64, ApiError> {
+    if ints::beyond_i64(value) {
+        return Err(ApiError::bad(path, format!("invalid value: {I64_RANGE}")));
+    }
     value
         .as_i64()
         .or_else(|| {
@@ -73,6 +78,7 @@ pub fn at_least(value: &Value, path: &str, min: i64) -> Result<i64, ApiError> {
     let what = format!("an integer >= {min}");
     match integer(value, path) {
         Ok(n) if n >= min => Ok(n),
+        Err(err) if ints::beyond_i64(value) => Err(err),
         _ => Err(invalid(path, &what)),
     }
 }

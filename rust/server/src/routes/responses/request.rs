@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use serde_json::{json, Map, Value};
 
 use crate::edge::error::ApiError;
+use crate::openai::ints::{self, I64_RANGE};
 
 use super::extras::{extras, EXTRAS, INCLUDABLE, MAX_TOP_LOGPROBS};
 use super::fields::{bad, boolean, invalid, known_keys, list, object, string};
@@ -115,6 +116,10 @@ pub fn translate_continuing(
         chat.insert("tool_choice".into(), tool_choice(choice)?);
     }
     if let Some(limit) = given("max_output_tokens") {
+        if ints::beyond_i64(limit) {
+            let message = format!("invalid value for 'max_output_tokens': {I64_RANGE}");
+            return Err(ApiError::bad("max_output_tokens", message));
+        }
         if limit.as_u64().map_or(true, |n| n < 1) {
             return Err(invalid("max_output_tokens", "an integer >= 1"));
         }

@@ -1,7 +1,9 @@
 //! The deltas a [`ToolCallParser`](super::ToolCallParser) gives, and the emitter that
 //! makes them from its grammar's events: a committed call's first delta carries a new
 //! id and the name, later pieces of the same call in one push merge into one delta;
-//! with `parallel_tool_calls` false, calls after the first are dropped.
+//! with `parallel_tool_calls` false, calls after the first are dropped. Under a forcing
+//! `tool_choice` (`required`, named) the output is calls only, as in vLLM: text that is
+//! no call (a call cut by `max_tokens` before it committed) is never content.
 
 use serde_json::Value;
 
@@ -69,6 +71,8 @@ pub(super) struct Emitter {
     pub(super) tools: Vec<(String, Option<Value>)>,
     pub(super) parallel: bool,
     pub(super) mistral: bool,
+    /// `tool_choice` forces calls: no content.
+    pub(super) forced: bool,
     pub(super) made: usize,
     pub(super) dropping: bool,
     pub(super) delta: ToolDelta,
@@ -84,7 +88,9 @@ impl Emitter {
     }
 
     pub(super) fn content(&mut self, text: &str) {
-        self.delta.content.push_str(text);
+        if !self.forced {
+            self.delta.content.push_str(text);
+        }
     }
 
     pub(super) fn commit(&mut self, name: String, arguments: &str) {
