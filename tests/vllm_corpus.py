@@ -30,6 +30,8 @@ GAPS_PATH = BODIES_DIR / "known_gaps.json"
 MAX_GAP_SHARE = 0.05
 # "$VOCAB", "$VOCAB-1", "$VOCAB+1": an id the vLLM test computed from its model's vocabulary.
 _VOCAB_RE = re.compile(r"^\$VOCAB([+-]\d+)?$")
+# "$RESPONSE_ID:<body id>": the id of the Responses answer to that earlier body.
+RESPONSE_ID = "$RESPONSE_ID:"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,23 @@ def load_bodies() -> list[Body]:
                                entry["source"], entry["body"], entry.get("note")))
     ids = [body.id for body in bodies]
     assert len(ids) == len(set(ids)), "tests/vllm_bodies: duplicate ids"
+    seen: set[str] = set()
+    for body in bodies:
+        for earlier in references(body.body):
+            assert earlier in seen, f"{body.id} refers to {earlier}, no earlier body"
+        seen.add(body.id)
     return bodies
+
+
+def references(value: Any) -> list[str]:
+    """The body ids whose Responses answer ``value`` refers to ("$RESPONSE_ID:<id>")."""
+    if isinstance(value, dict):
+        return [ref for item in value.values() for ref in references(item)]
+    if isinstance(value, list):
+        return [ref for item in value for ref in references(item)]
+    if isinstance(value, str) and value.startswith(RESPONSE_ID):
+        return [value.removeprefix(RESPONSE_ID)]
+    return []
 
 
 def load_gaps() -> dict[str, dict[str, str]]:
@@ -83,19 +101,24 @@ def write_gaps(mode: str, blocked: dict[str, str]) -> None:
                          encoding="utf-8")
 
 
-def substitute(value: Any, model: str, vocab_size: int) -> Any:
+def substitute(value: Any, model: str, vocab_size: int,
+               response_ids: dict[str, str | None] | None = None) -> Any:
     """The body with its placeholders filled: "$MODEL" is the served model's name; "$VOCAB",
     "$VOCAB-1", "$VOCAB+1" (a value, or a key as in logit_bias) a token id relative to the
-    served model's vocabulary size."""
+    served model's vocabulary size; "$RESPONSE_ID:<body id>" the id this server gave its
+    answer to that body (``response_ids``; a stand-in id when it gave none)."""
     if isinstance(value, dict):
-        return {_fill_key(key, vocab_size): substitute(item, model, vocab_size)
+        return {_fill_key(key, vocab_size): substitute(item, model, vocab_size, response_ids)
                 for key, item in value.items()}
     if isinstance(value, list):
-        return [substitute(item, model, vocab_size) for item in value]
+        return [substitute(item, model, vocab_size, response_ids) for item in value]
     if value == "$MODEL":
         return model
     if isinstance(value, str) and (match := _VOCAB_RE.match(value)):
         return vocab_size + int(match.group(1) or 0)
+    if isinstance(value, str) and value.startswith(RESPONSE_ID):
+        given = (response_ids or {}).get(value.removeprefix(RESPONSE_ID))
+        return given or "resp_never_answered"
     return value
 
 
@@ -112,6 +135,7 @@ class Outcome:
     status: int
     refused: str | None = None
     problem: str | None = None
+    response_id: str | None = None  # a Responses answer's id (what later bodies refer to)
 
 
 def _events_by_type(union: Any) -> dict[str, type[pydantic.BaseModel]]:
@@ -144,7 +168,11 @@ def send(http: httpx.Client, base_url: str, body: Body, payload: Any) -> Outcome
             events = list(_sse_payloads(response.iter_lines()))
         except ValueError as exc:
             return Outcome(200, problem=f"malformed SSE: {exc}")
-    return Outcome(200, problem=_check_events(body.route, events))
+    created = next((event["response"].get("id") for event in events if isinstance(event, dict)
+                    and event.get("type") == "response.created"
+                    and isinstance(event.get("response"), dict)), None)
+    return Outcome(200, problem=_check_events(body.route, events),
+                   response_id=created if body.route == "/v1/responses" else None)
 
 
 def _judge_json(body: Body, status: int, content: bytes) -> Outcome:
@@ -154,7 +182,9 @@ def _judge_json(body: Body, status: int, content: bytes) -> Outcome:
         return Outcome(status, problem=f"not JSON: {content[:120]!r}")
     if status != 200:
         return Outcome(status, refused=_refusal(answer))
-    return Outcome(status, problem=_check_answer(body.route, answer))
+    response_id = answer.get("id") if body.route == "/v1/responses" else None
+    return Outcome(status, problem=_check_answer(body.route, answer),
+                   response_id=response_id if isinstance(response_id, str) else None)
 
 
 def _refusal(answer: Any) -> str:

@@ -2,7 +2,8 @@
 request extensions"), through the official openai SDK and the feature servers' scripted
 replies: an agent's tool loop that sends the SDK's own assistant message back, token ids
 and token-id logprobs (checked against transformers' tokenizer), ``reasoning_effort``,
-``include_reasoning`` / ``separate_reasoning``, truncation and the ``guided_*`` fields."""
+``include_reasoning`` / ``separate_reasoning``, truncation, the ``guided_*`` fields, and
+the Responses API's ``request_id`` and ``enable_response_messages``."""
 
 from __future__ import annotations
 
@@ -108,3 +109,32 @@ def test_guided_fields_constrain_the_answer(feature_server: Server) -> None:
         ).choices[0].text
         assert text in ("yes", "no")
     assert feature_server.log().count("vLLM's removed guided decoding") == 1
+
+
+def test_responses_request_id_and_raw_messages(feature_server: Server, tokenizer: Any) -> None:
+    """vLLM's Responses extensions: ``request_id`` is the response's id; with
+    ``enable_response_messages`` the final object has the prompt and the output as the model
+    saw and wrote them (text and token ids), whole and streamed."""
+    client = feature_server.client()
+    extra = {"request_id": "my-call-7", "enable_response_messages": True}
+    whole = client.responses.create(model=MODEL, input="[script] go", max_output_tokens=60,
+                                    extra_body=extra)
+    assert whole.id == "my-call-7" and whole.output_text
+    got = whole.model_extra or {}
+    prompt = tokenizer.apply_chat_template(user("[script] go"), add_generation_prompt=True,
+                                           tokenize=False)
+    assert got["input_messages"] == [{"message": prompt, "type": "raw_message_tokens",
+                                      "tokens": tokenizer(prompt, add_special_tokens=False)[
+                                          "input_ids"]}]
+    [output] = got["output_messages"]
+    assert output["type"] == "raw_message_tokens" and output["message"] == whole.output_text
+    assert len(output["tokens"]) == whole.usage.output_tokens
+    assert tokenizer.decode(output["tokens"], skip_special_tokens=True) == whole.output_text
+    events = list(client.responses.create(model=MODEL, input="[script] go",
+                                          max_output_tokens=60, stream=True, extra_body=extra))
+    assert "input_messages" not in (events[0].response.model_extra or {})
+    final = events[-1].response
+    assert final.id == "my-call-7"
+    assert (final.model_extra or {})["output_messages"] == got["output_messages"]
+    plain = client.responses.create(model=MODEL, input="[script] go", max_output_tokens=60)
+    assert plain.id.startswith("resp_") and "input_messages" not in (plain.model_extra or {})

@@ -32,11 +32,13 @@ import pytest
 
 from tests.e2e.servers import MODEL, ROUTE_MODES, Server
 from tests.vllm_corpus import (
+    BODIES_DIR,
     MAX_GAP_SHARE,
     Body,
     Outcome,
     load_bodies,
     load_gaps,
+    references,
     send,
     substitute,
     verdict,
@@ -48,7 +50,14 @@ pytestmark = pytest.mark.e2e
 BODIES = load_bodies()
 GAPS = load_gaps()
 WRITE_GAPS = os.environ.get("VRS_VLLM_GAPS") == "write"
-WORKERS = 8  # requests in flight at once: the bodies are independent
+WORKERS = 8  # requests in flight at once: the bodies that refer to no earlier answer
+# The flags vLLM's test servers run with that the bodies need (tests/vllm_bodies/README.md):
+# the Responses store (VLLM_ENABLE_RESPONSES_API_STORE=1 in the stateful and harmony tests)
+# and GET /tokenizer_info (--enable-tokenizer-info-endpoint in the tokenization tests); and
+# the replies a model gives the turns of a continued conversation (a short answer, then
+# EOS, where the mock's random tokens would fill the context the next turn needs).
+SERVER_FLAGS = ("--enable-responses-store", "--enable-tokenizer-info-endpoint",
+                "--mock-replies", str(BODIES_DIR / "mock_replies.json"))
 REGENERATE = ("regenerate it: VRS_VLLM_GAPS=write pytest tests/e2e/test_vllm_bodies.py "
               "(tests/vllm_bodies/README.md)")
 
@@ -62,11 +71,28 @@ class Replay:
     verdicts: dict[str, tuple[str, str | None]]
 
 
-def _send_one(http: httpx.Client, url: str, body: Body, vocab_size: int) -> Outcome:
+def _send_one(http: httpx.Client, url: str, body: Body, vocab_size: int,
+              answered: dict[str, Outcome]) -> Outcome:
+    ids = {body_id: outcome.response_id for body_id, outcome in answered.items()}
     try:
-        return send(http, url, body, substitute(body.body, MODEL, vocab_size))
+        return send(http, url, body, substitute(body.body, MODEL, vocab_size, ids))
     except httpx.HTTPError as exc:
         return Outcome(0, problem=f"{type(exc).__name__}: {exc}")
+
+
+def replay_all(http: httpx.Client, url: str, vocab_size: int) -> dict[str, Outcome]:
+    """Every body's outcome: those that refer to no earlier answer side by side, then the
+    rest one by one in corpus order (a continued conversation needs its previous answer)."""
+    later = [body for body in BODIES if references(body.body)]
+    outcomes: dict[str, Outcome] = {}
+    with ThreadPoolExecutor(WORKERS) as pool:
+        first = [body for body in BODIES if body not in later]
+        for body, outcome in zip(first, pool.map(
+                lambda body: _send_one(http, url, body, vocab_size, {}), first), strict=True):
+            outcomes[body.id] = outcome
+    for body in later:
+        outcomes[body.id] = _send_one(http, url, body, vocab_size, outcomes)
+    return {body.id: outcomes[body.id] for body in BODIES}
 
 
 def summarize(replay: Replay, seconds: float) -> str:
@@ -90,18 +116,17 @@ def replay(request: pytest.FixtureRequest, demo_model: Path,
     mode: str = request.param
     directory = tmp_path_factory.mktemp(f"vllm-bodies-{mode}")
     vocab_size = json.loads((demo_model / "config.json").read_text())["vocab_size"]
-    server = Server(mode, demo_model, directory / "server.log")
+    server = Server(mode, demo_model, directory / "server.log", cli_args=SERVER_FLAGS)
     try:
         start = time.monotonic()
-        with httpx.Client(timeout=120) as http, ThreadPoolExecutor(WORKERS) as pool:
-            outcomes = list(pool.map(lambda body: _send_one(http, server.url, body, vocab_size),
-                                     BODIES))
+        with httpx.Client(timeout=120) as http:
+            outcomes = replay_all(http, server.url, vocab_size)
         seconds = time.monotonic() - start
     except BaseException:
         server.stop()
         raise
-    result = Replay(mode, {body.id: o for body, o in zip(BODIES, outcomes, strict=True)},
-                    {body.id: verdict(body, o) for body, o in zip(BODIES, outcomes, strict=True)})
+    result = Replay(mode, outcomes,
+                    {body.id: verdict(body, outcomes[body.id]) for body in BODIES})
     summary = summarize(result, seconds)
     (directory / "summary.txt").write_text(summary, encoding="utf-8")
     capture = request.config.pluginmanager.get_plugin("capturemanager")

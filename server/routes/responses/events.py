@@ -71,13 +71,16 @@ class ResponseShapes:
     dialect = Dialect.OPENAI
 
     def __init__(self, hex_id: str, created: int, model: str, choice: ChatChoice,
-                 prompt_tokens: int, echo: Echo) -> None:
-        self.rid = f"resp_{hex_id}"
+                 prompt: tuple[str | None, list[int]], echo: Echo) -> None:
+        """``prompt``: the prompt's text (None when it has none) and token ids."""
+        self.rid = echo.request_id if echo.request_id is not None else f"resp_{hex_id}"
         self.created = created
         self.model = model
         self.choice = choice
-        self.prompt_tokens = prompt_tokens
+        self.prompt = prompt
+        self.prompt_tokens = len(prompt[1])
         self.echo = echo
+        self._output: tuple[list[str], list[int]] = ([], [])  # the raw text and token ids
         self.items: list[_Item] = []
         self._open = False  # the last item has not ended
         self._sequence = 0
@@ -113,7 +116,18 @@ class ResponseShapes:
                 "output_tokens": usage.completion_tokens,
                 "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
                 "total_tokens": usage.total_tokens},
-            "user": echo.user, "metadata": echo.metadata}
+            "user": echo.user, "metadata": echo.metadata, **self._messages(usage is not None)}
+
+    def _messages(self, done: bool) -> dict[str, Any]:
+        """vLLM's ``enable_response_messages``: the prompt and the output as the model saw
+        and wrote them (text and token ids), in the final object."""
+        if not (done and self.echo.response_messages):
+            return {}
+        text, ids = self._output
+        output = [{"message": "".join(text), "tokens": ids, "type": "raw_message_tokens"}]
+        return {"input_messages": [{"message": self.prompt[0] or "", "tokens": self.prompt[1],
+                                    "type": "raw_message_tokens"}],
+                "output_messages": output if text or ids else []}
 
     def status(self) -> str:
         return "incomplete" if self.choice.finish == "length" else "completed"
@@ -188,6 +202,9 @@ class ResponseShapes:
     def step(self, index: int, piece: Piece, completion_tokens: int = 0,
              cached_tokens: int = 0) -> bytes:
         delta = self.choice.step(piece)
+        if self.echo.response_messages:
+            self._output[0].append(piece.text)
+            self._output[1].extend(piece.token_ids or ())
         calls = delta.calls
         ongoing = 0  # the arguments that continue the call in progress come first
         while ongoing < len(calls) and calls[ongoing].id is None:

@@ -28,11 +28,14 @@ EXTRAS = ("min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"
           "stop_token_ids", "ignore_eos", "skip_special_tokens", "logit_bias",
           "structured_outputs")
 HARMLESS = ("service_tier", "prompt_cache_key", "safety_identifier")
+# vLLM's extensions of the Responses request that only it has (the response's id, the raw
+# prompt and output in the response object).
+OWN = ("request_id", "enable_response_messages")
 KNOWN = frozenset((
     "model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "text",
     "reasoning", "metadata", "stream", "stream_options", "store", "previous_response_id",
     "background", "conversation", "prompt", "include", "truncation", "top_logprobs",
-    "max_tool_calls", "chat_template_kwargs", *SAME, *EXTRAS, *HARMLESS))
+    "max_tool_calls", "chat_template_kwargs", *SAME, *EXTRAS, *HARMLESS, *OWN))
 # What ``include`` may ask for: the output text's logprobs; the others concern built-in
 # tools, images and encrypted reasoning this server does not produce (accepted, no effect,
 # as vLLM takes them).
@@ -61,6 +64,8 @@ class Echo(msgspec.Struct, kw_only=True):
     user: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     top_logprobs: int = 0
+    request_id: str | None = None  # vLLM's: the response's id (None: resp_<hex>)
+    response_messages: bool = False  # enable_response_messages: the raw prompt and output
 
 
 class Translated(msgspec.Struct):
@@ -265,7 +270,8 @@ def translate(body: bytes, known_calls: frozenset[str] = frozenset()) -> Transla
 
 
 def _extras(raw: dict[str, Any], chat: dict[str, Any], echo: Echo) -> None:
-    """``include``'s logprobs, vLLM's extensions and ``chat_template_kwargs`` into ``chat``
+    """``include``'s logprobs, vLLM's extensions (``request_id`` and
+    ``enable_response_messages`` into ``echo``) and ``chat_template_kwargs`` into ``chat``
     (where chat's ``reasoning_effort``, from ``reasoning.effort``, wins over the kwargs' own)."""
     echo.top_logprobs = raw.get("top_logprobs") or 0
     if LOGPROBS in (raw.get("include") or []):
@@ -281,3 +287,10 @@ def _extras(raw: dict[str, Any], chat: dict[str, Any], echo: Echo) -> None:
     kwargs = raw.get("chat_template_kwargs")
     if kwargs is not None:
         chat["chat_template_kwargs"] = _object(kwargs, "chat_template_kwargs")
+    if raw.get("request_id") is not None:
+        echo.request_id = _string(raw["request_id"], "request_id")
+    if raw.get("enable_response_messages") is not None:
+        echo.response_messages = _bool(raw["enable_response_messages"],
+                                       "enable_response_messages")
+        if echo.response_messages:
+            chat["return_token_ids"] = True  # the pieces carry the output's token ids

@@ -194,13 +194,19 @@ impl ResponseShapes {
         let texts = Arc::clone(&state.token_texts);
         let top = job.prompt()?.settings.sampling.logprobs.map(|k| k as usize);
         let choice = ChatChoiceState::new(0, chat, reasoning, top, texts);
-        Ok(Self(
-            ResponseEvents::new(job.hex(), job.created, state.model_name(), echo, choice),
-            None,
-        ))
+        let prompt = job.prompt()?;
+        let events = ResponseEvents::new(
+            job.hex(),
+            job.created,
+            state.model_name(),
+            echo,
+            choice,
+            (prompt.text.as_deref(), &prompt.ids),
+        );
+        Ok(Self(events, None))
     }
 
-    /// The response id (`resp_<hex>`).
+    /// The response id (`resp_<hex>`, or the request's `request_id`).
     pub fn id(&self) -> &str {
         self.0.id()
     }

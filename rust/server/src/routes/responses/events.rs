@@ -16,9 +16,12 @@ use crate::output::generation::Piece;
 use super::item::{empty_part, Item, Kind};
 use super::request::Echo;
 use super::wire::{
-    write_event, ArgumentsDelta, Incomplete, ResponseObject, ResponseUsage, Streamed, TextDelta,
-    WithResponse,
+    write_event, ArgumentsDelta, Incomplete, RawMessage, ResponseObject, ResponseUsage, Streamed,
+    TextDelta, WithResponse,
 };
+
+/// `enable_response_messages`: the prompt (text, ids) and the output so far (text, ids).
+type RawMessages = ((String, Vec<u32>), (String, Vec<u32>));
 
 /// The response's shapes: the echo, the one chat choice, the items so far.
 pub struct ResponseEvents {
@@ -35,19 +38,31 @@ pub struct ResponseEvents {
     /// Whether the response is kept, and the response it continues (super::store).
     pub store: bool,
     pub previous_response_id: Option<String>,
+    messages: Option<RawMessages>,
 }
 
 impl ResponseEvents {
-    /// `hex`: the request's 32 hex digits (the id is `resp_<hex>`).
+    /// `hex`: the request's 32 hex digits (the id is `resp_<hex>`, or the request's
+    /// `request_id`); `prompt`: the prompt's text and ids (kept with
+    /// `enable_response_messages`).
     pub fn new(
         hex: &str,
         created: u64,
         model: Arc<str>,
         echo: Echo,
         choice: ChatChoiceState,
+        prompt: (Option<&str>, &[u32]),
     ) -> Self {
+        let messages = echo.response_messages.then(|| {
+            let given = (prompt.0.unwrap_or_default().to_owned(), prompt.1.to_vec());
+            (given, (String::new(), Vec::new()))
+        });
         Self {
-            id: format!("resp_{hex}"),
+            id: echo
+                .request_id
+                .clone()
+                .unwrap_or_else(|| format!("resp_{hex}")),
+            messages,
             created,
             model,
             echo,
@@ -106,6 +121,19 @@ impl ResponseEvents {
                 .map(|u| ResponseUsage::from(u.with_reasoning(self.choice.reasoning_tokens()))),
             user: &self.echo.user,
             metadata: &self.echo.metadata,
+            input_messages: self
+                .messages
+                .as_ref()
+                .filter(|_| done)
+                .map(|((text, ids), _)| [RawMessage::new(text, ids)]),
+            output_messages: self.messages.as_ref().filter(|_| done).map(|(_, out)| {
+                let (text, ids) = out;
+                if text.is_empty() && ids.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![RawMessage::new(text, ids)]
+                }
+            }),
         }
     }
 
@@ -133,6 +161,10 @@ impl ResponseEvents {
 
     /// The events of the next piece (`buf` `None`: the whole response only).
     pub fn step(&mut self, piece: Piece, buf: Option<&mut Vec<u8>>) {
+        if let Some((_, (text, ids))) = &mut self.messages {
+            text.push_str(&piece.text);
+            ids.extend_from_slice(&piece.token_ids);
+        }
         let delta = self.choice.step(piece);
         self.apply(delta, buf);
     }

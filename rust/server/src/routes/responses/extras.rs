@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::edge::error::ApiError;
 
-use super::fields::{bad, object};
+use super::fields::{bad, boolean, object, string};
 
 /// vLLM's extensions of the Responses request that chat takes too: passed to the chat
 /// request under the same name (their values are checked there).
@@ -22,6 +22,32 @@ pub const EXTRAS: &[&str] = &[
     "logit_bias",
     "structured_outputs",
 ];
+
+/// vLLM's extensions of the Responses request that only it has: the response's id, and
+/// the raw prompt and output in the response object ([`own`]).
+pub const OWN: &[&str] = &["request_id", "enable_response_messages"];
+
+/// What [`OWN`] asks for: the response's id (`None`: `resp_<hex>`), and whether the final
+/// object carries the raw prompt and output (`enable_response_messages`: the chat request
+/// then has its pieces carry their token ids).
+pub fn own(
+    map: &Map<String, Value>,
+    chat: &mut Map<String, Value>,
+) -> Result<(Option<String>, bool), ApiError> {
+    let given = |key: &str| map.get(key).filter(|v| !v.is_null());
+    let request_id = match given("request_id") {
+        Some(id) => Some(string(Some(id), "request_id")?.to_owned()),
+        None => None,
+    };
+    let messages = match given("enable_response_messages") {
+        Some(flag) => boolean(flag, "enable_response_messages")?,
+        None => false,
+    };
+    if messages {
+        chat.insert("return_token_ids".into(), Value::Bool(true));
+    }
+    Ok((request_id, messages))
+}
 
 /// The `include` value that asks for the output text's logprobs.
 const LOGPROBS: &str = "message.output_text.logprobs";
@@ -162,5 +188,21 @@ mod tests {
                 "invalid value for 'chat_template_kwargs': expected an object".into()
             )
         );
+    }
+
+    #[test]
+    fn request_id_and_response_messages_go_to_the_echo() {
+        let body = json!({"input": "x", "request_id": "r-1", "enable_response_messages": true});
+        let translated = translate(body.to_string().as_bytes()).unwrap();
+        let echo = &translated.echo;
+        assert_eq!(
+            (echo.request_id.as_deref(), echo.response_messages),
+            (Some("r-1"), true)
+        );
+        assert_eq!(translated.chat["return_token_ids"], true);
+        let off = json!({"input": "x", "enable_response_messages": false});
+        let translated = translate(off.to_string().as_bytes()).unwrap();
+        assert!(translated.echo.request_id.is_none() && !translated.echo.response_messages);
+        assert!(translated.chat.get("return_token_ids").is_none());
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::edge::error::ApiError;
 use crate::openai::ints::{self, I64_RANGE};
 
-use super::extras::{extras, EXTRAS, INCLUDABLE, MAX_TOP_LOGPROBS};
+use super::extras::{extras, own, EXTRAS, INCLUDABLE, MAX_TOP_LOGPROBS, OWN};
 use super::fields::{bad, boolean, invalid, known_keys, list, object, string};
 use super::input;
 
@@ -76,6 +76,10 @@ pub struct Echo {
     pub user: Value,
     pub metadata: Value,
     pub top_logprobs: Value,
+    /// vLLM's `request_id`: the response's id (`None`: `resp_<hex>`).
+    pub request_id: Option<String>,
+    /// `enable_response_messages`: the final object has the raw prompt and output.
+    pub response_messages: bool,
 }
 
 /// A translated request: the chat request object and the echo.
@@ -154,6 +158,7 @@ pub fn translate_continuing(
         stream_options(options)?;
     }
     extras(&map, &mut chat)?;
+    let (request_id, response_messages) = own(&map, &mut chat)?;
     let echoed = |key: &str, default: Value| given(key).cloned().unwrap_or(default);
     let echo = Echo {
         instructions: echoed("instructions", Value::Null),
@@ -168,6 +173,8 @@ pub fn translate_continuing(
         user: echoed("user", Value::Null),
         metadata: echoed("metadata", json!({})),
         top_logprobs: echoed("top_logprobs", json!(0)),
+        request_id,
+        response_messages,
     };
     Ok(Translated { chat, echo })
 }
@@ -175,7 +182,7 @@ pub fn translate_continuing(
 /// Unknown fields, then the stateful and unimplemented features that ask for something:
 /// a 400 naming the field, never ignored.
 fn refusals(map: &Map<String, Value>) -> Result<(), ApiError> {
-    let known = |k: &str| KEYS.contains(&k) || EXTRAS.contains(&k);
+    let known = |k: &str| KEYS.contains(&k) || EXTRAS.contains(&k) || OWN.contains(&k);
     if let Some(key) = map.keys().find(|k| !known(k)) {
         return Err(bad(key, format!("unknown field '{key}'")));
     }

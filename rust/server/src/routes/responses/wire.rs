@@ -162,4 +162,29 @@ pub(super) struct ResponseObject<'a> {
     pub(super) usage: Option<ResponseUsage>,
     pub(super) user: &'a Value,
     pub(super) metadata: &'a Value,
+    /// vLLM's `enable_response_messages` (the final object only): the prompt and the
+    /// output as the model saw and wrote them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) input_messages: Option<[RawMessage<'a>; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) output_messages: Option<Vec<RawMessage<'a>>>,
+}
+
+/// One of vLLM's raw messages: text and token ids.
+#[derive(Serialize)]
+pub(super) struct RawMessage<'a> {
+    pub(super) message: &'a str,
+    pub(super) tokens: &'a [u32],
+    #[serde(rename = "type")]
+    pub(super) kind: &'static str,
+}
+
+impl<'a> RawMessage<'a> {
+    pub(super) fn new(message: &'a str, tokens: &'a [u32]) -> Self {
+        Self {
+            message,
+            tokens,
+            kind: "raw_message_tokens",
+        }
+    }
 }

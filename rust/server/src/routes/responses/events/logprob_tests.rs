@@ -31,7 +31,14 @@ fn shapes(top: Option<usize>) -> (ResponseEvents, Arc<TokenTexts>) {
     let markers = crate::parsers::reasoning::markers_of("deepseek_r1");
     let choice = ChatChoiceState::new(0, &chat, markers, top, Arc::clone(&texts));
     let echo = translate(br#"{"input": "x"}"#).unwrap().echo;
-    let events = ResponseEvents::new(&"cd".repeat(16), 7, Arc::from("tiny"), echo, choice);
+    let events = ResponseEvents::new(
+        &"cd".repeat(16),
+        7,
+        Arc::from("tiny"),
+        echo,
+        choice,
+        (Some("p"), &[1, 2, 3]),
+    );
     (events, texts)
 }
 

@@ -35,7 +35,14 @@ fn shapes(reasoning: bool) -> ResponseEvents {
     let echo = translate(br#"{"input": "x", "metadata": {"k": "v"}}"#)
         .unwrap()
         .echo;
-    ResponseEvents::new(&"ab".repeat(16), 7, Arc::from("tiny"), echo, choice)
+    ResponseEvents::new(
+        &"ab".repeat(16),
+        7,
+        Arc::from("tiny"),
+        echo,
+        choice,
+        (Some("p"), &[1, 2, 3]),
+    )
 }
 
 fn piece(text: &str, finish: Option<&'static str>) -> Piece {

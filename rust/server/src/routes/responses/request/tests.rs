@@ -158,6 +158,8 @@ fn the_echo_has_defaults_and_the_given_values() {
             user: Value::Null,
             metadata: json!({}),
             top_logprobs: json!(0),
+            request_id: None,
+            response_messages: false,
         }
     );
     let body = json!({"input": "x", "instructions": "i", "max_output_tokens": 9,
