@@ -36,7 +36,10 @@ class ContentPart(msgspec.Struct):
     text: str | None = None
 
 
-class ChatMessage(msgspec.Struct, forbid_unknown_fields=True):
+class ChatMessage(msgspec.Struct):
+    """A chat message; keys it does not name are dropped (vLLM takes and drops them too:
+    its test_extra_fields_allowed), so the template never sees them."""
+
     role: str
     content: str | list[ContentPart] | None = None
     name: str | None = None

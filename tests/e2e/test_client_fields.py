@@ -33,6 +33,13 @@ def test_a_tool_loop_sends_the_sdks_message_back(feature_server: Server) -> None
     messages += [sent_back, {"role": "tool", "tool_call_id": call.id, "content": TOOL_RESULT}]
     second = chat(feature_server, messages, tools=[WEATHER_TOOL]).choices[0]
     assert (second.message.content, second.finish_reason) == ("It is sunny in Paris.", "stop")
+    # a key no message has is dropped, as vLLM does: the prompt is the same
+    def prompt_ids(turns: list[dict[str, Any]]) -> list[int]:
+        return list(chat(feature_server, turns, tools=[WEATHER_TOOL], max_tokens=1,
+                         extra_body={"return_token_ids": True}).prompt_token_ids)
+
+    tagged = [{**turn, "extra_field": "0"} for turn in messages]
+    assert prompt_ids(tagged) == prompt_ids(messages)
     # vLLM's name of the reasoning, and a non-null function_call, are taken too
     sent_back.update(reasoning="I looked.", function_call={"name": "old", "arguments": "{}"})
     assert chat(feature_server, messages, tools=[WEATHER_TOOL]).choices[0].message.content == (

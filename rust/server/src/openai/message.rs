@@ -5,9 +5,9 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// One chat message as the client sent it.
+/// One chat message as the client sent it; keys it does not name are dropped (vLLM takes
+/// and drops them too: its `test_extra_fields_allowed`), so the template never sees them.
 #[derive(Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct ChatMessage {
     pub role: String,
     #[serde(default)]
