@@ -8,7 +8,7 @@ ChatCompletion / ChatCompletionChunk, Completion, Response / ResponseStreamEvent
 anthropic's Message / RawMessageStreamEvent). A body a frontend cannot answer yet is listed
 in tests/vllm_bodies/known_gaps.json with what blocks it; any other mismatch fails, and so
 does a listed body that is answered now or refused for another reason (the list is stale).
-The goal is at most 5 % of the bodies listed (MAX_GAP_SHARE); the share is printed.
+At most 5 % of the bodies vLLM answers with success may be listed (MAX_GAP_SHARE).
 
 ``VRS_VLLM_GAPS=write`` rewrites known_gaps.json from the run instead of checking it
 (tests/vllm_bodies/README.md). Each run writes a summary (answered / total, the refused
@@ -161,14 +161,17 @@ def test_vllm_body(replay: Replay, body: Body) -> None:
 @pytest.mark.skipif(WRITE_GAPS, reason="the gaps are being rewritten")
 def test_known_gaps_are_bodies() -> None:
     """Every known gap names a body of the corpus and a frontend mode. The list is exact
-    (test_body fails on a new gap and on a stale one), so it can only shrink by fixes; its
-    share is reported against the goal (MAX_GAP_SHARE), not held to it while it is above."""
+    (test_body fails on a new gap and on a stale one), so it can only shrink by fixes; of the
+    bodies vLLM answers with success, at most MAX_GAP_SHARE may be gaps (issue #39's goal)."""
     ids = {body.id for body in BODIES}
     assert set(GAPS) <= ids, f"gaps of no body: {sorted(set(GAPS) - ids)}; {REGENERATE}"
     modes = {mode for blocked in GAPS.values() for mode in blocked}
     assert modes <= set(ROUTE_MODES), f"unknown modes {modes - set(ROUTE_MODES)}"
-    share = len(GAPS) / len(BODIES)
+    answered = [body.id for body in BODIES if body.expect is None]
+    share = len(set(GAPS) & set(answered)) / len(answered)
     fields = Counter(reason.split(" ", 1)[-1] for blocked in GAPS.values()
                      for reason in set(blocked.values()))
-    print(f"known gaps: {len(GAPS)} of {len(BODIES)} bodies ({share:.1%}; goal "
-          f"{MAX_GAP_SHARE:.0%}); the most common: {fields.most_common(10)}")
+    print(f"known gaps: {len(GAPS)} of {len(BODIES)} bodies, {share:.1%} of the "
+          f"{len(answered)} vLLM answers (goal {MAX_GAP_SHARE:.0%}); the most common: "
+          f"{fields.most_common(10)}")
+    assert share <= MAX_GAP_SHARE, f"{share:.1%} of vLLM's answered bodies are gaps"
