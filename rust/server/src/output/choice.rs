@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::logprobs::{ChatLogprobs, CompletionLogprobs, PromptLogprobs, TokenLogprob, TokenTexts};
 use crate::openai::{
     AssistantMessage, ChatChoice, CompletionChoice, Delta, Function, FunctionDelta, ToolCallDelta,
-    ToolCallOut,
+    ToolCallOut, Usage,
 };
 use crate::output::generation::Piece;
 use crate::output::reasoning_tokens::ReasoningTokens;
@@ -202,6 +202,14 @@ impl ChatChoiceState {
     /// `None` without one.
     pub fn reasoning_tokens(&self) -> Option<u32> {
         self.with_reasoning.then(|| self.reasoning_tokens.total())
+    }
+
+    /// `usage` (of every choice in `choices`) with their reasoning tokens, when the server
+    /// counts them.
+    pub fn usage_of(choices: &[ChatChoiceState], usage: Usage) -> Usage {
+        let counted = choices.first().and_then(ChatChoiceState::reasoning_tokens);
+        let total = choices.iter().filter_map(ChatChoiceState::reasoning_tokens);
+        usage.with_reasoning(counted.map(|_| total.sum()))
     }
 
     /// The whole choice (after the last piece).

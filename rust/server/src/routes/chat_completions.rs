@@ -143,17 +143,9 @@ impl ChatShapes {
         })
     }
 
-    /// `usage` (of every choice) with every choice's reasoning tokens.
+    /// `usage` with every choice's reasoning tokens (when the server counts them).
     fn with_reasoning(&self, usage: Usage) -> Usage {
-        let counted = self
-            .choices
-            .first()
-            .and_then(ChatChoiceState::reasoning_tokens);
-        let total = self
-            .choices
-            .iter()
-            .filter_map(ChatChoiceState::reasoning_tokens);
-        usage.with_reasoning(counted.map(|_| total.sum()))
+        ChatChoiceState::usage_of(&self.choices, usage)
     }
 
     /// The role chunk of each choice (the first with `prompt_logprobs`), then the echo.
