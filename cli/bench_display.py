@@ -40,6 +40,10 @@ def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, s
     summary = [
         ("Successful requests", _number(result.get("completed"))),
         ("Failed requests", _number(result.get("failed"))),
+        # a request sent again on a new connection (its kept-alive one closed by the
+        # server); vrs's key, vLLM has no such count
+        *([("Retried requests", _number(result["retried_requests"]))]
+          if result.get("retried_requests") else []),
         ("Maximum request concurrency", _number(result.get("max_concurrency"))),
         ("Request rate (req/s)", _number(rate) if rate != "inf" else "inf"),
         ("Benchmark duration (s)", _number(result.get("duration"))),

@@ -33,6 +33,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 #[derive(Clone)]
 pub struct HttpClient {
     inner: Client<Connector, Full<Bytes>>,
+    /// No pool: a new connection for each request, for the one retry of a request whose
+    /// pooled connection the server had closed ([`closed_before_answer`]).
+    fresh: Client<Connector, Full<Bytes>>,
     backend: Backend,
     /// Sent with every request: the API key, and the API version where one is required.
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -51,6 +54,29 @@ pub fn describe(error: &(dyn StdError + 'static)) -> String {
         source = inner.source();
     }
     text
+}
+
+/// Whether a request failed because its pooled connection was closed by the server before
+/// any answer came (hyper: "connection closed before message completed", or a reset /
+/// broken pipe while writing): the request may be sent again on a new connection. A
+/// connect error, a timeout or a broken stream after the answer began is not such a case.
+pub fn closed_before_answer(error: &(dyn StdError + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(inner) = source {
+        if let Some(e) = inner.downcast_ref::<hyper::Error>() {
+            if e.is_incomplete_message() || e.is_canceled() {
+                return true;
+            }
+        }
+        if let Some(e) = inner.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+            if matches!(e.kind(), BrokenPipe | ConnectionAborted | ConnectionReset) {
+                return true;
+            }
+        }
+        source = inner.source();
+    }
+    false
 }
 
 /// Parses an `http://` or `https://` URL.
@@ -128,6 +154,8 @@ struct StreamState {
     usage: Option<u64>,
     itl: Vec<f64>,
     failure: Option<String>,
+    /// Times the request was sent again on a new connection (0 or 1).
+    retries: usize,
 }
 
 impl StreamState {
@@ -189,6 +217,9 @@ impl HttpClient {
         let inner = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(usize::MAX)
             .pool_idle_timeout(Duration::from_secs(90))
+            .build(Connector::new(connector.clone(), tls.clone()));
+        let fresh = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
             .build(Connector::new(connector, tls));
         let key = |name: &str| std::env::var(name).ok().filter(|k| !k.is_empty());
         let mut headers = Vec::new();
@@ -208,6 +239,7 @@ impl HttpClient {
         }
         Self {
             inner,
+            fresh,
             backend,
             headers,
         }
@@ -273,6 +305,7 @@ impl HttpClient {
             usage: None,
             itl: Vec::new(),
             failure: None,
+            retries: 0,
         };
         let end = match self.stream(uri, body, &mut state).await {
             Ok(end) => end,
@@ -283,6 +316,7 @@ impl HttpClient {
         };
         let mut record = RequestRecord {
             prompt_len,
+            retries: state.retries,
             ..Default::default()
         };
         // A stream that ends well without any text (one token that is half a character)
@@ -321,12 +355,24 @@ impl HttpClient {
         body: Bytes,
         state: &mut StreamState,
     ) -> Result<Instant, String> {
-        let request = self.request(Method::POST, uri, body)?;
-        let response = self
-            .inner
-            .request(request)
-            .await
-            .map_err(|e| format!("POST {uri}: {}", describe(&e)))?;
+        let request = self.request(Method::POST, uri, body.clone())?;
+        let response = match self.inner.request(request).await {
+            Ok(response) => response,
+            // A kept-alive connection the server closed after its last answer (llama.cpp's
+            // server does, though it says keep-alive): sent once more on a new connection,
+            // as HTTP clients and the SDKs do; counted, never a failure of the server.
+            Err(e) if closed_before_answer(&e) => {
+                state.retries += 1;
+                let request = self.request(Method::POST, uri, body)?;
+                self.fresh.request(request).await.map_err(|e| {
+                    format!(
+                        "POST {uri}: {} (sent again on a new connection)",
+                        describe(&e)
+                    )
+                })?
+            }
+            Err(e) => return Err(format!("POST {uri}: {}", describe(&e))),
+        };
         let status = response.status();
         let mut body = response.into_body();
         if !status.is_success() {

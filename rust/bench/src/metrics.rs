@@ -25,6 +25,9 @@ pub struct RequestRecord {
     /// Gaps between consecutive content chunks.
     pub itl: Vec<f64>,
     pub error: Option<String>,
+    /// Times it was sent again on a new connection: its kept-alive connection had been
+    /// closed by the server before any answer (the client's doing, not a server failure).
+    pub retries: usize,
 }
 
 impl RequestRecord {
@@ -107,6 +110,8 @@ pub struct Report {
     pub duration: f64,
     pub completed: usize,
     pub failed: usize,
+    /// Requests sent again on a new connection ([`RequestRecord::retries`]).
+    pub retried: usize,
     pub total_input_tokens: usize,
     pub total_output_tokens: usize,
     pub request_throughput: f64,
@@ -165,6 +170,7 @@ impl Report {
             duration,
             completed,
             failed: records.len() - completed,
+            retried: records.iter().map(|r| r.retries).sum(),
             total_input_tokens,
             total_output_tokens,
             request_throughput: per_s(completed as f64),
@@ -185,6 +191,7 @@ impl Report {
         map.insert("duration".into(), self.duration.into());
         map.insert("completed".into(), self.completed.into());
         map.insert("failed".into(), self.failed.into());
+        map.insert("retried_requests".into(), self.retried.into());
         map.insert("total_input_tokens".into(), self.total_input_tokens.into());
         map.insert(
             "total_output_tokens".into(),

@@ -44,3 +44,99 @@ fn error_messages_are_one_line() {
         "\"Not Found\""
     );
 }
+
+/// A server that says keep-alive but closes each connection a while after its answer,
+/// without reading what came next (llama.cpp's server does): every answer is one
+/// completions chunk, then `[DONE]`. Returns its address and the requests it answered.
+async fn closing_server() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&answered);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let count = Arc::clone(&count);
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // the head, then as many body bytes as it announces
+                let (head_end, length) = loop {
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        break (end + 4, length);
+                    }
+                };
+                while request.len() < head_end + length {
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                }
+                let body = "data: {\"choices\": [{\"index\": 0, \"text\": \"hi\"}]}\n\n\
+                            data: [DONE]\n\n";
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                     connection: keep-alive\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if socket.write_all(answer.as_bytes()).await.is_ok() {
+                    count.fetch_add(1, Ordering::SeqCst);
+                }
+                // long enough for the client to send its next request on this connection
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            });
+        }
+    });
+    (addr, answered)
+}
+
+#[tokio::test]
+async fn a_connection_the_server_closed_is_retried_on_a_new_one() {
+    let (addr, answered) = closing_server().await;
+    let client = HttpClient::new();
+    let uri = parse_uri(&format!("http://{addr}/v1/completions")).unwrap();
+    let body = request_body(Backend::OpenaiCompletions, "m", "hi", 1, false);
+    let mut retries = 0;
+    for _ in 0..8 {
+        let record = client.send(&uri, body.clone(), 1).await;
+        assert!(record.success, "{:?}", record.error);
+        retries += record.retries;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(answered.load(std::sync::atomic::Ordering::SeqCst), 8);
+    // A request that finds its pooled connection closed is sent again on a connection of
+    // its own (not pooled), so the next one opens a new pooled connection: every second
+    // request is retried (fewer if a close is noticed before a request goes out).
+    assert!((1..=4).contains(&retries), "{retries} retries");
+}
+
+#[test]
+fn only_a_closed_connection_is_worth_a_retry() {
+    let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    assert!(closed_before_answer(&reset));
+    let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    assert!(!closed_before_answer(&refused));
+    let timeout = std::io::Error::from(std::io::ErrorKind::TimedOut);
+    assert!(!closed_before_answer(&timeout));
+}

@@ -19,6 +19,7 @@ fn ok(prompt_len: usize, output_tokens: usize, ttft: f64, itl: &[f64]) -> Reques
         latency: ttft + itl.iter().sum::<f64>(),
         itl: itl.to_vec(),
         error: None,
+        retries: 0,
     }
 }
 
@@ -91,8 +92,10 @@ fn tpot_edge_cases() {
 #[test]
 fn report_on_a_synthetic_timeline() {
     let all = Metric::ALL.to_vec();
-    let report = Report::new(&timeline(), 2.0, &all, &[50.0, 99.0], None);
-    assert_eq!((report.completed, report.failed), (3, 1));
+    let mut records = timeline();
+    records[0].retries = 1; // sent again on a new connection: still a success
+    let report = Report::new(&records, 2.0, &all, &[50.0, 99.0], None);
+    assert_eq!((report.completed, report.failed, report.retried), (3, 1, 1));
     assert_eq!(
         (report.total_input_tokens, report.total_output_tokens),
         (60, 9)
@@ -153,6 +156,7 @@ fn json_uses_vllm_key_names() {
         "duration",
         "completed",
         "failed",
+        "retried_requests",
         "request_throughput",
         "request_goodput",
         "output_throughput",

@@ -6,10 +6,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::routes::router;
 use crate::state::HttpOptions;
 use crate::testutil::Harness;
 
@@ -81,15 +79,7 @@ async fn with_server(
     client: impl FnOnce(SocketAddr) -> io::Result<()> + Send + 'static,
 ) {
     let h = Harness::with_options(vec![5, 6], Duration::ZERO, options);
-    let listener = crate::edge::listener::bind_http("127.0.0.1", 0)
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, server) = crate::edge::listener::spawn_http(
-        listener,
-        router(Arc::clone(&h.state)),
-        crate::edge::listener::ServeOptions::default(),
-    );
+    let (addr, stop, server) = super::loopback::serve(&h).await;
     tokio::task::spawn_blocking(move || client(addr))
         .await
         .unwrap()

@@ -5,8 +5,25 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::edge::listener::{bind_http, spawn_http, ServeOptions, ServerTask};
 use crate::routes::router;
 use crate::testutil::{events, json_of, Harness};
+
+/// `h`'s serving router behind the real listener on a loopback port: its address, the
+/// channel that stops it and its task.
+pub(super) async fn serve(
+    h: &Harness,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    ServerTask,
+) {
+    let listener = bind_http("127.0.0.1", 0).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(Arc::clone(&h.state));
+    let (stop, server) = spawn_http(listener, app, ServeOptions::default());
+    (addr, stop, server)
+}
 
 /// One HTTP/1.1 request over a real TCP connection (`Connection: close`): the status
 /// line's code and the body (de-chunked).
@@ -50,15 +67,7 @@ async fn over_tcp(addr: std::net::SocketAddr, path: &str, body: &str) -> (u16, V
 #[tokio::test]
 async fn batched_echo_over_real_http_on_loopback() {
     let h = Harness::start(vec![5, 6], Duration::ZERO);
-    let listener = crate::edge::listener::bind_http("127.0.0.1", 0)
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, server) = crate::edge::listener::spawn_http(
-        listener,
-        router(Arc::clone(&h.state)),
-        crate::edge::listener::ServeOptions::default(),
-    );
+    let (addr, stop, server) = serve(&h).await;
     let body = json!({"prompt": ["hello", "world"], "n": 2, "max_tokens": 2, "echo": true,
                       "logprobs": 0});
     let (status, bytes) = over_tcp(addr, "/v1/completions", &body.to_string()).await;
