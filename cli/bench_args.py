@@ -45,6 +45,10 @@ class BenchOptions:
     result_filename: str | None = None
     insecure: bool = False
     ca_cert: Path | None = None
+    dataset_path: Path | None = None
+    sharegpt_output_len: int | None = None
+    custom_output_len: int = 256
+    skip_chat_template: bool = False
 
 
 def _items(text: str) -> list[str]:
@@ -91,6 +95,10 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         "model": options.model,
         "tokenizer": str(options.tokenizer.resolve()) if options.tokenizer else None,
         "dataset": options.dataset,
+        "dataset_path": str(options.dataset_path.resolve()) if options.dataset_path else None,
+        "sharegpt_output_len": options.sharegpt_output_len,
+        "custom_output_len": options.custom_output_len,
+        "skip_chat_template": options.skip_chat_template,
         "random_input_len": options.random_input_len,
         "random_output_len": options.random_output_len,
         "random_range_ratio": options.random_range_ratio,

@@ -29,17 +29,18 @@ TEXT_ONLY = ("vrs bench serve measures text generation: use --backend openai-com
              "(vLLM's vllm/openai), openai-chat, openai-responses or anthropic-messages")
 
 NO_EQUIVALENT = "vrs bench serve has no equivalent"
-RANDOM_ONLY = ("vrs bench serve generates random prompts only: use --dataset-name random "
-               "with --random-input-len/--random-output-len")
-# Option prefixes of vLLM's other datasets.
+RANDOM_ONLY = ("vrs bench serve reads the random, sharegpt and custom datasets: use "
+               "--dataset-name random with --random-input-len/--random-output-len, or "
+               "sharegpt / custom with --dataset-path")
+# Option prefixes of vLLM's other datasets (and its sharegpt / custom options vrs lacks).
 DATASET_PREFIXES = ("--hf-", "--sharegpt-", "--sonnet-", "--custom-", "--random-mm-",
                     "--spec-bench-", "--speed-bench-", "--blazedit-", "--bfcl-",
                     "--prefix-repetition-", "--random-batch-", "--random-prefix-")
+DATASETS = ("random", "sharegpt", "custom")
 GREEDY = "vrs bench serve sends greedy requests (temperature 0); " + NO_EQUIVALENT
 REFUSED = {
-    "--dataset-path": RANDOM_ONLY,
-    "--no-oversample": RANDOM_ONLY,
-    "--skip-chat-template": RANDOM_ONLY,
+    "--no-oversample": "too few entries are drawn again (vLLM's default); not "
+                       "oversampling: " + NO_EQUIVALENT,
     "--enable-multimodal-chat": RANDOM_ONLY,
     "--trust-remote-code": RANDOM_ONLY,
     "--save-detailed": "the result file holds the summary only (--save-result); "
@@ -88,7 +89,7 @@ def value_refusal(flag: str, value: str) -> str | None:
     """Why a value of --backend / --dataset-name is refused; None when vrs takes it."""
     if flag == "--backend" and value not in BACKENDS:
         return TEXT_ONLY
-    if flag in ("--dataset-name", "--dataset") and value != "random":
+    if flag in ("--dataset-name", "--dataset") and value not in DATASETS:
         return RANDOM_ONLY
     return None
 

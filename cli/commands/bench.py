@@ -32,6 +32,8 @@ class Backend(StrEnum):
 
 class Dataset(StrEnum):
     random = "random"
+    sharegpt = "sharegpt"
+    custom = "custom"
 
 
 def vrs_backend(backend: Backend) -> Backend:
@@ -66,7 +68,20 @@ def serve(
         = None,
     dataset: Annotated[Dataset, typer.Option(
         "--dataset-name", "--dataset",
-        help="Where prompts come from: random (the only one).")] = Dataset.random,
+        help="Where prompts come from: random (generated), sharegpt (a ShareGPT JSON "
+             "file) or custom (a JSONL file of {\"prompt\", \"output_tokens\"?}), as "
+             "vLLM reads them.")] = Dataset.random,
+    dataset_path: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="The sharegpt or custom dataset's file.")] = None,
+    sharegpt_output_len: Annotated[int | None, typer.Option(
+        min=1, help="ShareGPT: max_tokens of each request. Default: the length of the "
+                    "conversation's answer.")] = None,
+    custom_output_len: Annotated[int, typer.Option(
+        min=-1, help="Custom: max_tokens of each request; -1: each line's "
+                     "output_tokens.")] = 256,
+    skip_chat_template: Annotated[bool, typer.Option(
+        "--skip-chat-template", help="Custom: send each prompt as it is, not wrapped in "
+                                     "the model's chat template.")] = False,
     random_input_len: Annotated[int, typer.Option(
         "--random-input-len", "--input-len", min=0,
         help="Random dataset: prompt length in tokens (exact for the tokenizer).")]
@@ -135,7 +150,9 @@ def serve(
 
     run_bench(BenchOptions(
         base_url=base_url, host=host, port=port, endpoint=endpoint, backend=backend.value,
-        model=model, tokenizer=tokenizer, dataset=dataset.value,
+        model=model, tokenizer=tokenizer, dataset=dataset.value, dataset_path=dataset_path,
+        sharegpt_output_len=sharegpt_output_len, custom_output_len=custom_output_len,
+        skip_chat_template=skip_chat_template,
         random_input_len=random_input_len, random_output_len=random_output_len,
         random_range_ratio=random_range_ratio, seed=seed, num_prompts=num_prompts,
         max_concurrency=max_concurrency, request_rate=request_rate, ignore_eos=ignore_eos,

@@ -35,6 +35,9 @@ SAME_SETTING: dict[str, tuple[str, Any]] = {
     "--model": ("model", str),
     "--endpoint": ("endpoint", str),
     "--dataset-name": ("dataset", str),
+    "--dataset-path": ("dataset_path", Path),
+    "--skip-chat-template": ("skip_chat_template", lambda v: True),
+    "--custom-output-len": ("custom_output_len", int),
     "--num-prompts": ("num_prompts", int),
     "--port": ("port", int),
     "--seed": ("seed", int),
@@ -106,8 +109,9 @@ def test_every_flag_of_vllms_examples_works_or_is_refused_naming_the_vrs_way() -
             taken.add(flag)
     # The examples exercise both sides.
     assert {"--backend", "--model", "--save-result", "--result-dir", "--result-filename",
-            "--dataset-name", "--max-concurrency"} <= taken
-    assert {"--dataset-path", "--temperature", "--dataset-name sharegpt",
+            "--dataset-name", "--max-concurrency", "--dataset-path",
+            "--skip-chat-template"} <= taken
+    assert {"--temperature", "--dataset-name hf", "--dataset-name custom_audio",
             "--backend openai-audio", "--num-prompts -1"} <= refused
 
 

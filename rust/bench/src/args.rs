@@ -2,8 +2,14 @@
 //! builds (keys in docs/internals.md), parsed and checked once, here.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Deserialize;
+
+use crate::dataset::FileKind;
+
+mod dataset;
+pub use dataset::{DatasetKeys, CUSTOM_OUTPUT_LEN, DATASETS};
 
 /// How an https server's certificate is checked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -99,6 +105,9 @@ fn default_backend() -> Backend {
 fn default_dataset() -> String {
     "random".into()
 }
+fn default_custom_output_len() -> i64 {
+    CUSTOM_OUTPUT_LEN
+}
 fn default_input_len() -> usize {
     1024
 }
@@ -130,6 +139,14 @@ struct RawArgs {
     tokenizer: Option<String>,
     #[serde(default = "default_dataset")]
     dataset: String,
+    #[serde(default)]
+    dataset_path: Option<String>,
+    #[serde(default)]
+    sharegpt_output_len: Option<usize>,
+    #[serde(default = "default_custom_output_len")]
+    custom_output_len: i64,
+    #[serde(default)]
+    skip_chat_template: bool,
     #[serde(default = "default_input_len")]
     random_input_len: usize,
     #[serde(default = "default_output_len")]
@@ -172,6 +189,8 @@ pub struct BenchArgs {
     pub backend: Backend,
     pub model: Option<String>,
     pub tokenizer: Option<String>,
+    /// A dataset read from a file (`None`: the random dataset).
+    pub file_dataset: Option<(FileKind, PathBuf)>,
     pub random_input_len: usize,
     pub random_output_len: usize,
     pub random_range_ratio: f64,
@@ -231,9 +250,13 @@ impl BenchArgs {
         if !endpoint.starts_with('/') {
             return Err(format!("endpoint must start with '/', got {endpoint:?}"));
         }
-        if raw.dataset != "random" {
-            return Err(format!("dataset must be 'random', got {:?}", raw.dataset));
-        }
+        let file_dataset = dataset::file_dataset(DatasetKeys {
+            dataset: raw.dataset,
+            dataset_path: raw.dataset_path,
+            sharegpt_output_len: raw.sharegpt_output_len,
+            custom_output_len: raw.custom_output_len,
+            skip_chat_template: raw.skip_chat_template,
+        })?;
         if raw.random_output_len == 0 {
             return Err("random_output_len must be at least 1".into());
         }
@@ -288,6 +311,7 @@ impl BenchArgs {
             backend: raw.backend,
             model: raw.model.filter(|m| !m.is_empty()),
             tokenizer: raw.tokenizer.filter(|t| !t.is_empty()),
+            file_dataset,
             random_input_len: raw.random_input_len,
             random_output_len: raw.random_output_len,
             random_range_ratio: ratio,

@@ -1,7 +1,11 @@
 //! The random dataset (vLLM's `--dataset-name random`): prompts of an exact token length
-//! for the served model's tokenizer, and the output length each request asks for.
+//! for the served model's tokenizer, and the output length each request asks for; the
+//! datasets read from a file ([`file`]: sharegpt, custom).
 
 use std::path::Path;
+
+mod file;
+pub use file::{file_prompts, FileKind, FileSpec};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

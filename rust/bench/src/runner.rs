@@ -15,7 +15,7 @@ use tokio::time::{Duration, Instant, MissedTickBehavior};
 use crate::args::BenchArgs;
 use crate::client::connect::tls_config;
 use crate::client::{parse_uri, request_body, HttpClient};
-use crate::dataset::{load_tokenizer, random_prompts, RandomSpec};
+use crate::dataset::{file_prompts, load_tokenizer, random_prompts, FileSpec, RandomSpec};
 use crate::events;
 use crate::metrics::{Report, RequestRecord};
 
@@ -192,9 +192,16 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
         num_prompts: args.num_prompts,
         seed: args.seed,
     };
+    let file = args.file_dataset.clone().map(|(kind, path)| FileSpec {
+        kind,
+        path,
+        num_prompts: args.num_prompts,
+        seed: args.seed,
+    });
     let tokenizer_dir = target.tokenizer.clone();
-    let prompts = tokio::task::spawn_blocking(move || {
-        random_prompts(&load_tokenizer(&tokenizer_dir)?, &spec)
+    let prompts = tokio::task::spawn_blocking(move || match file {
+        Some(file) => file_prompts(&tokenizer_dir, &file),
+        None => random_prompts(&load_tokenizer(&tokenizer_dir)?, &spec),
     })
     .await
     .map_err(|e| format!("prompt generation failed: {e}"))??;

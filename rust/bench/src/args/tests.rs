@@ -68,7 +68,25 @@ fn errors_name_the_key() {
         (r#"{"base_url": "http://h", "endpoint": "v1"}"#, "endpoint"),
         (
             r#"{"base_url": "http://h", "dataset": "sharegpt"}"#,
-            "dataset",
+            "the sharegpt dataset needs dataset_path",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "sonnet", "dataset_path": "s.txt"}"#,
+            "dataset must be one of random, sharegpt, custom",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset_path": "d.json"}"#,
+            "dataset_path (d.json) is for the sharegpt and custom datasets",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "custom", "dataset_path": "c.jsonl",
+                "custom_output_len": 0}"#,
+            "custom_output_len must be at least 1, or -1",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "custom", "dataset_path": "c.jsonl",
+                "sharegpt_output_len": 5}"#,
+            "sharegpt_output_len is for the sharegpt dataset",
         ),
         (
             r#"{"base_url": "http://h", "random_range_ratio": 1.0}"#,
@@ -135,4 +153,42 @@ fn https_takes_the_system_store_a_ca_file_or_insecure() {
     assert_eq!(args.trust, ServerTrust::CaFile("/ca.pem".into()));
     let plain = BenchArgs::from_json(r#"{"base_url": "http://h"}"#).unwrap();
     assert!(!plain.https());
+}
+
+#[test]
+fn file_datasets_take_vllms_keys() {
+    let args = |extra: &str| {
+        BenchArgs::from_json(&format!(r#"{{"base_url": "http://h:1", {extra}}}"#))
+            .unwrap()
+            .file_dataset
+    };
+    assert_eq!(args(r#""dataset": "random""#), None);
+    assert_eq!(
+        args(r#""dataset": "sharegpt", "dataset_path": "sg.json", "sharegpt_output_len": 9"#),
+        Some((
+            FileKind::ShareGpt {
+                output_len: Some(9)
+            },
+            PathBuf::from("sg.json")
+        ))
+    );
+    let custom = FileKind::Custom {
+        output_len: Some(256),
+        chat_template: true,
+    };
+    assert_eq!(
+        args(r#""dataset": "custom", "dataset_path": "c.jsonl""#),
+        Some((custom, PathBuf::from("c.jsonl")))
+    );
+    let own = FileKind::Custom {
+        output_len: None,
+        chat_template: false,
+    };
+    assert_eq!(
+        args(
+            r#""dataset": "custom", "dataset_path": "c.jsonl", "custom_output_len": -1,
+                "skip_chat_template": true"#
+        ),
+        Some((own, PathBuf::from("c.jsonl")))
+    );
 }
