@@ -29,14 +29,15 @@ TEXT_ONLY = ("vrs bench serve measures text generation: use --backend openai-com
              "(vLLM's vllm/openai), openai-chat, openai-responses or anthropic-messages")
 
 NO_EQUIVALENT = "vrs bench serve has no equivalent"
-RANDOM_ONLY = ("vrs bench serve reads the random, sharegpt and custom datasets: use "
-               "--dataset-name random with --random-input-len/--random-output-len, or "
-               "sharegpt / custom with --dataset-path")
+RANDOM_ONLY = ("vrs bench serve makes the random, sharegpt, custom and prefix_repetition "
+               "datasets: use --dataset-name random with --random-input-len/"
+               "--random-output-len, sharegpt / custom with --dataset-path, or "
+               "prefix_repetition with --prefix-repetition-*")
 # Option prefixes of vLLM's other datasets (and its sharegpt / custom options vrs lacks).
 DATASET_PREFIXES = ("--hf-", "--sharegpt-", "--sonnet-", "--custom-", "--random-mm-",
                     "--spec-bench-", "--speed-bench-", "--blazedit-", "--bfcl-",
                     "--prefix-repetition-", "--random-batch-", "--random-prefix-")
-DATASETS = ("random", "sharegpt", "custom")
+DATASETS = ("random", "sharegpt", "custom", "prefix_repetition")
 GREEDY = "vrs bench serve sends greedy requests (temperature 0); " + NO_EQUIVALENT
 REFUSED = {
     "--no-oversample": "too few entries are drawn again (vLLM's default); not "

@@ -34,6 +34,7 @@ class Dataset(StrEnum):
     random = "random"
     sharegpt = "sharegpt"
     custom = "custom"
+    prefix_repetition = "prefix_repetition"
 
 
 def vrs_backend(backend: Backend) -> Backend:
@@ -69,8 +70,9 @@ def serve(
     dataset: Annotated[Dataset, typer.Option(
         "--dataset-name", "--dataset",
         help="Where prompts come from: random (generated), sharegpt (a ShareGPT JSON "
-             "file) or custom (a JSONL file of {\"prompt\", \"output_tokens\"?}), as "
-             "vLLM reads them.")] = Dataset.random,
+             "file), custom (a JSONL file of {\"prompt\", \"output_tokens\"?}) or "
+             "prefix_repetition (shared random prefixes, then random suffixes), as vLLM "
+             "makes them.")] = Dataset.random,
     dataset_path: Annotated[Path | None, typer.Option(
         metavar="FILE", help="The sharegpt or custom dataset's file.")] = None,
     sharegpt_output_len: Annotated[int | None, typer.Option(
@@ -79,6 +81,15 @@ def serve(
     custom_output_len: Annotated[int, typer.Option(
         min=-1, help="Custom: max_tokens of each request; -1: each line's "
                      "output_tokens.")] = 256,
+    prefix_repetition_prefix_len: Annotated[int, typer.Option(
+        min=0, help="Prefix repetition: tokens of each shared prefix.")] = 256,
+    prefix_repetition_suffix_len: Annotated[int, typer.Option(
+        min=0, help="Prefix repetition: tokens of each prompt's own suffix.")] = 256,
+    prefix_repetition_num_prefixes: Annotated[int, typer.Option(
+        min=1, help="Prefix repetition: distinct prefixes (each gets num-prompts / this "
+                    "suffixes).")] = 10,
+    prefix_repetition_output_len: Annotated[int, typer.Option(
+        min=1, help="Prefix repetition: max_tokens of each request.")] = 128,
     skip_chat_template: Annotated[bool, typer.Option(
         "--skip-chat-template", help="Custom: send each prompt as it is, not wrapped in "
                                      "the model's chat template.")] = False,
@@ -153,6 +164,8 @@ def serve(
         model=model, tokenizer=tokenizer, dataset=dataset.value, dataset_path=dataset_path,
         sharegpt_output_len=sharegpt_output_len, custom_output_len=custom_output_len,
         skip_chat_template=skip_chat_template,
+        prefix_repetition=(prefix_repetition_prefix_len, prefix_repetition_suffix_len,
+                           prefix_repetition_num_prefixes, prefix_repetition_output_len),
         random_input_len=random_input_len, random_output_len=random_output_len,
         random_range_ratio=random_range_ratio, seed=seed, num_prompts=num_prompts,
         max_concurrency=max_concurrency, request_rate=request_rate, ignore_eos=ignore_eos,

@@ -1,6 +1,7 @@
-"""`vrs bench serve`'s file datasets end to end against `vrs-rs serve --mock` (the demo
-model): sharegpt (tests/cli/fixtures/sharegpt_sample.json) and custom
-(tests/cli/fixtures/custom_sample.jsonl), samples written for this project. With
+"""`vrs bench serve`'s datasets beyond random end to end against `vrs-rs serve --mock` (the
+demo model): sharegpt (tests/cli/fixtures/sharegpt_sample.json) and custom
+(tests/cli/fixtures/custom_sample.jsonl), samples written for this project, and
+prefix_repetition. With
 `--ignore-eos` the mock generates exactly the asked tokens, so the result's totals show
 that every request asked what the dataset says: the prompts' token counts (vLLM's
 `tokenizer(prompt).input_ids`, through transformers here) and their output lengths."""
@@ -102,3 +103,14 @@ def test_a_bad_dataset_line_is_named(mock_server: str, tmp_path: Path) -> None:
                   "--dataset-path", str(bad), "--custom-output-len", "-1", "--num-prompts", "2")
     assert out.returncode != 0
     assert f'{bad} line 2: no string "prompt"' in out.stdout + out.stderr
+
+
+def test_prefix_repetition_shares_prefixes(mock_server: str, tmp_path: Path) -> None:
+    # 3 prefixes x (10 // 3) suffixes: 9 requests, as vLLM counts them
+    result = run(mock_server, tmp_path, "--dataset-name", "prefix_repetition",
+                 "--num-prompts", "10", "--prefix-repetition-prefix-len", "24",
+                 "--prefix-repetition-suffix-len", "8", "--prefix-repetition-num-prefixes",
+                 "3", "--prefix-repetition-output-len", "4")
+    assert (result["completed"], result["failed"]) == (9, 0), result["error_samples"]
+    assert result["total_output_tokens"] == 9 * 4
+    assert result["total_input_tokens"] == 9 * (24 + 8)

@@ -2,14 +2,13 @@
 //! builds (keys in docs/internals.md), parsed and checked once, here.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::dataset::FileKind;
+use crate::dataset::prefix;
 
 mod dataset;
-pub use dataset::{DatasetKeys, CUSTOM_OUTPUT_LEN, DATASETS};
+pub use dataset::{DatasetChoice, DatasetKeys, CUSTOM_OUTPUT_LEN, DATASETS};
 
 /// How an https server's certificate is checked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -108,6 +107,18 @@ fn default_dataset() -> String {
 fn default_custom_output_len() -> i64 {
     CUSTOM_OUTPUT_LEN
 }
+fn default_prefix_len() -> usize {
+    prefix::DEFAULT_PREFIX_LEN
+}
+fn default_suffix_len() -> usize {
+    prefix::DEFAULT_SUFFIX_LEN
+}
+fn default_num_prefixes() -> usize {
+    prefix::DEFAULT_NUM_PREFIXES
+}
+fn default_prefix_output_len() -> usize {
+    prefix::DEFAULT_OUTPUT_LEN
+}
 fn default_input_len() -> usize {
     1024
 }
@@ -147,6 +158,14 @@ struct RawArgs {
     custom_output_len: i64,
     #[serde(default)]
     skip_chat_template: bool,
+    #[serde(default = "default_prefix_len")]
+    prefix_repetition_prefix_len: usize,
+    #[serde(default = "default_suffix_len")]
+    prefix_repetition_suffix_len: usize,
+    #[serde(default = "default_num_prefixes")]
+    prefix_repetition_num_prefixes: usize,
+    #[serde(default = "default_prefix_output_len")]
+    prefix_repetition_output_len: usize,
     #[serde(default = "default_input_len")]
     random_input_len: usize,
     #[serde(default = "default_output_len")]
@@ -189,8 +208,8 @@ pub struct BenchArgs {
     pub backend: Backend,
     pub model: Option<String>,
     pub tokenizer: Option<String>,
-    /// A dataset read from a file (`None`: the random dataset).
-    pub file_dataset: Option<(FileKind, PathBuf)>,
+    /// Where the prompts come from.
+    pub dataset: DatasetChoice,
     pub random_input_len: usize,
     pub random_output_len: usize,
     pub random_range_ratio: f64,
@@ -250,12 +269,18 @@ impl BenchArgs {
         if !endpoint.starts_with('/') {
             return Err(format!("endpoint must start with '/', got {endpoint:?}"));
         }
-        let file_dataset = dataset::file_dataset(DatasetKeys {
+        let dataset = dataset::dataset_choice(DatasetKeys {
             dataset: raw.dataset,
             dataset_path: raw.dataset_path,
             sharegpt_output_len: raw.sharegpt_output_len,
             custom_output_len: raw.custom_output_len,
             skip_chat_template: raw.skip_chat_template,
+            prefix_repetition: [
+                raw.prefix_repetition_prefix_len,
+                raw.prefix_repetition_suffix_len,
+                raw.prefix_repetition_num_prefixes,
+                raw.prefix_repetition_output_len,
+            ],
         })?;
         if raw.random_output_len == 0 {
             return Err("random_output_len must be at least 1".into());
@@ -311,7 +336,7 @@ impl BenchArgs {
             backend: raw.backend,
             model: raw.model.filter(|m| !m.is_empty()),
             tokenizer: raw.tokenizer.filter(|t| !t.is_empty()),
-            file_dataset,
+            dataset,
             random_input_len: raw.random_input_len,
             random_output_len: raw.random_output_len,
             random_range_ratio: ratio,

@@ -1,11 +1,14 @@
 //! The random dataset (vLLM's `--dataset-name random`): prompts of an exact token length
 //! for the served model's tokenizer, and the output length each request asks for; the
-//! datasets read from a file ([`file`]: sharegpt, custom).
+//! datasets read from a file ([`file`]: sharegpt, custom); vLLM's prefix_repetition
+//! ([`prefix`]).
 
 use std::path::Path;
 
 mod file;
+pub mod prefix;
 pub use file::{file_prompts, FileKind, FileSpec};
+pub use prefix::{prefix_repetition_prompts, PrefixSpec};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -248,6 +251,37 @@ mod tests {
         fn is_special(&self, id: u32) -> bool {
             id == 10
         }
+    }
+
+    #[test]
+    fn prefix_repetition_shares_each_prefix_among_its_suffixes() {
+        let spec = PrefixSpec {
+            prefix_len: 6,
+            suffix_len: 4,
+            num_prefixes: 3,
+            output_len: 7,
+            num_prompts: 8,
+            seed: 5,
+        };
+        let prompts = prefix_repetition_prompts(&Toy, &spec).unwrap();
+        assert_eq!(prompts.len(), 6); // 3 prefixes x (8 / 3) suffixes, as vLLM counts
+        assert!(prompts
+            .iter()
+            .all(|p| p.output_len == 7 && p.prompt_len == 10));
+        let mut heads: Vec<Vec<u32>> = prompts
+            .iter()
+            .map(|p| Toy.encode(&p.text).unwrap()[..4].to_vec())
+            .collect();
+        heads.sort();
+        heads.dedup();
+        assert!(heads.len() <= 3, "{heads:?}"); // the prompts share 3 prefixes at most
+        assert_eq!(prompts, prefix_repetition_prompts(&Toy, &spec).unwrap());
+        let few = PrefixSpec {
+            num_prompts: 2,
+            ..spec
+        };
+        let err = prefix_repetition_prompts(&Toy, &few).unwrap_err();
+        assert!(err.contains("num_prompts (2) must be at least"), "{err}");
     }
 
     #[test]

@@ -13,9 +13,13 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::{Duration, Instant, MissedTickBehavior};
 
 use crate::args::BenchArgs;
+use crate::args::DatasetChoice;
 use crate::client::connect::tls_config;
 use crate::client::{parse_uri, request_body, HttpClient};
-use crate::dataset::{file_prompts, load_tokenizer, random_prompts, FileSpec, RandomSpec};
+use crate::dataset::{
+    file_prompts, load_tokenizer, prefix_repetition_prompts, random_prompts, FileSpec, PrefixSpec,
+    RandomSpec,
+};
 use crate::events;
 use crate::metrics::{Report, RequestRecord};
 
@@ -192,16 +196,36 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
         num_prompts: args.num_prompts,
         seed: args.seed,
     };
-    let file = args.file_dataset.clone().map(|(kind, path)| FileSpec {
-        kind,
-        path,
-        num_prompts: args.num_prompts,
-        seed: args.seed,
-    });
+    let (num_prompts, seed) = (args.num_prompts, args.seed);
+    let dataset = args.dataset.clone();
     let tokenizer_dir = target.tokenizer.clone();
-    let prompts = tokio::task::spawn_blocking(move || match file {
-        Some(file) => file_prompts(&tokenizer_dir, &file),
-        None => random_prompts(&load_tokenizer(&tokenizer_dir)?, &spec),
+    let prompts = tokio::task::spawn_blocking(move || match dataset {
+        DatasetChoice::Random => random_prompts(&load_tokenizer(&tokenizer_dir)?, &spec),
+        DatasetChoice::File(kind, path) => {
+            let file = FileSpec {
+                kind,
+                path,
+                num_prompts,
+                seed,
+            };
+            file_prompts(&tokenizer_dir, &file)
+        }
+        DatasetChoice::PrefixRepetition {
+            prefix_len,
+            suffix_len,
+            num_prefixes,
+            output_len,
+        } => {
+            let shape = PrefixSpec {
+                prefix_len,
+                suffix_len,
+                num_prefixes,
+                output_len,
+                num_prompts,
+                seed,
+            };
+            prefix_repetition_prompts(&load_tokenizer(&tokenizer_dir)?, &shape)
+        }
     })
     .await
     .map_err(|e| format!("prompt generation failed: {e}"))??;

@@ -1,13 +1,30 @@
 //! The dataset keys of the args-json: `dataset` (vLLM's `--dataset-name`: random,
-//! sharegpt, custom), `dataset_path`, `sharegpt_output_len`, `custom_output_len` (vLLM's
-//! default 256; -1: each line's `output_tokens`) and `skip_chat_template`.
+//! sharegpt, custom, prefix_repetition), `dataset_path`, `sharegpt_output_len`,
+//! `custom_output_len` (vLLM's default 256; -1: each line's `output_tokens`),
+//! `skip_chat_template` and the `prefix_repetition_*` lengths.
 
 use std::path::PathBuf;
 
 use crate::dataset::FileKind;
 
 /// The datasets `vrs bench serve` takes.
-pub const DATASETS: &[&str] = &["random", "sharegpt", "custom"];
+pub const DATASETS: &[&str] = &["random", "sharegpt", "custom", "prefix_repetition"];
+
+/// Where the prompts come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DatasetChoice {
+    /// Generated: the `random_*` keys.
+    Random,
+    /// Read from a file.
+    File(FileKind, PathBuf),
+    /// vLLM's prefix_repetition: shared prefixes, then suffixes (token counts).
+    PrefixRepetition {
+        prefix_len: usize,
+        suffix_len: usize,
+        num_prefixes: usize,
+        output_len: usize,
+    },
+}
 
 /// vLLM's `--custom-output-len` default.
 pub const CUSTOM_OUTPUT_LEN: i64 = 256;
@@ -19,10 +36,12 @@ pub struct DatasetKeys {
     pub sharegpt_output_len: Option<usize>,
     pub custom_output_len: i64,
     pub skip_chat_template: bool,
+    /// `prefix_repetition_prefix_len`, `_suffix_len`, `_num_prefixes`, `_output_len`.
+    pub prefix_repetition: [usize; 4],
 }
 
-/// The file dataset these keys ask for (`None`: random); errors name the key.
-pub fn file_dataset(keys: DatasetKeys) -> Result<Option<(FileKind, PathBuf)>, String> {
+/// The dataset these keys ask for; errors name the key.
+pub fn dataset_choice(keys: DatasetKeys) -> Result<DatasetChoice, String> {
     let path = keys
         .dataset_path
         .filter(|p| !p.is_empty())
@@ -36,16 +55,32 @@ pub fn file_dataset(keys: DatasetKeys) -> Result<Option<(FileKind, PathBuf)>, St
             keys.dataset
         ));
     }
+    let generated = |choice: DatasetChoice| match &path {
+        Some(path) => Err(format!(
+            "dataset_path ({}) is for the sharegpt and custom datasets; the {} dataset \
+             reads no file",
+            path.display(),
+            keys.dataset
+        )),
+        None => Ok(choice),
+    };
     let kind = match keys.dataset.as_str() {
-        "random" => {
-            return match path {
-                Some(path) => Err(format!(
-                    "dataset_path ({}) is for the sharegpt and custom datasets; the random \
-                     dataset reads no file",
-                    path.display()
-                )),
-                None => Ok(None),
+        "random" => return generated(DatasetChoice::Random),
+        "prefix_repetition" => {
+            let [prefix_len, suffix_len, num_prefixes, output_len] = keys.prefix_repetition;
+            if num_prefixes == 0 || output_len == 0 {
+                return Err(
+                    "prefix_repetition_num_prefixes and prefix_repetition_output_len must \
+                     be at least 1"
+                        .into(),
+                );
             }
+            return generated(DatasetChoice::PrefixRepetition {
+                prefix_len,
+                suffix_len,
+                num_prefixes,
+                output_len,
+            });
         }
         "sharegpt" => FileKind::ShareGpt {
             output_len: keys.sharegpt_output_len,
@@ -71,7 +106,7 @@ pub fn file_dataset(keys: DatasetKeys) -> Result<Option<(FileKind, PathBuf)>, St
         }
     };
     match path {
-        Some(path) => Ok(Some((kind, path))),
+        Some(path) => Ok(DatasetChoice::File(kind, path)),
         None => Err(format!(
             "the {} dataset needs dataset_path (--dataset-path FILE)",
             keys.dataset

@@ -1,6 +1,9 @@
 //! Unit tests of `args.rs`.
 
+use std::path::PathBuf;
+
 use super::*;
+use crate::dataset::FileKind;
 
 #[test]
 fn defaults_follow_vllm() {
@@ -72,7 +75,7 @@ fn errors_name_the_key() {
         ),
         (
             r#"{"base_url": "http://h", "dataset": "sonnet", "dataset_path": "s.txt"}"#,
-            "dataset must be one of random, sharegpt, custom",
+            "dataset must be one of random, sharegpt, custom, prefix_repetition",
         ),
         (
             r#"{"base_url": "http://h", "dataset_path": "d.json"}"#,
@@ -156,21 +159,30 @@ fn https_takes_the_system_store_a_ca_file_or_insecure() {
 }
 
 #[test]
-fn file_datasets_take_vllms_keys() {
+fn datasets_take_vllms_keys() {
     let args = |extra: &str| {
         BenchArgs::from_json(&format!(r#"{{"base_url": "http://h:1", {extra}}}"#))
             .unwrap()
-            .file_dataset
+            .dataset
     };
-    assert_eq!(args(r#""dataset": "random""#), None);
+    assert_eq!(args(r#""dataset": "random""#), DatasetChoice::Random);
     assert_eq!(
         args(r#""dataset": "sharegpt", "dataset_path": "sg.json", "sharegpt_output_len": 9"#),
-        Some((
+        DatasetChoice::File(
             FileKind::ShareGpt {
                 output_len: Some(9)
             },
             PathBuf::from("sg.json")
-        ))
+        )
+    );
+    assert_eq!(
+        args(r#""dataset": "prefix_repetition", "prefix_repetition_suffix_len": 8"#),
+        DatasetChoice::PrefixRepetition {
+            prefix_len: 256,
+            suffix_len: 8,
+            num_prefixes: 10,
+            output_len: 128
+        }
     );
     let custom = FileKind::Custom {
         output_len: Some(256),
@@ -178,7 +190,7 @@ fn file_datasets_take_vllms_keys() {
     };
     assert_eq!(
         args(r#""dataset": "custom", "dataset_path": "c.jsonl""#),
-        Some((custom, PathBuf::from("c.jsonl")))
+        DatasetChoice::File(custom, PathBuf::from("c.jsonl"))
     );
     let own = FileKind::Custom {
         output_len: None,
@@ -189,6 +201,6 @@ fn file_datasets_take_vllms_keys() {
             r#""dataset": "custom", "dataset_path": "c.jsonl", "custom_output_len": -1,
                 "skip_chat_template": true"#
         ),
-        Some((own, PathBuf::from("c.jsonl")))
+        DatasetChoice::File(own, PathBuf::from("c.jsonl"))
     );
 }
