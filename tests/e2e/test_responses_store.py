@@ -21,6 +21,7 @@ import pytest
 from tests.e2e.features import EXPECTED_SCRIPT, REPLIES
 from tests.e2e.servers import MODEL, Pool, Server
 from tests.e2e.test_render import RenderServer
+from tests.e2e.test_responses_api import renderer, renderers  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -54,26 +55,6 @@ def store_pool(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 @pytest.fixture
 def store_server(store_pool: Pool, route_mode: str) -> Server:
     return store_pool.get(route_mode)
-
-
-@pytest.fixture(scope="module")
-def renderers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory,
-              ) -> Iterator[dict[str, RenderServer]]:
-    started: dict[str, RenderServer] = {}
-    yield started
-    for server in started.values():
-        assert server.stop() == 0
-
-
-@pytest.fixture
-def renderer(route_mode: str, renderers: dict[str, RenderServer], demo_model: Path,
-             tmp_path_factory: pytest.TempPathFactory) -> RenderServer:
-    """`vrs render` of the request mode's frontend (started on first use)."""
-    frontend = "python" if route_mode == "python" else "rust"
-    if frontend not in renderers:
-        log = tmp_path_factory.mktemp("render") / f"{frontend}.log"
-        renderers[frontend] = RenderServer(frontend, demo_model, log)
-    return renderers[frontend]
 
 
 def create(server: Server, **kwargs: Any) -> Any:
@@ -119,7 +100,8 @@ def test_store_retrieve_items_delete(store_server: Server) -> None:
     assert client.responses.retrieve(final.id).output_text == EXPECTED_SCRIPT
 
 
-def test_previous_response_id_continues(store_server: Server, renderer: RenderServer) -> None:
+def test_previous_response_id_continues(store_server: Server,
+                                        renderer: RenderServer) -> None:  # noqa: F811
     client = store_server.client()
     first = create(store_server, input="[script] go", instructions="Old rules.")
     second = create(store_server, input="and again", previous_response_id=first.id,
