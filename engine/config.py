@@ -14,6 +14,12 @@ import msgspec
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 SCHEDULING_POLICIES = ("fcfs", "priority")
+# vLLM's --runner: what the model is served for (auto: read from the checkpoint).
+RUNNERS = ("auto", "generate", "pooling")
+# vLLM's --convert: how a pooling model is used (auto: read from the checkpoint; embed:
+# sentence embeddings; classify: its classification head; score: a cross-encoder or a
+# yes/no reranker's relevance score).
+CONVERTS = ("auto", "none", "embed", "classify", "score")
 
 
 class ConfigError(ValueError):
@@ -61,6 +67,8 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     # refused (--structured-outputs-compile-timeout).
     structured_outputs_compile_timeout: float = 5.0
     log_level: str = "info"
+    runner: str = "auto"
+    convert: str = "auto"
 
     def validate(self) -> EngineConfig:
         _check(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
@@ -70,6 +78,12 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
         _check(self.block_size in (1, 2, 4, 8, 16, 32, 64, 128), "block_size",
                "a power of two from 1 to 128", self.block_size)
         _check(1 <= self.max_num_seqs <= 65536, "max_num_seqs", "1..65536", self.max_num_seqs)
+        _check(self.runner in RUNNERS, "runner", f"one of {', '.join(RUNNERS)}", self.runner)
+        _check(self.convert in CONVERTS, "convert", f"one of {', '.join(CONVERTS)}",
+               self.convert)
+        _check(self.runner != "generate" or self.convert in ("auto", "none"), "convert",
+               "auto or none with runner generate (embed, classify and score need a "
+               "pooling runner)", self.convert)
         _check(self.scheduling_policy in SCHEDULING_POLICIES, "scheduling_policy",
                f"one of {', '.join(SCHEDULING_POLICIES)}", self.scheduling_policy)
         _check(self.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",

@@ -58,6 +58,21 @@ class ErrorKind(enum.StrEnum):
     INVALID_REQUEST = "invalid_request"
 
 
+class Runner(enum.StrEnum):
+    """``Ready.runner``: what the engine's model does."""
+
+    GENERATE = "generate"
+    POOLING = "pooling"
+
+
+class PoolingTask(enum.StrEnum):
+    """``PoolingParams.task``: what a pooling request asks of the model."""
+
+    EMBED = "embed"  # one vector per input (CLS, mean or last token, then the ST layers)
+    CLASSIFY = "classify"  # the classification head's per-class scores
+    SCORE = "score"  # one relevance score of a (query, document) pair (cross-encoder)
+
+
 class FinishReason(enum.StrEnum):
     STOP = "stop"
     LENGTH = "length"
@@ -96,6 +111,15 @@ class Ready(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     eos_token_ids: list[int]
     model_name: str
     is_mock: bool
+    # What the engine serves: "generate" (sampling) or "pooling" (prefill only: embed,
+    # classify, score). The frontends refuse the other kind's routes with a 400.
+    runner: str = "generate"
+    # With runner "pooling": the PoolingTask values it serves, e.g. ["embed"] or
+    # ["classify", "score"].
+    pooling_tasks: list[str] = []
+    # With a classification head: the label of each class, by index (config.json's
+    # id2label, else "LABEL_<i>").
+    classify_labels: list[str] = []
 
 
 class Failed(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -163,8 +187,27 @@ class SamplingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True
     extra_args: dict[str, Any] | None = None
 
 
+class PoolingParams(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A pooling request's task (vLLM's ``PoolingParams``): the engine runs the prompt's
+    prefill only and answers one vector, ``EngineCoreOutput.pooling_output``."""
+
+    task: str  # a PoolingTask value
+    # embed: keep the first ``dimensions`` values (Matryoshka models only), then normalize.
+    dimensions: int | None = None
+    # embed: None = the model's own setting (its sentence-transformers Normalize layer;
+    # normalized by default); False = the raw pooled vector.
+    normalize: bool | None = None
+    # classify / score: None or True = the head's activation (softmax over the classes,
+    # sigmoid for one class); False = the raw logits.
+    use_activation: bool | None = None
+    # A (query, document) pair tokenized together: the index of the document's first
+    # token, where token_type_ids turn from 0 to 1 (BERT-style cross-encoders).
+    token_type_start: int | None = None
+
+
 class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """ADD: one generation request, already tokenized by the frontend."""
+    """ADD: one request, already tokenized by the frontend: a generation request, or,
+    with ``pooling_params``, a pooling one (``sampling_params`` is then not used)."""
 
     request_id: str
     prompt_token_ids: list[int]
@@ -175,6 +218,8 @@ class EngineCoreRequest(msgspec.Struct, array_like=True, forbid_unknown_fields=T
     # vLLM's cache_salt: salts the prefix cache's block hashes (requests with different
     # salts never share cached blocks).
     cache_salt: str | None = None
+    # None = generate; else a pooling request (the engine must have runner "pooling").
+    pooling_params: PoolingParams | None = None
 
 
 class AbortRequests(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -226,6 +271,9 @@ class EngineCoreOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=Tr
     # With the request's final output (finish_reason set): seconds from its first token
     # to this output (decode), as the engine measured them; None when it had no token.
     decode_time: float | None = None
+    # A pooling request's answer, with its final output (finish_reason "stop", no
+    # tokens): the embedding, the class scores, or the one score. float32 values.
+    pooling_output: list[float] | None = None
 
 
 class UtilityOutput(msgspec.Struct, array_like=True, forbid_unknown_fields=True):

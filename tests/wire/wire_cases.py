@@ -69,6 +69,16 @@ def _full_sampling() -> p.SamplingParams:
     )
 
 
+def _full_pooling() -> p.PoolingParams:
+    return p.PoolingParams(
+        task=p.PoolingTask.SCORE.value,
+        dimensions=2**40,
+        normalize=False,
+        use_activation=False,
+        token_type_start=4_000_000_000,
+    )
+
+
 def _thinking_budget() -> p.ThinkingBudget:
     return p.ThinkingBudget(
         budget=4_000_000_000,
@@ -117,6 +127,7 @@ def _full_output() -> p.EngineCoreOutput:
         prefill_time=1.5e-4,
         error_kind=p.ErrorKind.INVALID_REQUEST.value,
         decode_time=2.75,
+        pooling_output=[0.5, -0.125, 3.0e-39, 3.4028234663852886e38, -0.0],
     )
 
 
@@ -175,7 +186,25 @@ def cases() -> list[Case]:
                 eos_token_ids=[1, 128_001],
                 model_name="demo-模型",
                 is_mock=True,
+                runner=p.Runner.POOLING.value,
+                pooling_tasks=[p.PoolingTask.CLASSIFY.value, p.PoolingTask.SCORE.value],
+                classify_labels=["no", "yes 是"],
             ),
+            full=True,
+        ),
+        Case(
+            "ready_generate_short",
+            p.Ready(
+                engine_index=0,
+                max_model_len=64,
+                vocab_size=100,
+                block_size=16,
+                num_kv_blocks=8,
+                eos_token_ids=[2],
+                model_name="m",
+                is_mock=False,
+            ),
+            raw=msgspec.msgpack.encode([0, 64, 100, 16, 8, [2], "m", False]),
         ),
         Case("failed", p.Failed(engine_index=1, message="CUDA out of memory: 显存不足 💥")),
         Case("sampling_params", _full_sampling(), full=True),
@@ -197,6 +226,7 @@ def cases() -> list[Case]:
                 arrival_time=1_767_225_600.123456,
                 priority=-(2**63),
                 cache_salt="salt-🧂-\u0000x",
+                pooling_params=_full_pooling(),
             ),
             full=True,
         ),
@@ -255,6 +285,9 @@ def cases() -> list[Case]:
             "utility_output_failed",
             p.UtilityOutput(call_id=9, success=False, error_message="no such method"),
         ),
+        Case("pooling_params", _full_pooling(), full=True),
+        Case("pooling_params_embed", p.PoolingParams(task=p.PoolingTask.EMBED.value,
+                                                     dimensions=256)),
         Case("scheduler_stats", _full_stats(), full=True),
         Case("scheduler_stats_defaults", p.SchedulerStats()),
         Case(

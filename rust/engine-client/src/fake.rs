@@ -213,6 +213,9 @@ pub fn run_fake_engine(
         eos_token_ids: vec![1],
         model_name: "tiny".into(),
         is_mock: true,
+        runner: "generate".into(),
+        pooling_tasks: vec![],
+        classify_labels: vec![],
     };
     let body = vrs_wire::encode(&ready).unwrap();
     hs.send_multipart([vec![HandshakeKind::Ready.as_byte()], body.clone()], 0)
@@ -328,6 +331,7 @@ fn output_of(
         prefill_time: None,
         error_kind: None,
         decode_time: None,
+        pooling_output: None,
     }
 }
 

@@ -199,6 +199,48 @@ impl FromStr for FinishReason {
     }
 }
 
+/// What an engine's model does; travels as its string value in [`Ready::runner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Runner {
+    /// Sampling: the generation routes.
+    Generate,
+    /// Prefill only: embeddings, classification and scores.
+    Pooling,
+}
+
+impl Runner {
+    /// The wire string ("generate", "pooling").
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Generate => "generate",
+            Self::Pooling => "pooling",
+        }
+    }
+}
+
+/// What a pooling request asks of the model; travels as its string value in
+/// [`PoolingParams::task`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolingTask {
+    /// One vector per input.
+    Embed,
+    /// The classification head's per-class scores.
+    Classify,
+    /// One relevance score of a (query, document) pair (a cross-encoder).
+    Score,
+}
+
+impl PoolingTask {
+    /// The wire string ("embed", "classify", "score").
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Embed => "embed",
+            Self::Classify => "classify",
+            Self::Score => "score",
+        }
+    }
+}
+
 /// Why a request ended with [`FinishReason::Error`]; travels as its string value in
 /// [`EngineCoreOutput::error_kind`] (`None` there: the engine failed it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -267,6 +309,20 @@ pub struct Ready {
     pub model_name: String,
     /// True for the mock engine.
     pub is_mock: bool,
+    /// What the engine serves: a [`Runner`] string ("generate" or "pooling"). The
+    /// frontends refuse the other kind's routes with a 400.
+    #[serde(default = "generate_runner")]
+    pub runner: String,
+    /// With runner "pooling": the [`PoolingTask`] strings it serves.
+    #[serde(default)]
+    pub pooling_tasks: Vec<String>,
+    /// With a classification head: each class's label, by index.
+    #[serde(default)]
+    pub classify_labels: Vec<String>,
+}
+
+fn generate_runner() -> String {
+    Runner::Generate.as_str().to_owned()
 }
 
 /// FAILED (engine → launcher): the engine could not start.
@@ -420,7 +476,43 @@ impl SamplingParams {
     }
 }
 
-/// ADD: one generation request, already tokenized by the frontend.
+/// A pooling request's task (vLLM's `PoolingParams`): the engine runs the prompt's
+/// prefill only and answers [`EngineCoreOutput::pooling_output`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolingParams {
+    /// A [`PoolingTask`] string.
+    pub task: String,
+    /// embed: keep the first `dimensions` values (Matryoshka models only), then normalize.
+    #[serde(default)]
+    pub dimensions: Option<u64>,
+    /// embed: `None` = the model's own setting; `Some(false)` = the raw pooled vector.
+    #[serde(default)]
+    pub normalize: Option<bool>,
+    /// classify / score: `None` or `Some(true)` = the head's activation; `Some(false)` =
+    /// the raw logits.
+    #[serde(default)]
+    pub use_activation: Option<bool>,
+    /// A (query, document) pair tokenized together: the index of the document's first
+    /// token, where token type ids turn from 0 to 1.
+    #[serde(default)]
+    pub token_type_start: Option<u64>,
+}
+
+impl PoolingParams {
+    /// Parameters for `task` with every other field at its default.
+    pub fn new(task: PoolingTask) -> Self {
+        Self {
+            task: task.as_str().to_owned(),
+            dimensions: None,
+            normalize: None,
+            use_activation: None,
+            token_type_start: None,
+        }
+    }
+}
+
+/// ADD: one request, already tokenized by the frontend: a generation request, or, with
+/// `pooling_params`, a pooling one (`sampling_params` is then not used).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineCoreRequest {
     /// Unique id chosen by the frontend.
@@ -437,6 +529,9 @@ pub struct EngineCoreRequest {
     /// vLLM's cache salt: requests with different salts never share cached blocks.
     #[serde(default)]
     pub cache_salt: Option<String>,
+    /// `None` = generate; else a pooling request (the engine's runner is "pooling").
+    #[serde(default)]
+    pub pooling_params: Option<PoolingParams>,
 }
 
 /// ABORT: stop these requests now; each ends with finish_reason `abort`.
@@ -517,6 +612,10 @@ pub struct EngineCoreOutput {
     /// (decode), as the engine measured them; `None` when it had no token.
     #[serde(default)]
     pub decode_time: Option<f64>,
+    /// A pooling request's answer, with its final output: the embedding, the class
+    /// scores, or the one score (float32 values).
+    #[serde(default)]
+    pub pooling_output: Option<Vec<f64>>,
 }
 
 impl EngineCoreOutput {
@@ -634,6 +733,7 @@ mod tests {
             arrival_time: 1.5,
             priority: 0,
             cache_salt: None,
+            pooling_params: None,
         }
     }
 
@@ -641,7 +741,7 @@ mod tests {
     fn round_trip_request() {
         let req = sample_request();
         let bytes = encode(&req).unwrap();
-        assert_eq!(bytes[0], 0x96, "a fixarray of 6 fields");
+        assert_eq!(bytes[0], 0x97, "a fixarray of 7 fields");
         let back: EngineCoreRequest = decode(&bytes).unwrap();
         assert_eq!(back, req);
     }
@@ -708,12 +808,14 @@ mod tests {
             prefill_time: None,
             error_kind: None,
             decode_time: None,
+            pooling_output: None,
         };
-        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil, nil, nil ]
+        // msgspec: [ "a", [], nil, nil, nil, 0, nil, nil, nil, nil, nil, nil, nil ]
         assert_eq!(
             encode(&out).unwrap(),
             vec![
-                0x9c, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0
+                0x9d, 0xa1, b'a', 0x90, 0xc0, 0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0, 0xc0,
+                0xc0
             ]
         );
         let bytes = encode(&SchedulerStats {

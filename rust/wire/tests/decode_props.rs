@@ -57,6 +57,7 @@ fn output() -> impl Strategy<Value = EngineCoreOutput> {
                 prefill_time: None,
                 error_kind: kind.map(str::to_owned),
                 decode_time: decode,
+                pooling_output: None,
             },
         )
 }
@@ -144,6 +145,7 @@ fn request() -> impl Strategy<Value = EngineCoreRequest> {
                     arrival_time: arrival,
                     priority,
                     cache_salt: salt,
+                    pooling_params: None,
                 }
             },
         )

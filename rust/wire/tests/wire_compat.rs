@@ -187,6 +187,17 @@ fn full_output() -> EngineCoreOutput {
         prefill_time: Some(1.5e-4),
         error_kind: Some(ErrorKind::InvalidRequest.as_str().into()),
         decode_time: Some(2.75),
+        pooling_output: Some(vec![0.5, -0.125, 3.0e-39, f64::from(f32::MAX), -0.0]),
+    }
+}
+
+fn full_pooling() -> PoolingParams {
+    PoolingParams {
+        task: PoolingTask::Score.as_str().into(),
+        dimensions: Some(1 << 40),
+        normalize: Some(false),
+        use_activation: Some(false),
+        token_type_start: Some(4_000_000_000),
     }
 }
 
@@ -239,6 +250,7 @@ fn output(id: &str, ids: Vec<u32>, finish: Option<FinishReason>) -> EngineCoreOu
         prefill_time: None,
         error_kind: None,
         decode_time: None,
+        pooling_output: None,
     }
 }
 
@@ -300,6 +312,25 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 eos_token_ids: vec![1, 128_001],
                 model_name: "demo-模型".into(),
                 is_mock: true,
+                runner: "pooling".into(),
+                pooling_tasks: vec!["classify".into(), "score".into()],
+                classify_labels: vec!["no".into(), "yes 是".into()],
+            }),
+        ),
+        (
+            "ready_generate_short",
+            case(Ready {
+                engine_index: 0,
+                max_model_len: 64,
+                vocab_size: 100,
+                block_size: 16,
+                num_kv_blocks: 8,
+                eos_token_ids: vec![2],
+                model_name: "m".into(),
+                is_mock: false,
+                runner: "generate".into(),
+                pooling_tasks: vec![],
+                classify_labels: vec![],
             }),
         ),
         (
@@ -330,6 +361,7 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 arrival_time: 1_767_225_600.123456,
                 priority: i64::MIN,
                 cache_salt: Some("salt-🧂-\u{0}x".into()),
+                pooling_params: Some(full_pooling()),
             }),
         ),
         (
@@ -341,6 +373,7 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 arrival_time: 0.5,
                 priority: 0,
                 cache_salt: None,
+                pooling_params: None,
             }),
         ),
         (
@@ -405,6 +438,14 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 success: false,
                 result: Value::Nil,
                 error_message: Some("no such method".into()),
+            }),
+        ),
+        ("pooling_params", case(full_pooling())),
+        (
+            "pooling_params_embed",
+            case(PoolingParams {
+                dimensions: Some(256),
+                ..PoolingParams::new(PoolingTask::Embed)
             }),
         ),
         ("scheduler_stats", case(full_stats())),

@@ -12,6 +12,9 @@ fn ready(index: u16) -> Ready {
         eos_token_ids: vec![1],
         model_name: "tiny".into(),
         is_mock: true,
+        runner: "generate".into(),
+        pooling_tasks: vec![],
+        classify_labels: vec![],
     }
 }
 

@@ -11,6 +11,7 @@ fn request(id: &str, max_tokens: u32) -> EngineCoreRequest {
         arrival_time: 0.0,
         priority: 0,
         cache_salt: None,
+        pooling_params: None,
     }
 }
 

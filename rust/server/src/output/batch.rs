@@ -30,6 +30,7 @@ pub fn fan_out(id: &str, prompts: &[Prompt], arrival_time: f64) -> Vec<EngineCor
                 arrival_time,
                 priority: prompt.settings.priority,
                 cache_salt: prompt.settings.cache_salt.clone(),
+                pooling_params: None,
             });
         }
     }

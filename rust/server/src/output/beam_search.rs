@@ -174,6 +174,7 @@ impl Searched {
             prefill_time: None,
             error_kind: None,
             decode_time: None,
+            pooling_output: None,
         };
         self.first.replay(request_id, vec![output])
     }
@@ -231,6 +232,7 @@ async fn search(engine: &Engine<'_>, id: String, prompt: &Prompt) -> Result<Sear
                 arrival_time: now(),
                 priority: settings.priority,
                 cache_salt: settings.cache_salt.clone(),
+                pooling_params: None,
             });
         }
         let mut answers = run_step(engine, requests).await?;

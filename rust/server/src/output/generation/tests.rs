@@ -15,6 +15,7 @@ fn start(h: &Harness, id: &str, sampling: SamplingParams, stop: &[&str]) -> Gene
         arrival_time: 0.0,
         priority: 0,
         cache_salt: None,
+        pooling_params: None,
     };
     let handle = h.client.submit(request).unwrap();
     let stop: Vec<String> = stop.iter().map(|s| (*s).to_owned()).collect();
@@ -209,6 +210,7 @@ fn stop_token_hidden_only_when_last() {
         prefill_time: None,
         error_kind: None,
         decode_time: None,
+        pooling_output: None,
     };
     assert_eq!(visible_ids(&out), &[5]);
     out.stop_token_id = None;
