@@ -46,6 +46,20 @@ class SchedulingPolicy(StrEnum):
     priority = "priority"
 
 
+class Runner(StrEnum):
+    auto = "auto"
+    generate = "generate"
+    pooling = "pooling"
+
+
+class Convert(StrEnum):
+    auto = "auto"
+    none = "none"
+    embed = "embed"
+    classify = "classify"
+    score = "score"
+
+
 class FrontendKind(StrEnum):
     rust = "rust"
     python = "python"
@@ -102,6 +116,17 @@ SchedulingPolicyOpt = Annotated[SchedulingPolicy, typer.Option(
     help="vLLM's: fcfs (first come, first served) or priority (requests with a lower "
          "`priority` field first, then by arrival; the lowest-priority running request is "
          "preempted first). With fcfs a non-zero `priority` is refused.")]
+RunnerOpt = Annotated[Runner, typer.Option(
+    help="vLLM's: what the model is served for. generate: the chat / completions routes. "
+         "pooling: prefill only, the /v1/embeddings, /pooling, /classify, /score and "
+         "/rerank routes. auto: pooling for an encoder-only or *ForSequenceClassification "
+         "checkpoint, or with a --convert task; else generate.")]
+ConvertOpt = Annotated[Convert, typer.Option(
+    help="vLLM's: the task a pooling model serves. embed: sentence embeddings (its "
+         "sentence-transformers pooling config, else last token for a decoder, CLS for an "
+         "encoder). classify: its classification head. score: a cross-encoder, or a "
+         "decoder's yes/no reranker (Qwen3-Reranker). auto: read from the checkpoint; "
+         "none: no conversion.")]
 MaxNumBatchedTokens = Annotated[int, typer.Option(
     min=1, help="Token budget of one engine step (long prompts are chunked).")]
 KvCacheMemory = Annotated[str | None, typer.Option(

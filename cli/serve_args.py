@@ -49,6 +49,8 @@ class ServeOptions:
     structured_outputs_compile_timeout: float = 5.0
     enforce_eager: bool = False
     scheduling_policy: str = "fcfs"
+    runner: str = "auto"
+    convert: str = "auto"
     chat_template_content_format: str = "auto"
     mock_replies: Path | None = None
     api_key: str | None = None
@@ -198,6 +200,8 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "enable_prefix_caching": options.enable_prefix_caching,
         "seed": options.seed,
         "enforce_eager": options.enforce_eager,
+        "runner": options.runner,
+        "convert": options.convert,
         "mock_step_delay_ms": options.mock_step_delay_ms,
         "mock_replies": _mock_replies(options.mock_replies),
         "structured_outputs_compile_timeout": options.structured_outputs_compile_timeout,

@@ -38,6 +38,8 @@ def server_options(
     max_num_seqs: o.MaxNumSeqs = 256,
     max_num_batched_tokens: o.MaxNumBatchedTokens = 2048,
     scheduling_policy: o.SchedulingPolicyOpt = o.SchedulingPolicy.fcfs,
+    runner: o.RunnerOpt = o.Runner.auto,
+    convert: o.ConvertOpt = o.Convert.auto,
     kv_cache_memory: o.KvCacheMemory = None,
     gpu_memory_utilization: o.GpuMemoryUtilization = 0.9,
     enable_prefix_caching: o.EnablePrefixCaching = True,
