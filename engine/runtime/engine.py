@@ -4,7 +4,10 @@
 whose known tokens are all computed, then update them and return their new tokens.
 A request's first output also carries its prompt logprobs (when asked for: gathered
 chunk by chunk during its prefill) and its ``queue_time`` / ``prefill_time``.
-Bad input never kills the engine: impossible requests are refused by ``add_request``
+With a pooling head (``--runner pooling``) a request with ``pooling_params`` runs its
+prefill only: its pooled hidden state goes through the head (engine/runtime/pooling/)
+and its one output carries the vector; its KV blocks are freed at once (their prefix-cache
+entries stay). Bad input never kills the engine: impossible requests are refused by ``add_request``
 with the numbers, and a step that raises is rerun one request at a time so only the
 failing request ends (``finish_reason="error"``) while the others go on.
 """
@@ -38,10 +41,12 @@ from engine.runtime.model_runner import (
 from engine.runtime.models import load_model, resolve_config
 from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
+from engine.runtime.pooling.decoder_pooler import DecoderPooler, converts_lm, rerank_token_ids
+from engine.runtime.pooling.task import pooling_convert
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
 from engine.runtime.scheduler import Scheduler
-from engine.runtime.validation import request_error
+from engine.runtime.validation import pooling_request_error, request_error
 
 logger = logging.getLogger("vrs.engine")
 
@@ -49,6 +54,7 @@ GRAMMAR_POLL_S = 0.005  # the idle wait while every request waits for its gramma
 _SampleResult = tuple[Request, int, p.TokenLogprobs | None]
 _Failure = tuple[Request, str]  # a request and why it failed
 _PromptLogprobs = list[tuple[Request, list[p.TokenLogprobs]]]
+_Pooled = list[tuple[Request, torch.Tensor]]
 
 
 class ModelEngine:
@@ -63,6 +69,7 @@ class ModelEngine:
         attention: AttentionBackend,
         tokenizer_dir: Path | None = None,
         forward: Forward | None = None,
+        pooler: DecoderPooler | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -92,6 +99,8 @@ class ModelEngine:
             else None
         )
         self.pending: PendingGrammars[Request] = PendingGrammars()
+        # The pooling head (runner "pooling"): None serves generation requests only.
+        self.pooler = pooler
 
     # ------------------------------------------------------------------ construction
 
@@ -120,8 +129,14 @@ class ModelEngine:
             device,
             str(dtype).removeprefix("torch."),
         )
+        convert = pooling_convert(config.runner, config.convert, hf_config, model_dir)
+        tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
+        lm_rows = None
+        if convert is not None and converts_lm(hf_config, convert):
+            lm_rows = rerank_token_ids(tokenizer_dir)
         start = time.perf_counter()
-        model = load_model(model_dir, hf_config, dtype, device, max_model_len)
+        model = load_model(model_dir, hf_config, dtype, device, max_model_len,
+                           need_lm_head=convert is None, lm_rows=lm_rows)
         logger.info(
             "model loaded in %.1fs (matmuls: %s: %s, torch threads: %d)",
             time.perf_counter() - start,
@@ -136,11 +151,17 @@ class ModelEngine:
         )
         eos = read_eos_token_ids(model_dir, hf_config)
         name = config.served_model_name or model_dir.name
-        tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
-        load_xgrammar()  # here, on one thread: the grammar threads only use it
+        pooler = None
+        if convert is not None:
+            pooler = DecoderPooler.build(model, model_dir, hf_config, convert, name)
+            logger.info("pooling model: %s, %s pooling", ", ".join(pooler.spec.tasks),
+                        pooler.spec.method)
+        else:
+            load_xgrammar()  # here, on one thread: the grammar threads only use it
         forward = build_forward(config, model, config.max_num_batched_tokens)
         return cls(
-            config, model, name, eos, max_model_len, num_blocks, attention, tokenizer_dir, forward
+            config, model, name, eos, max_model_len, num_blocks, attention,
+            tokenizer_dir if pooler is None else None, forward, pooler,
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -153,6 +174,9 @@ class ModelEngine:
             eos_token_ids=list(self.eos_token_ids),
             model_name=self.model_name,
             is_mock=False,
+            runner=(p.Runner.GENERATE if self.pooler is None else p.Runner.POOLING).value,
+            pooling_tasks=[] if self.pooler is None else list(self.pooler.spec.tasks),
+            classify_labels=[] if self.pooler is None else list(self.pooler.spec.labels),
         )
 
     # ------------------------------------------------------------------ requests
@@ -161,6 +185,9 @@ class ModelEngine:
         """Why ``request`` can never be served, or None."""
         if request.request_id in self.scheduler.requests or request.request_id in self.pending:
             return f"request id {request.request_id!r} is already in use"
+        if request.pooling_params is not None or self.pooler is not None:
+            return pooling_request_error(request, self.pooler, self.vocab_size,
+                                         self.max_model_len, self.block_size, self.num_blocks)
         return request_error(
             request, self.vocab_size, self.max_model_len, self.block_size, self.num_blocks
         )
@@ -169,7 +196,15 @@ class ModelEngine:
         error = self.validate_request(request)
         if error is not None:
             logger.warning("request %s refused: %s", request.request_id, error)
-            return [error_output(request.request_id, error)]
+            kind = None if self.pooler is None and request.pooling_params is None \
+                else p.ErrorKind.INVALID_REQUEST.value
+            return [error_output(request.request_id, error, kind=kind)]
+        if self.pooler is not None:
+            self.scheduler.add_request(Request(
+                request.request_id, request.prompt_token_ids, request.sampling_params,
+                request.arrival_time, self._eos, request.priority, request.cache_salt,
+                request.pooling_params, self.pooler.spec.method))
+            return []
         sp = request.sampling_params
         if sp.seed is not None and not 0 <= sp.seed < 2**64:
             sp = msgspec.structs.replace(sp, seed=sp.seed % 2**64)
@@ -220,8 +255,11 @@ class ModelEngine:
                 if self.pending and not admitted:
                     self.pending.wait(GRAMMAR_POLL_S)  # nothing else to do: no busy spin
                 return admitted
-            results, prompt, failed = self._run_and_sample(sched.requests, sched.num_new_tokens)
+            results, prompt, pooled, failed = self._run_and_sample(
+                sched.requests, sched.num_new_tokens)
             outputs = self._update(sched.requests, sched.num_new_tokens, results, prompt, failed)
+            if pooled:
+                outputs.extend(self._pooled_outputs(pooled))
         return admitted + outputs if admitted else outputs
 
     def _admit_grammars(self) -> list[p.EngineCoreOutput]:
@@ -240,26 +278,31 @@ class ModelEngine:
 
     def _run_and_sample(
         self, requests: list[Request], num_new: list[int]
-    ) -> tuple[list[_SampleResult], _PromptLogprobs, list[_Failure]]:
+    ) -> tuple[list[_SampleResult], _PromptLogprobs, _Pooled, list[_Failure]]:
         """Run and sample the batch; if that raises, isolate the culprit: rerun one request
         at a time, so only the failing request ends (the others' results are kept)."""
         failed: list[_Failure] = []
+        pooled_state = [(req, req.pooled) for req in requests if req.pooling is not None]
         try:
             run = self._run(requests, num_new)
-            return self._sample(run), run.prompt_logprobs, failed
+            return self._sample(run), run.prompt_logprobs, run.pooled, failed
         except Exception as exc:
             logger.warning("step failed (%s); retrying requests one by one", exc)
+        for req, state in pooled_state:  # what the failed step gathered is not kept
+            req.pooled = state
         results: list[_SampleResult] = []
         prompt: _PromptLogprobs = []
+        pooled: _Pooled = []
         for req, n in zip(requests, num_new, strict=True):
             try:
                 run = self._run([req], [n])
                 results.extend(self._sample(run))
                 prompt.extend(run.prompt_logprobs)
+                pooled.extend(run.pooled)
             except Exception as one_exc:
                 logger.exception("request %s failed", req.request_id)
                 failed.append((req, f"{type(one_exc).__name__}: {one_exc}"))
-        return results, prompt, failed
+        return results, prompt, pooled, failed
 
     def _run(self, requests: list[Request], num_new: list[int]) -> RunOutput:
         """One batched forward over every scheduled token: the logits of the requests whose
@@ -323,6 +366,32 @@ class ModelEngine:
         for req, message in failed:
             self.scheduler.finish_request(req, p.FinishReason.ERROR.value)
             outputs.append(error_output(req.request_id, message, req.num_cached_tokens))
+        return outputs
+
+    def _pooled_outputs(self, pooled: _Pooled) -> list[p.EngineCoreOutput]:
+        """The one output of each pooling request whose prompt is computed: the head's
+        vector (finish "stop"); the request ends and its blocks are freed."""
+        assert self.pooler is not None
+        requests = [req for req, _ in pooled]
+        outputs: list[p.EngineCoreOutput] = []
+        try:
+            vectors = self.pooler(torch.stack([vector for _, vector in pooled]),
+                                  [req.pooling for req in requests if req.pooling])
+        except Exception as exc:
+            logger.exception("pooling head failed")
+            for req in requests:
+                self.scheduler.finish_request(req, p.FinishReason.ERROR.value)
+                outputs.append(error_output(req.request_id, f"{type(exc).__name__}: {exc}",
+                                            req.num_cached_tokens))
+            return outputs
+        for req, vector in zip(requests, vectors, strict=True):
+            req.finish_reason = p.FinishReason.STOP.value
+            out = p.EngineCoreOutput(req.request_id, [], p.FinishReason.STOP.value,
+                                     num_cached_tokens=req.num_cached_tokens,
+                                     pooling_output=vector)
+            first_output(req, out)
+            outputs.append(out)
+        self.scheduler.finish_requests(requests)
         return outputs
 
     # ------------------------------------------------------------------ introspection

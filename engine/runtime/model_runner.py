@@ -8,7 +8,9 @@ from which the engine's attention backend builds its per-step metadata.
 
 Logits are made for the last position of each request due to sample and, for a request
 that asked for prompt logprobs, for every prompt position of its chunk as well (see
-engine/runtime/prompt_logprobs.py); the other requests pay nothing for that.
+engine/runtime/prompt_logprobs.py); the other requests pay nothing for that. A pooling
+request makes no logits: the hidden states its pooling reads are gathered chunk by chunk
+(``PoolSpan``), and once its prompt is computed its pooled vector is in ``RunOutput.pooled``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,17 @@ from engine.runtime.request import Request
 
 
 @dataclass
+class PoolSpan:
+    """Rows ``first .. first + count`` of a step's hidden states are positions of a
+    pooling request's prompt; ``last``: they end it."""
+
+    request: Request
+    first: int
+    count: int
+    last: bool
+
+
+@dataclass
 class ModelInput:
     input_ids: torch.Tensor
     positions: torch.Tensor
@@ -35,16 +48,19 @@ class ModelInput:
     sample_requests: list[Request]  # one per logits row, in order
     prompt_index: torch.Tensor | None  # rows of the prompt positions needing logprobs
     prompt_spans: list[PromptSpan]  # whose positions those rows are, in order
+    pool_spans: list[PoolSpan]  # the rows pooling requests read
 
 
 @dataclass
 class RunOutput:
     """One step's results: the logits to sample from (None when no request is due), the
-    requests due, one per logits row, and the prompt logprobs this step computed."""
+    requests due, one per logits row, the prompt logprobs this step computed, and the
+    pooled hidden state ``[hidden]`` (float32) of each pooling request it completed."""
 
     logits: torch.Tensor | None
     sample_requests: list[Request]
     prompt_logprobs: list[tuple[Request, list[p.TokenLogprobs]]]
+    pooled: list[tuple[Request, torch.Tensor]]
 
 
 # (input_ids, positions, metadata, kv caches) -> hidden states: the model's eager forward
@@ -100,6 +116,7 @@ class ModelRunner:
         sample_requests: list[Request] = []
         prompt_rows: list[int] = []
         prompt_spans: list[PromptSpan] = []
+        pool_spans: list[PoolSpan] = []
 
         # Single-token queries (decodes): tiny per-request work, plain lists.
         ctx_lens: list[int] = []
@@ -111,7 +128,9 @@ class ModelRunner:
             ctx_lens.append(pos + 1)
             if request.needs_prompt_logprobs and _prompt_span(request, pos, 1, prompt_spans):
                 prompt_rows.append(row)
-            if pos + 1 == request.num_tokens:
+            if request.pooling is not None:
+                _pool_span(request, row, pos, 1, pool_spans)
+            elif pos + 1 == request.num_tokens:
                 logits_rows.append(row)
                 sample_requests.append(request)
 
@@ -135,7 +154,9 @@ class ModelRunner:
                     span = prompt_spans[-1]
                     first_row = offset + span.first - start
                     prompt_rows.extend(range(first_row, first_row + span.count))
-                if start + n == request.num_tokens:
+                if request.pooling is not None:
+                    _pool_span(request, offset, start, n, pool_spans)
+                elif start + n == request.num_tokens:
                     logits_rows.append(offset + n - 1)
                     sample_requests.append(request)
                 offset += n
@@ -171,6 +192,7 @@ class ModelRunner:
                 else None
             ),
             prompt_spans=prompt_spans,
+            pool_spans=pool_spans,
         )
 
     # ------------------------------------------------------------------ run
@@ -189,10 +211,47 @@ class ModelRunner:
                 hidden.index_select(0, inputs.prompt_index),
                 inputs.prompt_spans,
             )
+        pooled = _pool(hidden, inputs.pool_spans) if inputs.pool_spans else []
         if not inputs.sample_requests:
-            return RunOutput(None, [], prompt)
+            return RunOutput(None, [], prompt, pooled)
         logits = model.compute_logits(hidden.index_select(0, inputs.logits_index))
-        return RunOutput(logits, inputs.sample_requests, prompt)
+        return RunOutput(logits, inputs.sample_requests, prompt, pooled)
+
+
+def _pool_span(request: Request, first_row: int, start: int, n: int,
+               spans: list[PoolSpan]) -> None:
+    """Append the rows of positions ``start .. start + n`` that ``request``'s pooling
+    reads: all of them for "mean", position 0 for "cls", the prompt's last for "last"."""
+    last = start + n == request.num_tokens
+    method = request.pool_method
+    if method == "mean":
+        spans.append(PoolSpan(request, first_row, n, last))
+    elif method == "cls":
+        if start == 0 or last:
+            spans.append(PoolSpan(request, first_row, 1 if start == 0 else 0, last))
+    elif last:
+        spans.append(PoolSpan(request, first_row + n - 1, 1, last))
+
+
+def _pool(hidden: torch.Tensor, spans: list[PoolSpan]) -> list[tuple[Request, torch.Tensor]]:
+    """Gather the spans' rows into their requests (float32); the pooled vector of each
+    request whose prompt this step completed."""
+    done: list[tuple[Request, torch.Tensor]] = []
+    for span in spans:
+        request = span.request
+        if span.count:
+            rows = hidden[span.first : span.first + span.count].float()
+            if request.pool_method == "mean":
+                part = rows.sum(0)
+                request.pooled = part if request.pooled is None else request.pooled + part
+            else:
+                request.pooled = rows[0]
+        if span.last and request.pooled is not None:
+            vector = request.pooled
+            if request.pool_method == "mean":
+                vector = vector / request.num_prompt_tokens
+            done.append((request, vector))
+    return done
 
 
 def _prompt_span(request: Request, start: int, n: int, spans: list[PromptSpan]) -> bool:

@@ -1,4 +1,6 @@
-"""One generation request as the engine tracks it between ADD and its last output."""
+"""One request as the engine tracks it between ADD and its last output: a generation
+request, or a pooling one (prefill only: its prompt's hidden states pooled into one
+vector, see engine/runtime/pooling/)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,9 @@ class Request:
         "priority",
         "cache_salt",
         "thinking",
+        "pooling",
+        "pool_method",
+        "pooled",
     )
 
     def __init__(
@@ -67,6 +72,8 @@ class Request:
         eos_token_ids: frozenset[int],
         priority: int = 0,
         cache_salt: str | None = None,
+        pooling: p.PoolingParams | None = None,
+        pool_method: str = "last",
     ) -> None:
         self.request_id = request_id
         self.token_ids: list[int] = list(prompt_token_ids)
@@ -111,6 +118,12 @@ class Request:
             None if params.thinking_budget is None
             else ThinkingState(params.thinking_budget, self.token_ids)
         )
+        # A pooling request: its task, how its prompt's hidden states are pooled ("last",
+        # "mean", "cls"), and what was gathered of them so far (the sum of the rows for
+        # "mean", the first row for "cls"; float32).
+        self.pooling = pooling
+        self.pool_method = pool_method
+        self.pooled: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ views
 
@@ -147,6 +160,12 @@ class Request:
         computes its whole prompt (no prefix-cache hits), as in vLLM."""
         plp = self.prompt_logprobs
         return plp is not None and len(plp) < self.num_prompt_tokens - 1
+
+    @property
+    def pools_every_token(self) -> bool:
+        """True for a pooling request whose pooling reads other rows than the last
+        ("mean", "cls"): it computes its whole prompt (no prefix-cache hits)."""
+        return self.pooling is not None and self.pool_method != "last"
 
     @property
     def has_logits_processors(self) -> bool:
@@ -187,6 +206,7 @@ class Request:
         self.num_cached_blocks = 0
         self.block_ids = []
         self.num_preemptions += 1
+        self.pooled = None
 
     def __repr__(self) -> str:
         return (

@@ -203,8 +203,9 @@ class Scheduler:
         waiting = self.waiting
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             request = waiting[0]
-            # Prompt logprobs need the logits of every prompt position: no cache hits.
-            recompute = request.needs_prompt_logprobs
+            # Prompt logprobs need the logits of every prompt position, mean and CLS
+            # pooling their hidden states: no cache hits.
+            recompute = request.needs_prompt_logprobs or request.pools_every_token
             cached = [] if recompute else kv.find_cached_prefix(request)
             num_cached_tokens = len(cached) * kv.block_size
             num_new = min(request.num_tokens - num_cached_tokens, budget)

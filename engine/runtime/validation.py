@@ -7,11 +7,50 @@ bad request from any client ends as ``finish_reason="error"`` instead of breakin
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from engine import protocol as p
 from engine.runtime.kv_cache import cdiv
 from engine.runtime.sampler import MAX_LOGPROBS
 from engine.thinking_budget import budget_error
+
+if TYPE_CHECKING:
+    from engine.runtime.pooling.decoder_pooler import DecoderPooler
+
+
+def pooling_request_error(
+    request: p.EngineCoreRequest,
+    pooler: DecoderPooler | None,
+    vocab_size: int,
+    max_model_len: int,
+    block_size: int,
+    num_blocks: int,
+) -> str | None:
+    """Why a request to an engine with a pooling head, or a pooling request, cannot be
+    served: the runner does not match, the prompt, or the head's own checks."""
+    if pooler is None:
+        return ("this model is served for generation (--runner generate): pooling "
+                "requests (embeddings, classify, score) need a server started with "
+                "--runner pooling")
+    params = request.pooling_params
+    if params is None:
+        return ("this model is served for pooling (--runner pooling): it answers "
+                "embeddings, classify, score and rerank requests, not generation")
+    prompt = request.prompt_token_ids
+    if not prompt:
+        return "the prompt is empty"
+    low, high = min(prompt), max(prompt)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        return f"prompt token id {bad} is out of range 0..{vocab_size - 1}"
+    if len(prompt) > max_model_len:
+        return (f"the input has {len(prompt)} tokens, more than this model's maximum "
+                f"context length ({max_model_len} tokens)")
+    blocks = cdiv(len(prompt), block_size)
+    if blocks > num_blocks:
+        return (f"the input ({len(prompt)} tokens) needs {blocks} KV blocks of "
+                f"{block_size} tokens but the whole cache has {num_blocks}")
+    return pooler.request_error(params, len(prompt))
 
 
 def request_error(

@@ -14,8 +14,14 @@ from engine.runtime.models.decoder import DecoderConfig, DecoderModel, DecoderOp
 
 _FAMILIES = (llama, qwen2, qwen3)
 
+# Each family's ``<Name>ForCausalLM`` also names its pooling checkpoints: the bare model
+# (``<Name>Model``, e.g. an embedding model) and ``<Name>ForSequenceClassification``.
+POOLING_SUFFIXES = ("Model", "ForSequenceClassification")
 REGISTRY: dict[str, Callable[[dict[str, Any]], DecoderOptions]] = {
-    arch: family.options for family in _FAMILIES for arch in family.ARCHITECTURES
+    name: family.options
+    for family in _FAMILIES
+    for arch in family.ARCHITECTURES
+    for name in (arch, *(arch.removesuffix("ForCausalLM") + s for s in POOLING_SUFFIXES))
 }
 
 
@@ -58,10 +64,12 @@ def load_model(
     dtype: torch.dtype,
     device: torch.device,
     max_len: int,
+    need_lm_head: bool = True,
+    lm_rows: list[int] | None = None,
 ) -> DecoderModel:
     """Build the decoder for ``model_dir`` and load its safetensors weights."""
     config = resolve_config(hf_config)
     model = DecoderModel(config, dtype, device)
-    model.load_weights(dict(iter_weights(model_dir, dtype, device)))
+    model.load_weights(dict(iter_weights(model_dir, dtype, device)), need_lm_head, lm_rows)
     model.init_rope(max_len, model_dir)
     return model

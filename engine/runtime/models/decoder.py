@@ -277,6 +277,10 @@ class DecoderModel:
         self.embed: torch.Tensor | None = None
         self.final_norm: torch.Tensor | None = None
         self.lm_head: torch.Tensor | None = None
+        # A *ForSequenceClassification checkpoint's head ``[num_labels, hidden]``.
+        self.score: torch.Tensor | None = None
+        # Rows of the LM head a converted yes/no reranker scores with.
+        self.lm_rows: torch.Tensor | None = None
         self.cos: torch.Tensor | None = None
         self.sin: torch.Tensor | None = None
         self.scale = config.head_dim**-0.5
@@ -287,10 +291,20 @@ class DecoderModel:
 
     # ------------------------------------------------------------------ loading
 
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        """Take the checkpoint tensors (already on device, in dtype); fuse and check."""
+    def load_weights(self, weights: dict[str, torch.Tensor], need_lm_head: bool = True,
+                     lm_rows: list[int] | None = None) -> None:
+        """Take the checkpoint tensors (already on device, in dtype); fuse and check.
+        A checkpoint saved from the bare model (``embed_tokens.weight``, no ``model.``
+        prefix, as Qwen3-Embedding ships) is read too. ``need_lm_head`` False (a pooling
+        model): no LM head is kept, and the checkpoint may lack one; ``lm_rows``: these
+        rows of the LM head (or of the tied embeddings) are kept in ``lm_rows``. A
+        classification head (``score.weight``) is kept in ``score``."""
         cfg = self.config
         opts = cfg.options
+        if "model.embed_tokens.weight" not in weights and "embed_tokens.weight" in weights:
+            weights = {(n if n.startswith(("lm_head.", "score.")) else f"model.{n}"): t
+                       for n, t in weights.items()}
+        self.score = weights.pop("score.weight", None)
 
         def take(name: str) -> torch.Tensor:
             try:
@@ -304,7 +318,16 @@ class DecoderModel:
         pack = self._pack
         self.embed = take("model.embed_tokens.weight")
         self.final_norm = take("model.norm.weight")
-        if "lm_head.weight" in weights:
+        if lm_rows is not None:
+            rows = weights.get("lm_head.weight", self.embed)
+            if "lm_head.weight" not in weights and not cfg.tie_word_embeddings:
+                raise ModelLoadError("checkpoint lacks 'lm_head.weight' (its yes/no rows "
+                                     "score a converted reranker)")
+            self.lm_rows = rows[lm_rows].clone()
+        if not need_lm_head:
+            weights.pop("lm_head.weight", None)
+            self.lm_head = None
+        elif "lm_head.weight" in weights:
             self.lm_head = pack(weights.pop("lm_head.weight"))
         elif cfg.tie_word_embeddings:
             self.lm_head = pack(self.embed)

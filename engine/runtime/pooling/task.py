@@ -1,0 +1,45 @@
+"""What a checkpoint is served for: vLLM's ``--runner`` and ``--convert`` resolved against
+config.json (and the sentence-transformers files beside it).
+
+``auto`` pools an encoder-only model (BERT, RoBERTa, XLM-RoBERTa, ModernBERT), a
+``*ForSequenceClassification`` or bare ``*Model`` checkpoint, and a decoder that ships a
+sentence-transformers ``modules.json`` (Qwen3-Embedding, gte-Qwen2); a ``--convert`` task
+pools any model; everything else generates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.runtime.loader import ModelLoadError
+
+# Encoder-only families, by the prefix of their architecture names.
+ENCODER_PREFIXES = ("Bert", "Roberta", "XLMRoberta", "ModernBert")
+POOLING_SUFFIXES = ("ForSequenceClassification", "Model")
+
+
+def is_encoder_only(hf_config: dict[str, Any]) -> bool:
+    """True for an encoder-only checkpoint (BERT-like, bidirectional, no KV cache)."""
+    return any(str(a).startswith(ENCODER_PREFIXES) and not str(a).endswith("ForCausalLM")
+               for a in hf_config.get("architectures") or [])
+
+
+def pooling_convert(runner: str, convert: str, hf_config: dict[str, Any],
+                    model_dir: Path) -> str | None:
+    """None: the model generates; else how it pools ("auto", "embed", "classify", "score";
+    "auto" lets its config decide). A ModelLoadError for a checkpoint that cannot be
+    served as asked."""
+    archs = [str(a) for a in hf_config.get("architectures") or []]
+    pooling_only = is_encoder_only(hf_config) or any(a.endswith(POOLING_SUFFIXES)
+                                                     for a in archs)
+    if runner == "generate":
+        if pooling_only:
+            raise ModelLoadError(f"{', '.join(archs)} has no language-model head and cannot "
+                                 "generate: serve it with --runner pooling (or auto)")
+        return None
+    if convert in ("embed", "classify", "score"):
+        return convert
+    if runner == "pooling" or pooling_only or (model_dir / "modules.json").is_file():
+        return "auto"
+    return None
