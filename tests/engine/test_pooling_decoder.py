@@ -170,3 +170,18 @@ def test_generation_engine_refuses_pooling(model_dirs: dict[str, Path]) -> None:
                                   pooling_params=p.PoolingParams("embed"))
     (out,) = engine.add_request(request)
     assert out.error_kind == "invalid_request" and "--runner pooling" in (out.error_message or "")
+
+
+def test_bidirectional_decoder_is_refused(pooling_dirs: dict[str, Path], tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from engine.runtime.models import UnsupportedArchitectureError
+
+    model_dir = tmp_path / "bidirectional"
+    shutil.copytree(pooling_dirs["embed"], model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    config["is_causal"] = False
+    (model_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsupportedArchitectureError, match="bidirectional"):
+        make_engine(model_dir)

@@ -36,6 +36,11 @@ class UnsupportedArchitectureError(ModelLoadError):
 def resolve_config(hf_config: dict[str, Any]) -> DecoderConfig:
     """The decoder config of a checkpoint; a clear error for unsupported models."""
     archs = hf_config.get("architectures") or []
+    if hf_config.get("is_causal") is False or hf_config.get("use_bidirectional_attention"):
+        raise UnsupportedArchitectureError(
+            "this checkpoint's config.json asks for bidirectional attention (is_causal false "
+            "or use_bidirectional_attention), and vrs's decoder attends causally only: its "
+            "answers would be wrong")
     for arch in archs:
         if arch in REGISTRY:
             return DecoderConfig.from_hf(hf_config, REGISTRY[arch](hf_config))
