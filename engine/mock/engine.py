@@ -338,9 +338,9 @@ class MockEngine:
     def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
         if request.pooling is not None:
             request.generated = 1
-            params, ids = request.pooling
+            pooling, ids = request.pooling
             return p.EngineCoreOutput(request.request_id, [], finish_reason="stop",
-                                      pooling_output=answer(params, ids))
+                                      pooling_output=answer(pooling, ids))
         params = request.params
         script = request.script
         thinking = request.thinking

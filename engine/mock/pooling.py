@@ -52,7 +52,8 @@ def features(ids: list[int]) -> np.ndarray:
     tokens = np.asarray(ids, dtype=np.float64) + 1.0
     positions = np.arange(len(ids), dtype=np.float64) * 0.11
     dims = np.arange(1, EMBED_DIMS + 1, dtype=np.float64)
-    return np.cos(0.37 * np.outer(dims, tokens) + positions).mean(axis=1)
+    mean: np.ndarray = np.cos(0.37 * np.outer(dims, tokens) + positions).mean(axis=1)
+    return mean
 
 
 def runner_error(tasks: list[str] | None, params: p.PoolingParams | None) -> str | None:
