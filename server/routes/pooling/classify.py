@@ -30,13 +30,13 @@ class ClassificationData(msgspec.Struct):
     num_classes: int
 
 
-class ClassificationResponse(msgspec.Struct):
+class ClassificationResponse(msgspec.Struct, kw_only=True):
     id: str
+    object: str = "list"
     created: int
     model: str
     data: list[ClassificationData]
     usage: Usage
-    object: str = "list"
 
 
 _encode = msgspec.json.Encoder().encode
@@ -61,9 +61,9 @@ async def _prepare(state: State, body: bytes) -> tuple[Batch, Callable[[Pooled],
     def respond(pooled: Pooled) -> bytes:
         data = [ClassificationData(i, label(labels, v), v, len(v))
                 for i, v in enumerate(pooled.outputs)]
-        return _encode(ClassificationResponse(pooled.request_id, pooled.created,
-                                              state.model_name, data,
-                                              Usage.of(pooled.prompt_tokens)))
+        return _encode(ClassificationResponse(
+            id=pooled.request_id, created=pooled.created, model=state.model_name, data=data,
+            usage=Usage.of(pooled.prompt_tokens)))
 
     return Batch(ids, [params] * len(ids), request.priority, request.cache_salt), respond
 

@@ -50,19 +50,19 @@ class Usage(msgspec.Struct):
         return cls(prompt_tokens, prompt_tokens)
 
 
-class EmbeddingData(msgspec.Struct):
+class EmbeddingData(msgspec.Struct, kw_only=True):
     index: int
-    embedding: list[float] | str
     object: str = "embedding"
+    embedding: list[float] | str
 
 
-class EmbeddingResponse(msgspec.Struct):
+class EmbeddingResponse(msgspec.Struct, kw_only=True):
     id: str
+    object: str = "list"
     created: int
     model: str
     data: list[EmbeddingData]
     usage: Usage
-    object: str = "list"
 
 
 _encode = msgspec.json.Encoder().encode
@@ -99,9 +99,11 @@ async def _prepare(state: State, body: bytes) -> tuple[Batch, Callable[[Pooled],
     ids = await prompts(state, request)
 
     def respond(pooled: Pooled) -> bytes:
-        data = [EmbeddingData(i, encoded(v, dtype)) for i, v in enumerate(pooled.outputs)]
-        return _encode(EmbeddingResponse(pooled.request_id, pooled.created, state.model_name,
-                                         data, Usage.of(pooled.prompt_tokens)))
+        data = [EmbeddingData(index=i, embedding=encoded(v, dtype))
+                for i, v in enumerate(pooled.outputs)]
+        return _encode(EmbeddingResponse(
+            id=pooled.request_id, created=pooled.created, model=state.model_name, data=data,
+            usage=Usage.of(pooled.prompt_tokens)))
 
     return Batch(ids, [params] * len(ids), request.priority, request.cache_salt), respond
 

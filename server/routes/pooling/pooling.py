@@ -24,19 +24,19 @@ ID_PREFIX = "pooling"  # the response id: pooling-<32 hex>
 KEYS = COMMON | INPUT | ENCODING | {"task"}
 
 
-class PoolingData(msgspec.Struct):
+class PoolingData(msgspec.Struct, kw_only=True):
     index: int
-    data: list[float] | str
     object: str = "pooling"
+    data: list[float] | str
 
 
-class PoolingResponse(msgspec.Struct):
+class PoolingResponse(msgspec.Struct, kw_only=True):
     id: str
+    object: str = "list"
     created: int
     model: str
     data: list[PoolingData]
     usage: Usage
-    object: str = "list"
 
 
 _encode = msgspec.json.Encoder().encode
@@ -59,9 +59,11 @@ async def _prepare(state: State, body: bytes) -> tuple[Batch, Callable[[Pooled],
     ids = await prompts(state, request)
 
     def respond(pooled: Pooled) -> bytes:
-        data = [PoolingData(i, encoded(v, dtype)) for i, v in enumerate(pooled.outputs)]
-        return _encode(PoolingResponse(pooled.request_id, pooled.created, state.model_name,
-                                       data, Usage.of(pooled.prompt_tokens)))
+        data = [PoolingData(index=i, data=encoded(v, dtype))
+                for i, v in enumerate(pooled.outputs)]
+        return _encode(PoolingResponse(
+            id=pooled.request_id, created=pooled.created, model=state.model_name, data=data,
+            usage=Usage.of(pooled.prompt_tokens)))
 
     return Batch(ids, [params] * len(ids), request.priority, request.cache_salt), respond
 

@@ -47,19 +47,19 @@ SCORE_KEYS = SCORING | {name for pair in SIDES for name in pair}
 RERANK_KEYS = SCORING | {"query", "documents", "top_n", "return_documents"}
 
 
-class ScoreData(msgspec.Struct):
+class ScoreData(msgspec.Struct, kw_only=True):
     index: int
-    score: float
     object: str = "score"
+    score: float
 
 
-class ScoreResponse(msgspec.Struct):
+class ScoreResponse(msgspec.Struct, kw_only=True):
     id: str
+    object: str = "list"
     created: int
     model: str
     data: list[ScoreData]
     usage: Usage
-    object: str = "list"
 
 
 class RerankDocument(msgspec.Struct):
@@ -207,9 +207,11 @@ async def _prepare_score(state: State, body: bytes
     batch, scores_of = await _scores(state, request, left, right)
 
     def respond(pooled: Pooled) -> bytes:
-        data = [ScoreData(i, score) for i, score in enumerate(scores_of(pooled.outputs))]
-        return _encode(ScoreResponse(pooled.request_id, pooled.created, state.model_name,
-                                     data, Usage.of(pooled.prompt_tokens)))
+        data = [ScoreData(index=i, score=score)
+                for i, score in enumerate(scores_of(pooled.outputs))]
+        return _encode(ScoreResponse(
+            id=pooled.request_id, created=pooled.created, model=state.model_name, data=data,
+            usage=Usage.of(pooled.prompt_tokens)))
 
     return batch, respond
 
