@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import math
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,34 @@ def test_a_pooling_route_on_a_generation_model(python_server: PythonServer,
                                                path: str) -> None:
     message = error_of(python_server, path, {"input": "x"})
     assert "this model generates text: it does not serve pooling requests" in message
+
+
+def test_a_client_gone_aborts_its_engine_requests(
+        demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One request runs at a time and each engine step takes 1.5 s: a client that gives up
+    after 0.3 s on three inputs has the two still waiting aborted, so the engine is idle
+    after the first step (without the aborts it would run the second until 3 s)."""
+    server = PythonServer(demo_model, tmp_path_factory.mktemp("slow") / "server.log",
+                          engine={"runner": "pooling", "convert": "embed", "max_num_seqs": 1,
+                                  "mock_step_delay_ms": 1500})
+    try:
+        def engine_load() -> int:
+            text = httpx.get(f"{server.url}/metrics").text
+            counts = re.findall(r"^vllm:num_requests_(?:running|waiting)\{[^}]*\} (\S+)$",
+                                text, re.M)
+            assert counts, text
+            return int(sum(float(c) for c in counts))
+
+        start = time.monotonic()
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{server.url}/v1/embeddings", json={"input": ["a", "b", "c"]},
+                       timeout=0.3)
+        # The engine reports its load with its outputs: the first step's come at 1.5 s.
+        time.sleep(max(0.0, start + 1.7 - time.monotonic()))
+        while engine_load() and time.monotonic() < start + 2.8:
+            time.sleep(0.05)
+        assert engine_load() == 0, "the waiting requests were not aborted"
+        assert time.monotonic() < start + 2.8
+        assert httpx.get(f"{server.url}/load").json() == {"server_load": 0}
+    finally:
+        assert server.stop() == 0, server.log()
