@@ -40,12 +40,9 @@ mock has no KV cache, so ``cache_salt`` changes nothing either). ``SchedulerStat
 reports them as the real engine does: ``num_running`` the running requests,
 ``num_waiting`` the queued ones plus those waiting for their grammar.
 
-With ``runner`` "pooling" the mock serves pooling requests instead (engine/mock/pooling.py:
-its tasks by ``convert``, and the deterministic vector it answers): a pooling request is
-scheduled like a generation one and answered in its first step with its one final output
-(finish_reason "stop", no tokens, ``pooling_output``). A generation request to a pooling
-mock, or a pooling request to a generating one, ends at once with an ``invalid_request``
-error that says so.
+With ``runner`` "pooling" it serves pooling requests instead (engine/mock/pooling.py), each
+scheduled as above and answered in its first step (finish_reason "stop", ``pooling_output``);
+a request for the other runner ends at once with an ``invalid_request`` error.
 """
 
 from __future__ import annotations

@@ -107,8 +107,13 @@ def test_chat_messages_are_rendered_with_the_template(embed_server: PythonServer
         got = post_ok(embed_server, "/v1/embeddings", body)
         assert got["data"][0]["embedding"] == pytest.approx(want, abs=1e-6)
         assert got["usage"]["prompt_tokens"] == len(chat_ids)
-    both = post_ok(embed_server, "/v1/embeddings", {"messages": [CHAT, CHAT]})["data"]
-    assert [d["index"] for d in both] == [0, 1]
+    other = [{"role": "user", "content": "bye"}]
+    other_ids = ids_of(embed_server, {"messages": other, "add_generation_prompt": False})
+    for body in ({"messages": [CHAT, other]}, {"input": [CHAT, other]}):
+        both = post_ok(embed_server, "/v1/embeddings", body)["data"]
+        assert [d["index"] for d in both] == [0, 1]
+        assert both[0]["embedding"] == pytest.approx(want, abs=1e-6)
+        assert both[1]["embedding"] == pytest.approx(embedding(other_ids), abs=1e-6)
 
 
 def test_dimensions_and_use_activation(embed_server: PythonServer) -> None:

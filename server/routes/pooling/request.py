@@ -173,6 +173,8 @@ def _items(request: PoolingRequest) -> list[str | list[int] | list[dict[str, Any
         raise bad_request("`input` must not be empty" if value == [] else _SHAPES, "input")
     if _conversation(value):
         return [value]
+    if all(_conversation(c) for c in value):  # a batch of conversations, as in `messages`
+        return list(value)
     if all(type(t) is int for t in value) and _token_list(value):
         return [list(value)]
     if all(type(t) is str for t in value) or all(_token_list(t) for t in value):
