@@ -112,10 +112,11 @@ async def _run(state: State, receive: Receive, rid: str, batch: Batch, arrival: 
             state.metrics.tokens(prompt=len(ids))
         if traced is not None:
             traced.queued(rid, lengths)
-        work: asyncio.Future[list[list[float]]] = asyncio.ensure_future(asyncio.gather(*(
-            _answer(state, stream, ticket, arrival, len(ids), traced, index)
+        answers = [asyncio.ensure_future(
+            _answer(state, stream, ticket, arrival, len(ids), traced, index))
             for index, (stream, ticket, ids) in enumerate(
-                zip(streams, tickets, batch.prompts, strict=True)))))
+                zip(streams, tickets, batch.prompts, strict=True))]
+        work: asyncio.Future[list[list[float]]] = asyncio.gather(*answers)
         gone: asyncio.Future[None] = asyncio.ensure_future(disconnected(receive))
         timeout = state.options.request_timeout
         try:
@@ -124,9 +125,11 @@ async def _run(state: State, receive: Receive, rid: str, batch: Batch, arrival: 
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-            if not work.done():
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
+            # One failed, the client went away, or the deadline passed: the other answers
+            # are not waited for (their engine requests are aborted below).
+            for answer in answers:
+                answer.cancel()
+            await asyncio.gather(*answers, return_exceptions=True)
         if work in done:
             return work.result()
         if gone in done:
