@@ -175,6 +175,10 @@ def test_the_openai_sdk_reads_both_encodings(embed_server: PythonServer) -> None
     ({"input": "x", "dimensions": 0}, "`dimensions` must be at least 1"),
     ({"input": "x", "truncate_prompt_tokens": -2}, "`truncate_prompt_tokens` must be -1"),
     ({"input": [[1], [2], [3], [4], [5]]}, "makes 5 engine requests"),
+    ({"input": "x", "truncate_prompt_tokens": MAX_MODEL_LEN + 1},
+     f"cannot be greater than max_model_len = {MAX_MODEL_LEN}"),
+    ({"input": "x", "priority": 1}, "Priority scheduling is not enabled"),
+    ({"input": "x", "cache_salt": ""}, "'cache_salt' must be a non-empty string"),
 ])
 def test_embeddings_errors(embed_server: PythonServer, body: dict[str, Any],
                            words: str) -> None:

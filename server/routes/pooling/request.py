@@ -18,7 +18,7 @@ from server import openai as s
 from server.edge.error import bad_request, model_not_found
 from server.routes.tokenize import checked_object, convert_checked
 from server.state import State
-from server.validate import params
+from server.validate import engine_fields, params
 from server.validate.prompt import U32_END
 
 # The fields of every pooling route (vLLM's PoolingBasicRequestMixin, ClassifyRequestMixin).
@@ -95,11 +95,14 @@ def parse(state: State, body: bytes, keys: frozenset[str]) -> PoolingRequest:
     if side not in (None, "left", "right"):
         raise bad_request(f"`truncation_side` must be `left` or `right`, got `{side}`",
                           "truncation_side")
-    if request.cache_salt is not None and not 1 <= len(request.cache_salt) <= 1024:
-        raise bad_request("`cache_salt` must have 1 to 1024 characters", "cache_salt")
-    if request.priority != 0 and state.options.scheduling_policy != "priority":
-        raise bad_request("`priority` other than 0 needs --scheduling-policy priority",
-                          "priority")
+    max_len = state.client.max_model_len
+    if truncate is not None and truncate > max_len:
+        raise bad_request(f"truncate_prompt_tokens={truncate} cannot be greater than "
+                          f"max_model_len = {max_len}. Please request a smaller truncation "
+                          "size.", "truncate_prompt_tokens")
+    request.priority = engine_fields.priority(request.priority,
+                                              state.options.scheduling_policy)
+    request.cache_salt = engine_fields.cache_salt(request.cache_salt)
     if request.continue_final_message and request.add_generation_prompt:
         raise bad_request("Cannot set both `continue_final_message` and "
                           "`add_generation_prompt` to True.", "continue_final_message")
