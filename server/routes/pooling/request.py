@@ -8,6 +8,7 @@ Rust: rust/server/src/routes/pooling/request.rs. Behaviour: docs/api.md, "Poolin
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,7 +35,7 @@ SCORING = COMMON | {"max_tokens_per_query", "max_tokens_per_doc", "instruction",
                     "chat_template_kwargs"}
 ENCODINGS = ("float", "base64")
 DTYPES = {"float32": "f4", "float16": "f2"}  # embed_dtype: numpy's code
-ENDIANNESS = {"native": "<", "little": "<", "big": ">"}
+ENDIANNESS = {"native": "<" if sys.byteorder == "little" else ">", "little": "<", "big": ">"}
 # Where a generation request is sent instead, for the runner mismatch's 400.
 GENERATE_ROUTES = "/v1/chat/completions, /v1/completions, /v1/responses or /v1/messages"
 
@@ -85,8 +86,6 @@ def parse(state: State, body: bytes, keys: frozenset[str]) -> PoolingRequest:
                           "normalize")
     checked_object(body, keys)
     request = convert_checked(raw, PoolingRequest)
-    if request.model and request.model != state.model_name:
-        raise model_not_found(request.model)
     truncate = request.truncate_prompt_tokens
     if truncate is not None and truncate < -1:
         raise bad_request("`truncate_prompt_tokens` must be -1 (the context length) or at "
@@ -106,6 +105,8 @@ def parse(state: State, body: bytes, keys: frozenset[str]) -> PoolingRequest:
     if request.continue_final_message and request.add_generation_prompt:
         raise bad_request("Cannot set both `continue_final_message` and "
                           "`add_generation_prompt` to True.", "continue_final_message")
+    if request.model and request.model != state.model_name:
+        raise model_not_found(request.model)
     return request
 
 
