@@ -9,8 +9,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from engine import protocol as p
 from server.edge import Receive, Send, send_json, trace
 from server.edge import request_id as request_ids
+from server.edge.error import bad_request
 from server.engine_client import ClientDisconnected
 from server.output import batch, beam_search, response
 from server.output.generation import Generation
@@ -28,13 +30,27 @@ Build = Callable[[bytes], Awaitable[list[Prompt]]]
 ShapesOf = Callable[[list[Prompt], str], response.Shapes]
 
 
-async def _disconnected(receive: Receive) -> None:
+# The routes of each pooling task, for the 400 of a generation request to a pooling model.
+_TASK_ROUTES = {"embed": ("/v1/embeddings", "/pooling", "/score", "/rerank"),
+                "classify": ("/classify", "/pooling"), "score": ("/score", "/rerank")}
+
+
+def generation_error(state: State) -> None:
+    """The 400 of a generation route on a pooling model (server/routes/pooling/)."""
+    if state.client.runner == p.Runner.POOLING.value:
+        tasks = state.client.pooling_tasks
+        routes = sorted({r for task in tasks for r in _TASK_ROUTES.get(task, ())})
+        raise bad_request(f"this model serves pooling requests: {', '.join(tasks)} (use "
+                          f"{', '.join(routes)}); it does not generate text")
+
+
+async def disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
 
 
 async def _watch_disconnect(receive: Receive, generations: list[Generation]) -> None:
-    await _disconnected(receive)
+    await disconnected(receive)
     for generation in generations:
         generation.cancel()
 
@@ -48,6 +64,7 @@ async def generate(state: State, receive: Receive, send: Send, build: Build,
     built), then the answer in the shapes ``shapes_of`` makes.
     Errors before the response starts propagate to the dispatcher (in the path's
     dialect); later ones take the shapes' dialect."""
+    generation_error(state)
     arrival = time.perf_counter()
     # The request's span (when traces are on) starts now: a refused request has one too.
     traced = trace.begin()
@@ -89,7 +106,7 @@ async def _search(state: State, receive: Receive, rid: str, prompts: list[Prompt
     still running is cancelled, which aborts its engine requests."""
     search = asyncio.ensure_future(beam_search.run(
         state.client, state.queue, state.metrics, rid, prompts, state.client.eos_token_ids))
-    gone = asyncio.ensure_future(_disconnected(receive))
+    gone = asyncio.ensure_future(disconnected(receive))
     wait = None if deadline is None else max(0.0, deadline - time.monotonic())
     try:
         done, _ = await asyncio.wait({search, gone}, timeout=wait,

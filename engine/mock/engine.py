@@ -39,6 +39,10 @@ compiled), and start as running ones finish or are aborted (nothing is preempted
 mock has no KV cache, so ``cache_salt`` changes nothing either). ``SchedulerStats``
 reports them as the real engine does: ``num_running`` the running requests,
 ``num_waiting`` the queued ones plus those waiting for their grammar.
+
+With ``runner`` "pooling" it serves pooling requests instead (engine/mock/pooling.py), each
+scheduled as above and answered in its first step (finish_reason "stop", ``pooling_output``);
+a request for the other runner ends at once with an ``invalid_request`` error.
 """
 
 from __future__ import annotations
@@ -60,13 +64,15 @@ from engine.grammar.compiler import GrammarCompiler
 from engine.grammar.pending import PendingGrammars
 from engine.mock.logprobs import FIRST_SAMPLED_ID as _FIRST_SAMPLED_ID
 from engine.mock.logprobs import made_up, prompt_logprobs
+from engine.mock.pooling import answer, labels_for, runner_error, tasks_for
 from engine.mock.replies import MockReplies
 from engine.thinking_budget import ThinkingState, budget_error
 
 
 class _MockRequest:
     __slots__ = ("request_id", "params", "prompt_len", "generated", "rng", "lp_rng", "script",
-                 "prompt_ids", "received", "grammar", "first_token", "key", "thinking")
+                 "prompt_ids", "received", "grammar", "first_token", "key", "thinking",
+                 "pooling")
     lp_rng: random.Random | None
 
     def __init__(self, request: p.EngineCoreRequest, base_seed: int,
@@ -94,6 +100,9 @@ class _MockRequest:
         spec = self.params.thinking_budget
         self.thinking = (None if spec is None
                          else ThinkingState(spec, request.prompt_token_ids))
+        # A pooling request: its params and prompt, answered in its first step.
+        self.pooling = (None if request.pooling_params is None
+                        else (request.pooling_params, request.prompt_token_ids))
 
 
 class MockEngine:
@@ -111,6 +120,7 @@ class MockEngine:
         grammars: GrammarCompiler | None = None,
         max_num_seqs: int = 256,
         scheduling_policy: str = "fcfs",
+        pooling_tasks: list[str] | None = None,
     ) -> None:
         if vocab_size <= _FIRST_SAMPLED_ID:
             raise ConfigError(f"mock engine: vocab_size={vocab_size} is too small")
@@ -135,6 +145,8 @@ class MockEngine:
         self._heap: list[tuple[tuple[int, float, str], str]] = []
         self.grammars = grammars
         self.pending: PendingGrammars[_MockRequest] = PendingGrammars()
+        # None: a generating mock; else the pooling tasks it serves (engine/mock/pooling.py).
+        self.pooling_tasks = pooling_tasks
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> MockEngine:
@@ -161,6 +173,7 @@ class MockEngine:
                                      config.structured_outputs_compile_timeout),
             max_num_seqs=config.max_num_seqs,
             scheduling_policy=config.scheduling_policy,
+            pooling_tasks=tasks_for(config.convert) if config.runner == "pooling" else None,
         )
 
     def ready(self, engine_index: int) -> p.Ready:
@@ -173,19 +186,29 @@ class MockEngine:
             eos_token_ids=list(self.eos_token_ids),
             model_name=self.model_name,
             is_mock=True,
+            runner="generate" if self.pooling_tasks is None else "pooling",
+            pooling_tasks=list(self.pooling_tasks or []),
+            classify_labels=labels_for(self.pooling_tasks or []),
         )
 
     # ------------------------------------------------------------- EngineBackend
 
     def add_request(self, request: p.EngineCoreRequest) -> list[p.EngineCoreOutput]:
         prompt_len = len(request.prompt_token_ids)
-        if prompt_len >= self.max_model_len:
+        # A pooling request generates nothing: its prompt may fill the context.
+        if prompt_len >= self.max_model_len + (request.pooling_params is not None):
             return [_error(request.request_id,
                            f"prompt has {prompt_len} tokens; max_model_len is "
                            f"{self.max_model_len}")]
         if (request.request_id in self._running or request.request_id in self._waiting
                 or request.request_id in self.pending):
             return [_error(request.request_id, "duplicate request id")]
+        error = runner_error(self.pooling_tasks, request.pooling_params)
+        if error is not None:
+            return [_error(request.request_id, error, invalid=True)]
+        if request.pooling_params is not None:
+            self._wait(_MockRequest(request, self.seed, None))
+            return []
         error = budget_error(request.sampling_params, self.vocab_size)
         if error is not None:
             return [_error(request.request_id, error)]
@@ -310,6 +333,11 @@ class MockEngine:
         return made_up(rng, token, request.params.logprobs or 0, self.vocab_size)
 
     def _advance(self, request: _MockRequest) -> p.EngineCoreOutput:
+        if request.pooling is not None:
+            request.generated = 1
+            pooling, ids = request.pooling
+            return p.EngineCoreOutput(request.request_id, [], finish_reason="stop",
+                                      pooling_output=answer(pooling, ids))
         params = request.params
         script = request.script
         thinking = request.thinking

@@ -141,6 +141,11 @@ class EngineClient:
         self.max_model_len = 0  # from READY (the smallest over the engines)
         self.vocab_size = 0
         self.eos_token_ids: frozenset[int] = frozenset()  # from READY (the first engine's)
+        # From READY (the first engine's): what the model serves, "generate" or "pooling";
+        # a pooling model's tasks and its classes' labels (server/routes/pooling/).
+        self.runner = p.Runner.GENERATE.value
+        self.pooling_tasks: tuple[str, ...] = ()
+        self.classify_labels: tuple[str, ...] = ()
         self._max_pending = max_pending_outputs()
 
     # ------------------------------------------------------------------ startup
@@ -172,7 +177,11 @@ class EngineClient:
         self._group = group
         self.max_model_len = min(ready.max_model_len for ready in self.readies.values())
         self.vocab_size = min(ready.vocab_size for ready in self.readies.values())
-        self.eos_token_ids = frozenset(self.readies[min(self.readies)].eos_token_ids)
+        first = self.readies[min(self.readies)]
+        self.eos_token_ids = frozenset(first.eos_token_ids)
+        self.runner = first.runner
+        self.pooling_tasks = tuple(first.pooling_tasks)
+        self.classify_labels = tuple(first.classify_labels)
 
     def start(self, on_dead: Callable[[str], None]) -> None:
         """Start the output reader and the engine watcher (call inside the event loop)."""

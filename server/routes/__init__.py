@@ -31,6 +31,8 @@ from server.routes import (
     responses,
     tokenize,
 )
+from server.routes.pooling import classify, embeddings, score
+from server.routes.pooling import pooling as pool
 from server.routes.responses.store import ResponseStore
 from server.state import RenderState, State
 
@@ -68,6 +70,14 @@ def router(state: State) -> Routes:
                            functools.partial(responses.stored_routes, store)),
         "/v1/messages": ("POST", on(messages.messages)),
         "/v1/messages/count_tokens": ("POST", on(messages.count_tokens)),
+        "/v1/embeddings": ("POST", on(embeddings.embeddings)),
+        "/pooling": ("POST", on(pool.pooling)),
+        "/classify": ("POST", on(classify.classify)),
+        "/score": ("POST", on(score.score)),
+        "/v1/score": ("POST", on(score.score)),
+        "/rerank": ("POST", on(score.rerank)),
+        "/v1/rerank": ("POST", on(score.rerank)),
+        "/v2/rerank": ("POST", on(score.rerank)),
     }
     if state.tokenizer_info is not None:
         routes["/tokenizer_info"] = ("GET", on(tokenize.tokenizer_info))

@@ -48,7 +48,7 @@ class Detokenize(msgspec.Struct, kw_only=True):
     tokens: list[s.U32] | None = None
 
 
-def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
+def checked_object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
     """The body as a JSON object whose keys are all in ``keys`` (None: not checked)."""
     value = params.decode_object(body)
     if keys is not None:
@@ -64,7 +64,7 @@ def _object(body: bytes, keys: frozenset[str] | None) -> dict[str, Any]:
 _T = TypeVar("_T")
 
 
-def _convert(value: dict[str, Any], kind: type[_T]) -> _T:
+def convert_checked(value: dict[str, Any], kind: type[_T]) -> _T:
     try:
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as exc:
@@ -83,12 +83,12 @@ def _convert(value: dict[str, Any], kind: type[_T]) -> _T:
 
 
 def tokenize_request(body: bytes) -> TokenizeCompletion | TokenizeChat:
-    raw = _object(body, None)
+    raw = checked_object(body, None)
     chat = "messages" in raw
-    _object(body, CHAT_KEYS if chat else COMPLETION_KEYS)
+    checked_object(body, CHAT_KEYS if chat else COMPLETION_KEYS)
     if chat:
-        return _convert(raw, TokenizeChat)
-    return _convert(raw, TokenizeCompletion)
+        return convert_checked(raw, TokenizeChat)
+    return convert_checked(raw, TokenizeCompletion)
 
 
 def chat_input(request: TokenizeChat, has_template: bool) -> dict[str, Any]:
@@ -107,7 +107,7 @@ def chat_input(request: TokenizeChat, has_template: bool) -> dict[str, Any]:
 
 
 def detokenize_request(body: bytes, vocab_size: int) -> Detokenize:
-    request = _convert(_object(body, DETOKENIZE_KEYS), Detokenize)
+    request = convert_checked(checked_object(body, DETOKENIZE_KEYS), Detokenize)
     if request.tokens is None:
         raise bad_request("`tokens` is required", "tokens")
     for token in request.tokens:
