@@ -103,7 +103,7 @@ BODIES = [
     ("/v1/embeddings", {"model": MODEL, "input": [[5, 6, 7], [8, 9]], "dimensions": 8}),
     ("/v1/embeddings", {"model": MODEL, "input": TEXTS[1], "encoding_format": "base64",
                         "truncate_prompt_tokens": 7}),
-    ("/v1/embeddings", {"model": MODEL, "input": "x", "normalize": False}),
+    ("/v1/embeddings", {"model": MODEL, "input": "x", "use_activation": False}),
     ("/pooling", {"model": MODEL, "input": TEXTS[:2]}),
     ("/score", {"model": MODEL, "text_1": TEXTS[0], "text_2": TEXTS[1:3]}),
     ("/rerank", {"model": MODEL, "query": TEXTS[0], "documents": TEXTS, "top_n": 3}),
@@ -216,9 +216,10 @@ def test_load_with_cancellations(embed_servers: dict[str, Server],
     def idle() -> bool:
         load = httpx.get(f"{server.url}/load", timeout=10).json()["server_load"]
         metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
-        running = [line for line in metrics.splitlines()
-                   if line.startswith("vllm:num_requests_running")]
-        return load == 0 and all(line.endswith(" 0.0") for line in running)
+        gauges = [line for line in metrics.splitlines()
+                  if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting"))]
+        return load == 0 and len(gauges) == 2 and all(
+            float(line.rsplit(" ", 1)[1]) == 0 for line in gauges)
 
     rss: list[int] = []
     for seed in range(3):
