@@ -35,7 +35,8 @@ class BenchOptions:
     request_rate: float
     ignore_eos: bool
     warmup_requests: int
-    percentile_metrics: str
+    # None: every metric the backend measures (chosen in Rust)
+    percentile_metrics: str | None
     metric_percentiles: str
     goodput: list[str]
     result_file: Path | None
@@ -114,7 +115,8 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         "request_rate": None if math.isinf(options.request_rate) else options.request_rate,
         "ignore_eos": options.ignore_eos,
         "warmup_requests": options.warmup_requests,
-        "percentile_metrics": _items(options.percentile_metrics),
+        "percentile_metrics": (None if options.percentile_metrics is None
+                               else _items(options.percentile_metrics)),
         "metric_percentiles": parse_percentiles(options.metric_percentiles),
         "goodput": parse_goodput(options.goodput),
         "label": options.label,

@@ -34,10 +34,9 @@ def _number(value: Any, digits: int = 2) -> str:
     return "-" if value is None else str(value)
 
 
-def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
-    """(section title, [(label, value)]) in vLLM's order; only metrics present appear."""
+def _summary_head(result: dict[str, Any]) -> list[tuple[str, str]]:
     rate = result.get("request_rate")
-    summary = [
+    return [
         ("Successful requests", _number(result.get("completed"))),
         ("Failed requests", _number(result.get("failed"))),
         # a request sent again on a new connection (its kept-alive one closed by the
@@ -48,12 +47,21 @@ def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, s
         ("Request rate (req/s)", _number(rate) if rate != "inf" else "inf"),
         ("Benchmark duration (s)", _number(result.get("duration"))),
         ("Total input tokens", _number(result.get("total_input_tokens"))),
+    ]
+
+
+def _goodput(result: dict[str, Any]) -> list[tuple[str, str]]:
+    if "request_goodput" in result:
+        return [("Request goodput (req/s)", _number(result["request_goodput"]))]
+    return []
+
+
+def _generation_summary(result: dict[str, Any]) -> list[tuple[str, str]]:
+    summary = [
+        *_summary_head(result),
         ("Total generated tokens", _number(result.get("total_output_tokens"))),
         ("Request throughput (req/s)", _number(result.get("request_throughput"))),
-    ]
-    if "request_goodput" in result:
-        summary.append(("Request goodput (req/s)", _number(result["request_goodput"])))
-    summary += [
+        *_goodput(result),
         ("Output token throughput (tok/s)", _number(result.get("output_throughput"))),
     ]
     # vLLM prints both peaks with two decimals (the concurrency too).
@@ -61,9 +69,29 @@ def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, s
                        ("Peak concurrent requests", "max_concurrent_requests")):
         if key in result:
             summary.append((label, _number(float(result[key]))))
-    summary += [
+    summary.append(
+        ("Total token throughput (tok/s)", _number(result.get("total_token_throughput"))))
+    return summary
+
+
+def _pooling_summary(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """vLLM's block for a pooling run (embeddings): nothing generated, so no output
+    rows; its token throughput is of input tokens."""
+    return [
+        *_summary_head(result),
+        ("Request throughput (req/s)", _number(result.get("request_throughput"))),
+        *_goodput(result),
+        ("Input throughput (inputs/s)", _number(result.get("input_sequence_throughput"))),
         ("Total token throughput (tok/s)", _number(result.get("total_token_throughput"))),
     ]
+
+
+def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(section title, [(label, value)]) in vLLM's order; only metrics present appear. A
+    pooling run's result (it has vLLM's `total_input_sequences`) gets vLLM's pooling
+    summary."""
+    pooling = "total_input_sequences" in result
+    summary = _pooling_summary(result) if pooling else _generation_summary(result)
     sections = [("Serving Benchmark Result", summary)]
     for metric, (title, short) in METRIC_TITLES.items():
         if f"mean_{metric}_ms" not in result:

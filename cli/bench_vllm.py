@@ -22,11 +22,13 @@ BACKENDS = {
     "openai-chat": "openai-chat",
     "openai-responses": "openai-responses",
     "anthropic-messages": "anthropic-messages",
+    "openai-embeddings": "openai-embeddings",
     "vllm": "openai-completions",
     "openai": "openai-completions",
 }
-TEXT_ONLY = ("vrs bench serve measures text generation: use --backend openai-completions "
-             "(vLLM's vllm/openai), openai-chat, openai-responses or anthropic-messages")
+TEXT_ONLY = ("vrs bench serve measures text generation and text embeddings: use --backend "
+             "openai-completions (vLLM's vllm/openai), openai-chat, openai-responses, "
+             "anthropic-messages or openai-embeddings")
 
 NO_EQUIVALENT = "vrs bench serve has no equivalent"
 RANDOM_ONLY = ("vrs bench serve makes the random, sharegpt, custom and prefix_repetition "

@@ -24,7 +24,7 @@ _vrs() {
         --host) return ;;
         --port) return ;;
         --endpoint) return ;;
-        --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages vllm openai" -- "$cur")); return ;;
+        --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages openai-embeddings vllm openai" -- "$cur")); return ;;
         --model) return ;;
         --tokenizer) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom prefix_repetition" -- "$cur")); return ;;

@@ -26,6 +26,7 @@ class Backend(StrEnum):
     openai_chat = "openai-chat"
     openai_responses = "openai-responses"
     anthropic_messages = "anthropic-messages"
+    openai_embeddings = "openai-embeddings"
     vllm = "vllm"  # vLLM's names of openai-completions
     openai = "openai"
 
@@ -52,13 +53,15 @@ def serve(
     port: Annotated[int, typer.Option(
         min=1, max=65535, help="Server port (when --base-url is not given).")] = 8000,
     endpoint: Annotated[str | None, typer.Option(
-        help="Request path. Default: /v1/completions; /v1/chat/completions, /v1/responses "
-             "or /v1/messages for openai-chat, openai-responses or anthropic-messages.")] = None,
+        help="Request path. Default: /v1/completions; /v1/chat/completions, /v1/responses, "
+             "/v1/messages or /v1/embeddings for openai-chat, openai-responses, "
+             "anthropic-messages or openai-embeddings.")] = None,
     backend: Annotated[Backend, typer.Option(
         callback=vrs_backend, metavar="API",
         help="Which API the requests use: openai-completions (vLLM's vllm and openai name "
-             "it too), openai-chat, openai-responses (the Responses API) or anthropic-messages "
-             "(Anthropic's Messages API; no --ignore-eos for these two).")]
+             "it too), openai-chat, openai-responses (the Responses API), anthropic-messages "
+             "(Anthropic's Messages API; no --ignore-eos for these two) or openai-embeddings "
+             "(each prompt embedded: E2EL and input tokens only).")]
         = Backend.openai_completions,
     model: Annotated[str | None, typer.Option(
         help="Model name sent in requests. Default: the first model of GET /v1/models.")]
@@ -116,10 +119,11 @@ def serve(
     warmup_requests: Annotated[int, typer.Option(
         "--warmup-requests", "--num-warmups", min=0,
         help="Requests sent (and not measured) before the run.")] = 0,
-    percentile_metrics: Annotated[str, typer.Option(
+    percentile_metrics: Annotated[str | None, typer.Option(
         help="Comma-separated metrics to report: ttft, tpot, itl, e2el (vLLM's default "
-             "leaves out e2el).")]
-        = "ttft,tpot,itl,e2el",
+             "leaves out e2el). Default: all four; e2el for openai-embeddings, which "
+             "measures nothing else.")]
+        = None,
     metric_percentiles: Annotated[str, typer.Option(
         help="Comma-separated percentiles to report, e.g. 50,90,99.")] = "99",
     goodput: Annotated[list[str] | None, typer.Option(
@@ -149,8 +153,9 @@ def serve(
     """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
 
     Works against any OpenAI-compatible server (vrs serve, vrs serve --frontend python,
-    vLLM, SGLang...): completions, chat completions or the Responses API, or an Anthropic
-    Messages server (--backend anthropic-messages). The load generator runs in vrs-rs;
+    vLLM, SGLang...): completions, chat completions or the Responses API, an Anthropic
+    Messages server (--backend anthropic-messages), or embeddings (--backend
+    openai-embeddings). The load generator runs in vrs-rs;
     this shows its progress and results. vLLM's `vllm bench serve` flags work under
     their names where vrs does the same (--dataset-name, --input-len, --num-warmups,
     --save-result, --backend vllm...); the others are refused with what vrs offers

@@ -253,7 +253,7 @@ def test_bash_completion_reaches_nested_commands() -> None:
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["serve --help",
                                        "openai-completions openai-chat openai-responses "
-                                       "anthropic-messages vllm openai",
+                                       "anthropic-messages openai-embeddings vllm openai",
                                        "--ignore-eos", "--device"]
 
 

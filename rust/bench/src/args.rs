@@ -7,8 +7,12 @@ use serde::Deserialize;
 
 use crate::dataset::prefix;
 
+mod backend;
 mod dataset;
+mod metric;
+pub use backend::Backend;
 pub use dataset::{DatasetChoice, DatasetKeys, CUSTOM_OUTPUT_LEN, DATASETS};
+pub use metric::Metric;
 
 /// How an https server's certificate is checked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -20,82 +24,6 @@ pub enum ServerTrust {
     CaFile(String),
     /// Not at all (`--insecure`).
     Insecure,
-}
-
-/// Which API the requests use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// `POST /v1/completions` with `prompt`.
-    OpenaiCompletions,
-    /// `POST /v1/chat/completions` with one user message.
-    OpenaiChat,
-    /// `POST /v1/responses` with `input` (one user message).
-    OpenaiResponses,
-    /// `POST /v1/messages` (Anthropic) with one user message.
-    AnthropicMessages,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::OpenaiCompletions => "openai-completions",
-            Backend::OpenaiChat => "openai-chat",
-            Backend::OpenaiResponses => "openai-responses",
-            Backend::AnthropicMessages => "anthropic-messages",
-        }
-    }
-
-    pub fn default_endpoint(self) -> &'static str {
-        match self {
-            Backend::OpenaiCompletions => "/v1/completions",
-            Backend::OpenaiChat => "/v1/chat/completions",
-            Backend::OpenaiResponses => "/v1/responses",
-            Backend::AnthropicMessages => "/v1/messages",
-        }
-    }
-
-    /// The API's name in messages.
-    pub fn api(self) -> &'static str {
-        match self {
-            Backend::OpenaiCompletions => "OpenAI completions",
-            Backend::OpenaiChat => "OpenAI chat completions",
-            Backend::OpenaiResponses => "OpenAI Responses",
-            Backend::AnthropicMessages => "Anthropic Messages",
-        }
-    }
-
-    /// Whether the request body takes vLLM's `ignore_eos` (the Responses and Messages
-    /// APIs have no such field; servers that check their fields refuse it).
-    pub fn takes_ignore_eos(self) -> bool {
-        matches!(self, Backend::OpenaiCompletions | Backend::OpenaiChat)
-    }
-}
-
-/// A per-request latency metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Metric {
-    Ttft,
-    Tpot,
-    Itl,
-    E2el,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Metric::Ttft => "ttft",
-            Metric::Tpot => "tpot",
-            Metric::Itl => "itl",
-            Metric::E2el => "e2el",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.key() == name)
-    }
 }
 
 fn default_backend() -> Backend {
@@ -127,9 +55,6 @@ fn default_output_len() -> usize {
 }
 fn default_num_prompts() -> usize {
     1000
-}
-fn default_percentile_metrics() -> Vec<String> {
-    Metric::ALL.iter().map(|m| m.key().to_string()).collect()
 }
 fn default_metric_percentiles() -> Vec<f64> {
     vec![99.0]
@@ -184,8 +109,9 @@ struct RawArgs {
     ignore_eos: bool,
     #[serde(default)]
     warmup_requests: usize,
-    #[serde(default = "default_percentile_metrics")]
-    percentile_metrics: Vec<String>,
+    /// null: every metric the backend measures.
+    #[serde(default)]
+    percentile_metrics: Option<Vec<String>>,
     #[serde(default = "default_metric_percentiles")]
     metric_percentiles: Vec<f64>,
     #[serde(default)]
@@ -222,7 +148,8 @@ pub struct BenchArgs {
     pub warmup_requests: usize,
     pub percentile_metrics: Vec<Metric>,
     pub metric_percentiles: Vec<f64>,
-    /// SLOs in milliseconds (ttft, tpot, e2el), vLLM's `--goodput`.
+    /// SLOs in milliseconds (ttft, tpot, e2el; e2el only for a pooling backend), vLLM's
+    /// `--goodput`.
     pub goodput: Option<Vec<(Metric, f64)>>,
     pub label: Option<String>,
     /// How an https server's certificate is checked (`--ca-cert`, `--insecure`).
@@ -311,15 +238,8 @@ impl BenchArgs {
             ));
         }
         let request_rate = raw.request_rate.filter(|r| r.is_finite());
-        let mut percentile_metrics = Vec::new();
-        for name in &raw.percentile_metrics {
-            let metric = Metric::parse(name.trim()).ok_or_else(|| {
-                format!("percentile_metrics: unknown metric {name:?} (choose from ttft, tpot, itl, e2el)")
-            })?;
-            if !percentile_metrics.contains(&metric) {
-                percentile_metrics.push(metric);
-            }
-        }
+        let percentile_metrics =
+            metric::percentile_metrics(raw.percentile_metrics.as_deref(), raw.backend)?;
         for p in &raw.metric_percentiles {
             if !(0.0..=100.0).contains(p) {
                 return Err(format!("metric_percentiles must be within 0..100, got {p}"));
@@ -328,7 +248,7 @@ impl BenchArgs {
         let goodput = match raw.goodput {
             None => None,
             Some(slos) if slos.is_empty() => None,
-            Some(slos) => Some(check_goodput(slos)?),
+            Some(slos) => Some(metric::goodput(slos, raw.backend)?),
         };
         Ok(Self {
             base_url,
@@ -368,28 +288,6 @@ impl BenchArgs {
     pub fn models_url(&self) -> String {
         format!("{}/v1/models", self.base_url)
     }
-}
-
-fn check_goodput(slos: BTreeMap<String, f64>) -> Result<Vec<(Metric, f64)>, String> {
-    let mut out = Vec::new();
-    for (name, ms) in slos {
-        let metric = match Metric::parse(&name) {
-            Some(m @ (Metric::Ttft | Metric::Tpot | Metric::E2el)) => m,
-            _ => {
-                return Err(format!(
-                    "goodput: unknown SLO {name:?} (choose from ttft, tpot, e2el)"
-                ))
-            }
-        };
-        if !(ms.is_finite() && ms > 0.0) {
-            return Err(format!(
-                "goodput: {name} must be a positive number of ms, got {ms}"
-            ));
-        }
-        out.push((metric, ms));
-    }
-    out.sort_by_key(|(m, _)| *m);
-    Ok(out)
 }
 
 #[cfg(test)]

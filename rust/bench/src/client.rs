@@ -1,5 +1,6 @@
 //! The HTTP client: keep-alive connection pool (hyper; https through [`connect`]),
-//! request bodies, and one streamed request timed chunk by chunk.
+//! request bodies ([`body`]), and one streamed request timed chunk by chunk (a pooling
+//! request, answered in one body: [`pooling`]).
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -7,20 +8,24 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::args::Backend;
 use crate::metrics::RequestRecord;
 use crate::payload::{self, Payload};
 use crate::sse::SseParser;
 
+mod body;
 pub mod connect;
+mod pooling;
 
+pub use body::request_body;
 use connect::Connector;
 
 /// Bytes of an error response kept for the message.
@@ -83,43 +88,6 @@ pub fn closed_before_answer(error: &(dyn StdError + 'static)) -> bool {
 pub fn parse_uri(url: &str) -> Result<Uri, String> {
     url.parse::<Uri>()
         .map_err(|e| format!("invalid URL {url:?}: {e}"))
-}
-
-/// The request body for one prompt (vLLM's bench: greedy, streamed, usage requested).
-pub fn request_body(
-    backend: Backend,
-    model: &str,
-    prompt: &str,
-    max_tokens: usize,
-    ignore_eos: bool,
-) -> Bytes {
-    let stream_options = json!({"include_usage": true});
-    let mut body = match backend {
-        Backend::OpenaiCompletions => json!({
-            "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
-            "stream": true, "stream_options": stream_options,
-        }),
-        Backend::OpenaiChat => json!({
-            "model": model, "messages": [{"role": "user", "content": prompt}],
-            "max_completion_tokens": max_tokens, "temperature": 0.0, "stream": true,
-            "stream_options": stream_options,
-        }),
-        // The usage comes with response.completed; nothing is stored server-side.
-        Backend::OpenaiResponses => json!({
-            "model": model, "input": prompt, "max_output_tokens": max_tokens,
-            "temperature": 0.0, "stream": true, "store": false,
-        }),
-        // max_tokens is required there; the usage comes with message_delta.
-        Backend::AnthropicMessages => json!({
-            "model": model, "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": prompt}], "temperature": 0.0,
-            "stream": true,
-        }),
-    };
-    if let (true, Value::Object(map)) = (ignore_eos, &mut body) {
-        map.insert("ignore_eos".into(), Value::Bool(true));
-    }
-    Bytes::from(body.to_string())
 }
 
 /// The message of an error response body: OpenAI's or Anthropic's `error.message`, else
@@ -256,9 +224,14 @@ impl HttpClient {
             builder = builder.header(name, value.clone());
         }
         if !body.is_empty() {
+            let accept = if self.backend.pooling() {
+                "application/json"
+            } else {
+                "text/event-stream"
+            };
             builder = builder
                 .header(CONTENT_TYPE, "application/json")
-                .header(ACCEPT, "text/event-stream");
+                .header(ACCEPT, accept);
         }
         builder
             .body(Full::new(body))
@@ -290,9 +263,12 @@ impl HttpClient {
         serde_json::from_slice(&body).map_err(|e| format!("GET {url} did not return JSON: {e}"))
     }
 
-    /// Sends one streaming request and times it. Never fails: a failure is a record with
-    /// `success: false` and the reason.
+    /// Sends one request and times it (streamed, or one answer for a pooling backend).
+    /// Never fails: a failure is a record with `success: false` and the reason.
     pub async fn send(&self, uri: &Uri, body: Bytes, prompt_len: usize) -> RequestRecord {
+        if self.backend.pooling() {
+            return self.send_pooling(uri, body, prompt_len).await;
+        }
         let start = Instant::now();
         let mut state = StreamState {
             backend: self.backend,
@@ -347,14 +323,10 @@ impl HttpClient {
         record
     }
 
-    /// Reads the whole response (so the connection goes back to the pool); the time the
-    /// stream ended when it was not `[DONE]`.
-    async fn stream(
-        &self,
-        uri: &Uri,
-        body: Bytes,
-        state: &mut StreamState,
-    ) -> Result<Instant, String> {
+    /// `POST body` answered with a success status: the answer's body. A pooled connection
+    /// the server had closed is retried once (counted in `retries`); an error status is
+    /// an error with the answer's message.
+    async fn post(&self, uri: &Uri, body: Bytes, retries: &mut usize) -> Result<Incoming, String> {
         let request = self.request(Method::POST, uri, body.clone())?;
         let response = match self.inner.request(request).await {
             Ok(response) => response,
@@ -362,7 +334,7 @@ impl HttpClient {
             // server does, though it says keep-alive): sent once more on a new connection,
             // as HTTP clients and the SDKs do; counted, never a failure of the server.
             Err(e) if closed_before_answer(&e) => {
-                state.retries += 1;
+                *retries += 1;
                 let request = self.request(Method::POST, uri, body)?;
                 self.fresh.request(request).await.map_err(|e| {
                     format!(
@@ -390,6 +362,18 @@ impl HttpClient {
                 error_message(&text)
             ));
         }
+        Ok(body)
+    }
+
+    /// Reads the whole response (so the connection goes back to the pool); the time the
+    /// stream ended when it was not `[DONE]`.
+    async fn stream(
+        &self,
+        uri: &Uri,
+        body: Bytes,
+        state: &mut StreamState,
+    ) -> Result<Instant, String> {
+        let mut body = self.post(uri, body, &mut state.retries).await?;
         let mut parser = SseParser::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| format!("POST {uri}: stream broke: {}", describe(&e)))?;

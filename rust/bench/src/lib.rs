@@ -1,5 +1,5 @@
 //! `vrs-rs bench serve`: a load generator for any OpenAI-compatible server (completions,
-//! chat completions, the Responses API) or Anthropic Messages server, measuring
+//! chat completions, the Responses API, embeddings) or Anthropic Messages server, measuring
 //! with vLLM's definitions (`vllm bench serve`). The `vrs bench serve` app passes every
 //! setting as `--args-json` and renders the JSON-lines events this writes (see
 //! [`events`]).

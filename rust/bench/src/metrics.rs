@@ -1,6 +1,7 @@
 //! Benchmark arithmetic with vLLM's definitions (`vllm bench serve`): per-request TTFT,
 //! TPOT, ITL and E2EL summarised as mean / median / std / percentiles, throughput and
-//! goodput, reported under vLLM's result-file key names.
+//! goodput, reported under vLLM's result-file key names. A pooling run (embeddings)
+//! reports what vLLM reports for one: E2EL, request and input throughput, no output.
 
 use serde_json::{Map, Value};
 
@@ -126,6 +127,9 @@ pub struct Report {
     pub metrics: Vec<(Metric, Stats)>,
     /// A few distinct error messages of failed requests.
     pub error_samples: Vec<String>,
+    /// A pooling run ([`Report::pooling`]): one input sequence per request, nothing
+    /// generated; reported with vLLM's pooling keys.
+    pub pooling: bool,
 }
 
 const ERROR_SAMPLES: usize = 5;
@@ -181,11 +185,28 @@ impl Report {
             max_concurrent_requests: peak::max_concurrent_requests(records),
             metrics,
             error_samples,
+            pooling: false,
         }
     }
 
+    /// The report of a pooling run (vLLM's `EmbedBenchmarkMetrics`): each request was one
+    /// input sequence; the token throughput is input tokens only.
+    pub fn pooling(self) -> Self {
+        Self {
+            pooling: true,
+            ..self
+        }
+    }
+
+    /// vLLM's `total_input_sequences`: one per completed pooling request.
+    pub fn total_input_sequences(&self) -> usize {
+        self.completed
+    }
+
     /// The result-file keys (vLLM's names): `duration`, `completed`, ..., then for each
-    /// selected metric `mean_X_ms`, `median_X_ms`, `std_X_ms`, `pN_X_ms`.
+    /// selected metric `mean_X_ms`, `median_X_ms`, `std_X_ms`, `pN_X_ms`. A pooling run
+    /// has vLLM's pooling keys (`total_input_sequences`, `input_sequence_throughput`,
+    /// `total_token_throughput` of input tokens) and no output throughput or peaks.
     pub fn to_json(&self) -> Map<String, Value> {
         let mut map = Map::new();
         map.insert("duration".into(), self.duration.into());
@@ -193,6 +214,12 @@ impl Report {
         map.insert("failed".into(), self.failed.into());
         map.insert("retried_requests".into(), self.retried.into());
         map.insert("total_input_tokens".into(), self.total_input_tokens.into());
+        if self.pooling {
+            map.insert(
+                "total_input_sequences".into(),
+                self.total_input_sequences().into(),
+            );
+        }
         map.insert(
             "total_output_tokens".into(),
             self.total_output_tokens.into(),
@@ -201,19 +228,29 @@ impl Report {
         if let Some(goodput) = self.request_goodput {
             map.insert("request_goodput".into(), goodput.into());
         }
-        map.insert("output_throughput".into(), self.output_throughput.into());
+        if self.pooling {
+            // one input sequence per request
+            map.insert(
+                "input_sequence_throughput".into(),
+                self.request_throughput.into(),
+            );
+        } else {
+            map.insert("output_throughput".into(), self.output_throughput.into());
+        }
         map.insert(
             "total_token_throughput".into(),
             self.total_token_throughput.into(),
         );
-        map.insert(
-            "max_output_tokens_per_s".into(),
-            self.max_output_tokens_per_s.into(),
-        );
-        map.insert(
-            "max_concurrent_requests".into(),
-            self.max_concurrent_requests.into(),
-        );
+        if !self.pooling {
+            map.insert(
+                "max_output_tokens_per_s".into(),
+                self.max_output_tokens_per_s.into(),
+            );
+            map.insert(
+                "max_concurrent_requests".into(),
+                self.max_concurrent_requests.into(),
+            );
+        }
         for (metric, stats) in &self.metrics {
             let key = metric.key();
             map.insert(format!("mean_{key}_ms"), stats.mean.into());

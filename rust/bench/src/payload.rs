@@ -1,9 +1,11 @@
 //! What one server-sent event's `data` means to the benchmark, for each backend's API:
 //! OpenAI's chunks (`payload/chat.rs`, completions and chat), the Responses API's typed
 //! events (`payload/responses.rs`) and Anthropic's Messages events
-//! (`payload/messages.rs`). The metric definitions are the same for all of them.
+//! (`payload/messages.rs`). The metric definitions are the same for all of them. A pooling
+//! backend's answer is one JSON body, not a stream (`payload/embeddings.rs`).
 
 mod chat;
+pub mod embeddings;
 mod messages;
 mod responses;
 
@@ -32,12 +34,16 @@ pub enum Payload {
 }
 
 /// Classifies one event's data for `backend`; `Err` when it is not JSON that API's server
-/// would send.
+/// would send (a pooling backend's server sends no events).
 pub fn parse(backend: Backend, data: &[u8]) -> Result<Payload, String> {
     match backend {
         Backend::OpenaiCompletions | Backend::OpenaiChat => chat::parse(data),
         Backend::OpenaiResponses => responses::parse(data),
         Backend::AnthropicMessages => messages::parse(data),
+        Backend::OpenaiEmbeddings => Err(format!(
+            "a server-sent event for backend {}, which is not streamed",
+            backend.name()
+        )),
     }
 }
 

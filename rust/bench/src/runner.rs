@@ -281,13 +281,16 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
         true,
     )
     .await;
-    let report = Report::new(
+    let mut report = Report::new(
         &records,
         duration,
         &args.percentile_metrics,
         &args.metric_percentiles,
         args.goodput.as_deref(),
     );
+    if args.backend.pooling() {
+        report = report.pooling();
+    }
     let mut result = Map::new();
     result.insert("label".into(), json!(args.label));
     result.insert("backend".into(), json!(args.backend.name()));

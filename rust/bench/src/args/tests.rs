@@ -52,6 +52,31 @@ fn responses_and_messages_pick_their_endpoints() {
 }
 
 #[test]
+fn embeddings_take_their_endpoint_and_report_e2el_only() {
+    let args =
+        BenchArgs::from_json(r#"{"base_url": "http://h:1", "backend": "openai-embeddings"}"#)
+            .unwrap();
+    assert!(args.backend.pooling());
+    assert_eq!(args.url(), "http://h:1/v1/embeddings");
+    assert_eq!(
+        args.percentile_metrics,
+        vec![Metric::E2el],
+        "vLLM's pooling default"
+    );
+    let args = BenchArgs::from_json(
+        r#"{"base_url": "http://h:1", "backend": "openai-embeddings", "endpoint": "/e",
+            "percentile_metrics": ["e2el"], "goodput": {"e2el": 20}}"#,
+    )
+    .unwrap();
+    assert_eq!(args.url(), "http://h:1/e");
+    assert_eq!(args.goodput, Some(vec![(Metric::E2el, 20.0)]));
+    // null (what `vrs bench serve` sends without --percentile-metrics): the backend's
+    let generation =
+        BenchArgs::from_json(r#"{"base_url": "http://h", "percentile_metrics": null}"#).unwrap();
+    assert_eq!(generation.percentile_metrics, Metric::ALL.to_vec());
+}
+
+#[test]
 fn errors_name_the_key() {
     let cases = [
         (r#"{"base_url": "https://"}"#, "https://HOST:PORT"),
@@ -133,8 +158,22 @@ fn errors_name_the_key() {
             "ignore_eos: the Anthropic Messages API",
         ),
         (
+            r#"{"base_url": "http://h", "backend": "openai-embeddings", "ignore_eos": true}"#,
+            "ignore_eos: the OpenAI embeddings API",
+        ),
+        (
+            r#"{"base_url": "http://h", "backend": "openai-embeddings",
+                "percentile_metrics": ["e2el", "ttft"]}"#,
+            "percentile_metrics: ttft is not measured with backend openai-embeddings",
+        ),
+        (
+            r#"{"base_url": "http://h", "backend": "openai-embeddings",
+                "goodput": {"tpot": 5}}"#,
+            "goodput: tpot is not measured with backend openai-embeddings",
+        ),
+        (
             r#"{"base_url": "http://h", "backend": "vllm"}"#,
-            "anthropic-messages",
+            "openai-embeddings",
         ),
         ("{", "invalid --args-json"),
     ];

@@ -1,6 +1,7 @@
 //! Unit tests of `client.rs`.
 
 use super::*;
+use serde_json::json;
 
 #[test]
 fn bodies_follow_the_backend() {
@@ -29,6 +30,12 @@ fn bodies_follow_the_backend() {
         json!({"model": "m", "max_tokens": 8,
                "messages": [{"role": "user", "content": "hi"}],
                "temperature": 0.0, "stream": true})
+    );
+    let embeddings = request_body(Backend::OpenaiEmbeddings, "m", "hi", 8, false);
+    let v: Value = serde_json::from_slice(&embeddings).unwrap();
+    assert_eq!(
+        v,
+        json!({"model": "m", "input": "hi", "truncate_prompt_tokens": -1})
     );
 }
 

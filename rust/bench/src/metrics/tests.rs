@@ -187,3 +187,46 @@ fn json_uses_vllm_key_names() {
     let plain = Report::new(&timeline(), 2.0, &[], &[99.0], None).to_json();
     assert!(!plain.contains_key("request_goodput"));
 }
+
+#[test]
+fn a_pooling_report_has_vllms_pooling_keys() {
+    // Embeddings: no output, TTFT = E2EL; input counts are the server's.
+    let embedded = |prompt_len: usize, latency: f64| RequestRecord {
+        success: true,
+        prompt_len,
+        ttft: latency,
+        latency,
+        ..Default::default()
+    };
+    let records = vec![
+        embedded(10, 0.01),
+        embedded(30, 0.03),
+        embedded(20, 0.02),
+        failed("HTTP 400: too long"),
+    ];
+    let report = Report::new(&records, 2.0, &[Metric::E2el], &[50.0, 99.0], None).pooling();
+    let json = report.to_json();
+    assert_eq!(json["completed"], 3);
+    assert_eq!(json["failed"], 1);
+    assert_eq!(json["total_input_tokens"], 60);
+    assert_eq!(json["total_input_sequences"], 3);
+    assert_eq!(json["total_output_tokens"], 0);
+    assert_close(json["request_throughput"].as_f64().unwrap(), 1.5);
+    assert_close(json["input_sequence_throughput"].as_f64().unwrap(), 1.5);
+    assert_close(json["total_token_throughput"].as_f64().unwrap(), 30.0);
+    assert_close(json["mean_e2el_ms"].as_f64().unwrap(), 20.0);
+    assert_close(json["median_e2el_ms"].as_f64().unwrap(), 20.0);
+    assert_close(json["std_e2el_ms"].as_f64().unwrap(), 8.16496580927726);
+    assert_close(json["p99_e2el_ms"].as_f64().unwrap(), 29.8);
+    for key in [
+        "output_throughput",
+        "max_output_tokens_per_s",
+        "max_concurrent_requests",
+        "mean_ttft_ms",
+    ] {
+        assert!(!json.contains_key(key), "{key}");
+    }
+    let generation = Report::new(&records, 2.0, &[Metric::E2el], &[99.0], None).to_json();
+    assert!(!generation.contains_key("total_input_sequences"));
+    assert!(generation.contains_key("output_throughput"));
+}
