@@ -301,3 +301,20 @@ def hf_single(model_dir: Path, items: list[str]) -> torch.Tensor:
     with torch.inference_mode():
         logits = model.eval()(**tokenizer(items, padding=True, return_tensors="pt")).logits
     return torch.sigmoid(logits)
+
+
+def test_a_checkpoint_missing_weights_is_refused(dirs: dict[str, Path], tmp_path: Path) -> None:
+    """A classifier without its head's weights would answer random scores: a load error."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from engine.runtime.loader import ModelLoadError
+
+    broken = tmp_path / "headless"
+    shutil.copytree(dirs["bert-cls3"], broken)
+    weights = load_file(broken / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("classifier.")},
+              broken / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelLoadError, match="classifier.bias, classifier.weight"):
+        make_encoder_engine(broken)

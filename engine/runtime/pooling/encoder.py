@@ -112,19 +112,36 @@ class EncoderModel:
 
     def _load(self, model_dir: Path, family: EncoderFamily) -> Any:
         import transformers
+        from transformers.utils import logging as hf_logging
 
         auto = (transformers.AutoModelForSequenceClassification if self.classify
                 else transformers.AutoModel)
-        kwargs: dict[str, Any] = {"dtype": self.dtype}
+        kwargs: dict[str, Any] = {"dtype": self.dtype, "output_loading_info": True}
         if not self.classify and family.pooling_layer:
             kwargs["add_pooling_layer"] = False
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity(logging.ERROR)  # its load report: checked below instead
         try:
-            model = auto.from_pretrained(model_dir, attn_implementation="sdpa", **kwargs)
-        except (ValueError, ImportError) as exc:
-            logger.info("sdpa attention unavailable (%s); loading with eager attention", exc)
-            model = auto.from_pretrained(model_dir, attn_implementation="eager", **kwargs)
+            try:
+                model, info = auto.from_pretrained(model_dir, attn_implementation="sdpa",
+                                                   **kwargs)
+            except (ValueError, ImportError) as exc:
+                logger.info("sdpa attention unavailable (%s); loading with eager attention",
+                            exc)
+                model, info = auto.from_pretrained(model_dir, attn_implementation="eager",
+                                                   **kwargs)
         except OSError as exc:
             raise ModelLoadError(f"{model_dir}: cannot load the encoder: {exc}") from exc
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        # A weight the checkpoint lacks would be random: never serve that.
+        missing = sorted({*info.get("missing_keys", ()),
+                          *(str(key[0]) if isinstance(key, tuple) else str(key)
+                            for key in info.get("mismatched_keys", ()))})
+        if missing:
+            raise ModelLoadError(f"{model_dir}: the checkpoint lacks weights of "
+                                 f"{type(model).__name__} (or their shapes differ): "
+                                 f"{', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
         self.attention = str(getattr(model.config, "_attn_implementation", "eager"))
         return model.to(self.device).eval()
 
