@@ -221,6 +221,8 @@ def test_abort_stats_and_utility(dirs: dict[str, Path]) -> None:
     info: dict[str, Any] = engine.utility("get_model_info", [])
     assert (info["runner"], info["pooling_method"], info["dtype"]) == ("pooling", "mean",
                                                                        "float32")
+    if torch.backends.mkldnn.is_available():  # the linears run on the packed oneDNN matmul
+        assert info["matmuls"].startswith("onednn-packed"), info
     with pytest.raises(ValueError, match="unknown utility method"):
         engine.utility("nope", [])
 

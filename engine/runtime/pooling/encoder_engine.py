@@ -227,6 +227,7 @@ class EncoderEngine:
                 "architecture": self.model.family.name,
                 "device": str(self.model.device),
                 "dtype": str(self.model.dtype).removeprefix("torch."),
+                "matmuls": self.model.matmuls,
                 "max_model_len": self.max_model_len,
                 "runner": p.Runner.POOLING.value,
                 "pooling_tasks": list(self.spec.tasks),
