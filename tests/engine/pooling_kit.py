@@ -33,6 +33,18 @@ def texts(count: int, seed: int = 0, low: int = 3, high: int = 40) -> list[str]:
             for _ in range(count)]
 
 
+def st_modules() -> Any:
+    """sentence-transformers' (Transformer, Pooling, Dense, Normalize) classes, from where
+    version 6 keeps them, else from version 5's ``sentence_transformers.models``."""
+    try:
+        from sentence_transformers.base.modules.dense import Dense
+        from sentence_transformers.base.modules.normalize import Normalize
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Dense, Normalize, Pooling, Transformer
+    return Transformer, Pooling, Dense, Normalize
+
+
 def _bert_tokenizer() -> Any:
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
@@ -98,10 +110,9 @@ def build_bert_st(root: Path) -> Path:
     """A BERT sentence-transformers model saved by sentence-transformers: mean pooling,
     Dense 64 -> 32 (tanh), Normalize."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules.dense import Dense
-    from sentence_transformers.base.modules.normalize import Normalize
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import BertModel
+
+    Transformer, Pooling, Dense, Normalize = st_modules()
 
     base = root / "bert-base"
     _spread(BertModel(_config("bert"))).save_pretrained(base)
@@ -143,8 +154,9 @@ def build_modernbert_st(root: Path) -> Path:
     """A ModernBERT sentence-transformers model (the BERT tokenizer; local attention windows
     shorter than the texts): mean pooling, no Normalize module (so: not normalized)."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import ModernBertConfig, ModernBertModel
+
+    Transformer, Pooling, _, _ = st_modules()
 
     config = ModernBertConfig(
         vocab_size=len(WORDS) + 5, hidden_size=HIDDEN, intermediate_size=128,
