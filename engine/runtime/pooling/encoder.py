@@ -60,16 +60,15 @@ def pack_linears(model: torch.nn.Module, device: torch.device, dtype: torch.dtyp
 @dataclass(frozen=True)
 class EncoderFamily:
     name: str
-    model_types: tuple[str, ...]  # config.json model_type values
     position_offset: bool  # RoBERTa: positions start at pad_token_id + 1
     token_types: bool  # the forward takes token_type_ids
     pooling_layer: bool  # AutoModel takes add_pooling_layer (not needed for embeddings)
 
 
 FAMILIES = (
-    EncoderFamily("bert", ("bert",), False, True, True),
-    EncoderFamily("roberta", ("roberta", "xlm-roberta"), True, True, True),
-    EncoderFamily("modernbert", ("modernbert",), False, False, False),
+    EncoderFamily("bert", False, True, True),
+    EncoderFamily("roberta", True, True, True),  # RoBERTa and XLM-RoBERTa
+    EncoderFamily("modernbert", False, False, False),
 )
 _HEADS = ("Model", "ForMaskedLM", "ForSequenceClassification")
 ENCODER_ARCHITECTURES = {
