@@ -45,7 +45,9 @@ def _merge(into: p.EngineCoreOutput, later: p.EngineCoreOutput) -> None:
         into.finish_reason = later.finish_reason
         into.stop_token_id = later.stop_token_id
         into.error_message = later.error_message
+        into.error_kind = later.error_kind
         into.decode_time = later.decode_time
+        into.pooling_output = later.pooling_output
     if later.num_cached_tokens > into.num_cached_tokens:
         into.num_cached_tokens = later.num_cached_tokens
     # What only a request's first output carries (prompt logprobs, queue and prefill

@@ -40,6 +40,13 @@ def build_backend(config: EngineConfig) -> tuple[EngineBackend, p.Ready]:
 
         mock = MockEngine.from_config(config)
         return mock, mock.ready(0)
+    from engine.runtime.pooling.encoder import is_encoder_model
+
+    if is_encoder_model(config.model):  # BERT, XLM-RoBERTa, ModernBERT: pooling only
+        from engine.runtime.pooling.encoder_engine import EncoderEngine
+
+        encoder = EncoderEngine.from_config(config)
+        return encoder, encoder.ready(0)
     from engine.runtime.engine import ModelEngine
 
     real = ModelEngine.from_config(config)

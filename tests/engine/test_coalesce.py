@@ -85,7 +85,8 @@ def test_an_error_or_abort_after_tokens_keeps_the_tokens() -> None:
         _step([p.EngineCoreOutput("a", [1]), p.EngineCoreOutput("b", [4])], 2, 1.0),
         _step(
             [
-                p.EngineCoreOutput("a", [], "error", error_message="boom"),
+                p.EngineCoreOutput("a", [], "error", error_message="boom",
+                                   error_kind="invalid_request"),
                 p.EngineCoreOutput("b", [], "abort", num_cached_tokens=16),
             ],
             0,
@@ -95,7 +96,18 @@ def test_an_error_or_abort_after_tokens_keeps_the_tokens() -> None:
     [message] = coalesce(steps, engine_index=0)
     a, b = message.outputs
     assert (a.new_token_ids, a.finish_reason, a.error_message) == ([1], "error", "boom")
+    assert a.error_kind == "invalid_request"
     assert (b.new_token_ids, b.finish_reason, b.num_cached_tokens) == ([4], "abort", 16)
+
+
+def test_a_pooling_answer_survives_merging() -> None:
+    steps = [
+        _step([p.EngineCoreOutput("a", [], queue_time=0.5)], 1, 1.0),
+        _step([p.EngineCoreOutput("a", [], "stop", pooling_output=[0.25, -1.0])], 0, 2.0),
+    ]
+    [message] = coalesce(steps, engine_index=0)
+    [a] = message.outputs
+    assert (a.finish_reason, a.pooling_output, a.queue_time) == ("stop", [0.25, -1.0], 0.5)
 
 
 def test_a_utility_answer_never_overtakes_earlier_outputs() -> None:

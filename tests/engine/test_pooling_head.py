@@ -19,6 +19,7 @@ from engine.runtime.pooling.head import (
     request_error,
 )
 from engine.runtime.pooling.spec import PoolingSpec, read_pooling_spec
+from tests.engine.encoder_kit import st_modules
 
 pytestmark = pytest.mark.unit
 
@@ -58,8 +59,7 @@ def test_pool_padded_matches_pool_per_row(method: str) -> None:
 def st_model_dir(tmp_path: Path) -> Path:
     """A sentence-transformers pipeline: mean pooling, two Dense layers (saved by
     sentence-transformers itself), Normalize."""
-    from sentence_transformers.base.modules.dense import Dense
-
+    Dense = st_modules()[2]
     torch.manual_seed(0)
     modules = [{"idx": 0, "name": "0", "path": "",
                 "type": "sentence_transformers.models.Transformer"},
@@ -81,8 +81,7 @@ def st_model_dir(tmp_path: Path) -> Path:
 
 def reference(model_dir: Path, pooled: torch.Tensor) -> torch.Tensor:
     """sentence-transformers' Dense modules loaded from the directory, run on ``pooled``."""
-    from sentence_transformers.base.modules.dense import Dense
-
+    Dense = st_modules()[2]
     features = {"sentence_embedding": pooled}
     for idx in (2, 3):
         features = Dense.load(str(model_dir / f"{idx}_Dense"))(features)

@@ -162,3 +162,19 @@ def test_bad_convert_and_method(tmp_path: Path) -> None:
         read_pooling_spec(tmp_path, BERT, "none", "cls")
     with pytest.raises(ModelLoadError, match="'max'"):
         read_pooling_spec(tmp_path, BERT, "embed", "max")
+
+
+def test_a_cross_encoder_saved_by_sentence_transformers(tmp_path: Path) -> None:
+    """sentence-transformers >= 5: modules.json with only a Transformer module (not read
+    for classify), the activation in config_sentence_transformers.json."""
+    write(tmp_path / "modules.json", [{"idx": 0, "name": "0", "path": "", "type":
+                                       "sentence_transformers.base.modules.transformer.X"}])
+    write(tmp_path / "config_sentence_transformers.json", {
+        "model_type": "CrossEncoder",
+        "activation_fn": "torch.nn.modules.linear.Identity"})
+    config = {"architectures": ["BertForSequenceClassification"], "hidden_size": 32,
+              "id2label": {"0": "LABEL_0"}}
+    spec = read_pooling_spec(tmp_path, config, "auto", "cls")
+    assert spec.tasks == ("classify", "score") and spec.score_activation == "identity"
+    with pytest.raises(ModelLoadError, match="transformer.X"):
+        read_pooling_spec(tmp_path, config, "embed", "cls")

@@ -40,17 +40,17 @@ _TASK_PARAMETERS = {
 
 
 def pool(hidden: torch.Tensor, method: str) -> torch.Tensor:
-    """One sequence's hidden states ``[T, H]`` pooled to ``[H]``: the first token
+    """One sequence's hidden states ``[T, H]`` pooled to float32 ``[H]``: the first token
     (``cls``), the mean over all tokens (``mean``, accumulated in float32) or the last
     token (``last``)."""
     if hidden.dim() != 2 or hidden.shape[0] == 0:
         raise ValueError(f"pool needs hidden states [T>0, H], got {tuple(hidden.shape)}")
     if method == "cls":
-        return hidden[0]
+        return hidden[0].float()
     if method == "last":
-        return hidden[-1]
+        return hidden[-1].float()
     if method == "mean":
-        return hidden.float().mean(dim=0).to(hidden.dtype)
+        return hidden.float().mean(dim=0)
     raise ValueError(f"unknown pooling method {method!r}")
 
 

@@ -14,7 +14,9 @@ vllm/model_executor/layers/pooler/activations.py ``get_act_fn``, ``ModelConfig``
 * config.json: ``matryoshka_dimensions`` / ``is_matryoshka`` (which ``dimensions`` a request
   may ask for), ``id2label`` / ``num_labels`` (the classes), ``problem_type`` and a
   cross-encoder's ``sentence_transformers.activation_fn`` (or the older
-  ``sbert_ce_default_activation_function``): the activation of the class scores.
+  ``sbert_ce_default_activation_function``, or sentence-transformers >= 5's
+  ``config_sentence_transformers.json`` ``activation_fn``): the class scores' activation.
+  Only embeddings read ``modules.json``: a cross-encoder's says nothing about its head.
 
 Anything this cannot reproduce exactly (another pooling mode, an unknown module or
 activation) is a ModelLoadError that names it: never a silently different answer.
@@ -106,7 +108,9 @@ def read_pooling_spec(model_dir: Path, hf_config: dict[str, Any], convert: str,
         classifier = any(str(a).endswith("ForSequenceClassification") for a in architectures)
         convert = "classify" if classifier else "embed"
     hidden = hf_config.get("hidden_size")
-    modules = _read_modules(model_dir)
+    # sentence-transformers' modules shape embeddings; a cross-encoder's modules.json
+    # (one Transformer module) says nothing about the classification head.
+    modules = _read_modules(model_dir) if convert == "embed" else None
     method, normalize = default_method, True
     dense: tuple[DenseSpec, ...] = ()
     if modules is not None:
@@ -139,7 +143,7 @@ def read_pooling_spec(model_dir: Path, hf_config: dict[str, Any], convert: str,
         dense=dense,
         matryoshka_dims=_read_matryoshka(hf_config),
         labels=labels,
-        score_activation=_read_score_activation(hf_config),
+        score_activation=_read_score_activation(hf_config, model_dir),
         embedding_size=embedding_size,
         max_seq_length=_read_max_seq_length(model_dir),
     )
@@ -262,7 +266,7 @@ def _read_labels(hf_config: dict[str, Any], convert: str) -> tuple[str, ...]:
     return tuple(f"LABEL_{i}" for i in range(num_labels))
 
 
-def _read_score_activation(hf_config: dict[str, Any]) -> str:
+def _read_score_activation(hf_config: dict[str, Any], model_dir: Path) -> str:
     problem_type = hf_config.get("problem_type")
     if problem_type == "regression":
         return "identity"
@@ -274,6 +278,11 @@ def _read_score_activation(hf_config: dict[str, Any]) -> str:
     path = st.get("activation_fn") if isinstance(st, dict) else None
     if path is None:
         path = hf_config.get("sbert_ce_default_activation_function")
+    if path is None:  # sentence-transformers >= 5 saves a CrossEncoder's here
+        st_path = model_dir / "config_sentence_transformers.json"
+        st_config = read_json(st_path) if st_path.is_file() else {}
+        if st_config.get("model_type") == "CrossEncoder":
+            path = st_config.get("activation_fn")
     if path is None or str(path) == "torch.nn.modules.activation.Softmax":
         return "auto"
     name = _activation_name(path, "config.json cross-encoder activation")

@@ -13,16 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.runtime.loader import ModelLoadError
+from engine.runtime.pooling.encoder import encoder_family
 
-# Encoder-only families, by the prefix of their architecture names.
-ENCODER_PREFIXES = ("Bert", "Roberta", "XLMRoberta", "ModernBert")
 POOLING_SUFFIXES = ("ForSequenceClassification", "Model")
-
-
-def is_encoder_only(hf_config: dict[str, Any]) -> bool:
-    """True for an encoder-only checkpoint (BERT-like, bidirectional, no KV cache)."""
-    return any(str(a).startswith(ENCODER_PREFIXES) and not str(a).endswith("ForCausalLM")
-               for a in hf_config.get("architectures") or [])
 
 
 def pooling_convert(runner: str, convert: str, hf_config: dict[str, Any],
@@ -31,7 +24,7 @@ def pooling_convert(runner: str, convert: str, hf_config: dict[str, Any],
     "auto" lets its config decide). A ModelLoadError for a checkpoint that cannot be
     served as asked."""
     archs = [str(a) for a in hf_config.get("architectures") or []]
-    pooling_only = is_encoder_only(hf_config) or any(a.endswith(POOLING_SUFFIXES)
+    pooling_only = encoder_family(hf_config) is not None or any(a.endswith(POOLING_SUFFIXES)
                                                      for a in archs)
     if runner == "generate":
         if pooling_only:
