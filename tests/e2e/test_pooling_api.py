@@ -1,4 +1,6 @@
-"""Pooling models served end to end, on the real engine, by both frontends: the openai
+"""Pooling models served end to end, on the real engine, by both frontends (a Qwen3
+embedding model, a causal LM as a yes/no reranker, BERT embeddings, cross-encoder and
+classifier): the openai
 SDK's ``embeddings.create`` unchanged (float, and its default base64) against
 sentence-transformers' ``encode()``; rerank and classify scores against transformers' own
 forward; both frontends answering alike; the runner refusing the other kind of request;
@@ -20,6 +22,8 @@ import pytest
 import torch
 
 from tests.e2e.servers import MODEL, ROUTE_MODES, Server, wait_until
+from tests.engine.encoder_kit import build_bert_st, build_classifier
+from tests.engine.encoder_kit import texts as encoder_texts
 from tests.engine.pooling_kit import build_pooling_model
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +36,11 @@ ARGS = ("--dtype", "float32", "--max-num-batched-tokens", "512")
 @pytest.fixture(scope="module")
 def pooling_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("pooling-models")
-    return {kind: build_pooling_model(kind, root) for kind in ("embed", "rerank")}
+    dirs = {kind: build_pooling_model(kind, root) for kind in ("embed", "rerank")}
+    dirs["bert-st"] = build_bert_st(root)
+    dirs["cross-encoder"] = build_classifier(root, "bert", 1)
+    dirs["classifier"] = build_classifier(root, "bert", 3)
+    return dirs
 
 
 def _start(kind: str, model_dir: Path, root: Path, *extra: str) -> dict[str, Server]:
@@ -229,3 +237,62 @@ def test_load_with_cancellations(embed_servers: dict[str, Server],
         rss.append(_rss_kib(server.tree()))
     growth_mib = (rss[-1] - rss[0]) / 1024
     assert growth_mib < 64, f"memory grew {growth_mib:.0f} MiB over two rounds: {rss}"
+
+
+@pytest.fixture(scope="module")
+def encoder_servers(pooling_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
+                    ) -> Iterator[dict[str, dict[str, Server]]]:
+    root = tmp_path_factory.mktemp("encoders")
+    servers = {kind: _start(kind, pooling_dirs[kind], root)
+               for kind in ("bert-st", "cross-encoder", "classifier")}
+    yield servers
+    for group in servers.values():
+        _stop(group)
+
+
+@pytest.mark.parametrize("mode", ROUTE_MODES)
+def test_encoders_equal_their_references(encoder_servers: dict[str, dict[str, Server]],
+                                         pooling_dirs: dict[str, Path], mode: str) -> None:
+    """A BERT sentence-transformers model (mean pooling, Dense, Normalize) against
+    ``encode()``; a BERT cross-encoder's /rerank and /score (the pair tokenized together,
+    token_type_ids from the document on) and a 3-class /classify against transformers."""
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    sentences = encoder_texts(6, seed=5)
+    st = SentenceTransformer(str(pooling_dirs["bert-st"]), device="cpu")
+    client = encoder_servers["bert-st"][mode].client()
+    answer = client.embeddings.create(model=MODEL, input=sentences)
+    for item, want in zip(answer.data, st.encode(sentences), strict=True):
+        assert _cosine(item.embedding, want) >= 0.9999
+
+    model_dir = pooling_dirs["cross-encoder"]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    hf = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32)
+    query, documents = sentences[0], sentences[1:]
+    url = encoder_servers["cross-encoder"][mode].url
+    reranked = httpx.post(f"{url}/rerank", timeout=60, json={
+        "model": MODEL, "query": query, "documents": documents, "top_n": 2}).json()
+    assert len(reranked["results"]) == 2
+    scored = httpx.post(f"{url}/score", timeout=60, json={
+        "model": MODEL, "text_1": query, "text_2": documents}).json()
+    with torch.no_grad():
+        batch = tokenizer([query] * len(documents), documents, padding=True,
+                          return_tensors="pt")
+        want = torch.sigmoid(hf(**batch).logits[:, 0]).tolist()
+    assert [d["score"] for d in scored["data"]] == pytest.approx(want, abs=1e-5)
+    best = sorted(range(len(want)), key=lambda i: -want[i])[:2]
+    assert [r["index"] for r in reranked["results"]] == best
+
+    model_dir = pooling_dirs["classifier"]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    hf = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=torch.float32)
+    url = encoder_servers["classifier"][mode].url
+    classified = httpx.post(f"{url}/classify", timeout=60, json={
+        "model": MODEL, "input": sentences}).json()
+    with torch.no_grad():
+        probs = torch.softmax(hf(**tokenizer(sentences, padding=True,
+                                             return_tensors="pt")).logits, -1)
+    for item, row in zip(classified["data"], probs.tolist(), strict=True):
+        assert item["probs"] == pytest.approx(row, abs=1e-5)
+        assert item["label"] == f"class_{max(range(3), key=lambda i: row[i])}"
