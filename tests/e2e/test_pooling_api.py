@@ -1,11 +1,10 @@
-"""Pooling models served end to end, on the real engine, by both frontends (a Qwen3
-embedding model, a causal LM as a yes/no reranker, BERT embeddings, cross-encoder and
-classifier): the openai
-SDK's ``embeddings.create`` unchanged (float, and its default base64) against
-sentence-transformers' ``encode()``; rerank and classify scores against transformers' own
-forward; both frontends answering alike; the runner refusing the other kind of request;
-and a load of 512 concurrent requests, a third of them cancelled, after which every answer
-was right, the load is back to 0 and memory is flat."""
+"""Pooling models served end to end, on the real engine, by both frontends: a Qwen3
+embedding model, a causal LM as a yes/no reranker, and BERT embeddings, cross-encoder and
+classifier. The openai SDK's ``embeddings.create`` unchanged (float, and its default
+base64) against sentence-transformers' ``encode()``; rerank, score and classify against
+transformers' own forward; both frontends answering alike; the runner refusing the other
+kind of request; and a load of 512 concurrent requests, a third of them cancelled, after
+which every answer was right, the load is back to 0 and memory is flat."""
 
 from __future__ import annotations
 
