@@ -239,6 +239,14 @@ impl PoolingTask {
             Self::Score => "score",
         }
     }
+
+    /// Every task, in wire order.
+    pub const ALL: [Self; 3] = [Self::Embed, Self::Classify, Self::Score];
+
+    /// The task of a wire string; `None` for any other string.
+    pub fn from_wire(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
 }
 
 /// Why a request ended with [`FinishReason::Error`]; travels as its string value in
