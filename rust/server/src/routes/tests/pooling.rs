@@ -1,1 +1,524 @@
+//! The pooling routes through the serving router, the real engine client and the fake
+//! engine as a pooling model (its answers: `vrs_engine_client::fake::pooling`): each
+//! route's shape, every input form, base64, the errors, runner mismatches both ways,
+//! rerank's order and `top_n`, concurrency and aborts, and `/metrics`.
 
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use vrs_engine_client::fake::pooling::{
+    activated, class_logits, embedding, normalized, pair_logit, Pooling,
+};
+use vrs_wire::PoolingTask::{Classify, Embed, Score};
+
+use crate::state::HttpOptions;
+use crate::testutil::{bad_request, call, json_of, Harness};
+
+fn embedder() -> Harness {
+    Harness::pooling(
+        Pooling::new(&[Embed], &[]),
+        Duration::ZERO,
+        HttpOptions::default(),
+    )
+}
+
+/// Float32 rounding, as the engine answers.
+fn f32s(v: Vec<f64>) -> Vec<f64> {
+    v.into_iter().map(|x| f64::from(x as f32)).collect()
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+async fn ok(h: &Harness, path: &str, body: Value) -> Value {
+    let (status, ct, bytes) = call(h, "POST", path, &body.to_string()).await;
+    let v = json_of(&bytes);
+    assert_eq!(status, 200, "{body}: {v}");
+    assert_eq!(ct, "application/json");
+    v
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+fn usage(n: usize) -> Value {
+    json!({"prompt_tokens": n, "total_tokens": n, "completion_tokens": 0,
+           "prompt_tokens_details": null, "completion_tokens_details": null})
+}
+
+#[tokio::test]
+async fn embeddings_take_every_input_form() {
+    let h = embedder();
+    let v = ok(
+        &h,
+        "/v1/embeddings",
+        json!({"model": "tiny", "input": "hello world"}),
+    )
+    .await;
+    assert_eq!(
+        keys(&v),
+        ["id", "object", "created", "model", "data", "usage"]
+    );
+    assert!(v["id"].as_str().unwrap().starts_with("embd-"), "{v}");
+    assert_eq!(
+        (v["object"].clone(), v["model"].clone()),
+        (json!("list"), json!("tiny"))
+    );
+    assert_eq!(keys(&v["data"][0]), ["index", "object", "embedding"]);
+    assert_eq!(v["data"][0]["object"], "embedding");
+    let want = f32s(normalized(&embedding(&[3, 4])));
+    assert_eq!(floats(&v["data"][0]["embedding"]), want);
+    assert_eq!(v["usage"], usage(2));
+    let sent = h.engine.added();
+    let params = sent[0].pooling_params.as_ref().unwrap();
+    assert_eq!((params.task.as_str(), params.normalize), ("embed", None));
+    assert_eq!(
+        sent[0].request_id,
+        format!("{}-0", v["id"].as_str().unwrap())
+    );
+
+    let forms = [
+        (json!(["hello world", "foo"]), vec![vec![3, 4], vec![5]]),
+        (json!([3, 4]), vec![vec![3, 4]]),
+        (json!([[3, 4], [5, 6, 8]]), vec![vec![3, 4], vec![5, 6, 8]]),
+    ];
+    for (input, ids) in forms {
+        let v = ok(&h, "/v1/embeddings", json!({"input": input})).await;
+        let data = v["data"].as_array().unwrap();
+        assert_eq!(data.len(), ids.len(), "{input}");
+        for (i, (item, ids)) in data.iter().zip(&ids).enumerate() {
+            assert_eq!(item["index"], i);
+            assert_eq!(
+                floats(&item["embedding"]),
+                f32s(normalized(&embedding(ids)))
+            );
+        }
+        assert_eq!(v["usage"], usage(ids.iter().map(Vec::len).sum()));
+    }
+}
+
+#[tokio::test]
+async fn embeddings_of_a_conversation_render_the_chat_template() {
+    let h = embedder();
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    // "<s> user hello " (no generation prompt by default): ids 0 9 3.
+    let v = ok(&h, "/v1/embeddings", json!({"messages": messages})).await;
+    assert_eq!(
+        floats(&v["data"][0]["embedding"]),
+        f32s(normalized(&embedding(&[0, 9, 3])))
+    );
+    // A chat-style `input` is the same conversation.
+    let same = ok(&h, "/v1/embeddings", json!({"input": messages})).await;
+    assert_eq!(same["data"], v["data"]);
+    let body = json!({"messages": messages, "add_generation_prompt": true});
+    ok(&h, "/v1/embeddings", body).await;
+    let ids: Vec<Vec<u32>> = h
+        .engine
+        .added()
+        .into_iter()
+        .map(|r| r.prompt_token_ids)
+        .collect();
+    assert_eq!(ids, [vec![0, 9, 3], vec![0, 9, 3], vec![0, 9, 3, 10]]);
+}
+
+/// Standard base64 decoded (the test's own decoder).
+fn unbase64(s: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let sextets: Vec<u32> = s
+        .bytes()
+        .filter(|&b| b != b'=')
+        .map(|b| ALPHABET.iter().position(|&a| a == b).unwrap() as u32)
+        .collect();
+    let mut out = Vec::new();
+    for chunk in sextets.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0, |n, (i, s)| n | s << (18 - 6 * i));
+        out.extend(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+#[tokio::test]
+async fn base64_embeddings_are_the_float32_bytes() {
+    let h = embedder();
+    let floats_v = ok(&h, "/v1/embeddings", json!({"input": ["hello", "foo bar"]})).await;
+    let body = json!({"input": ["hello", "foo bar"], "encoding_format": "base64"});
+    let b64 = ok(&h, "/v1/embeddings", body).await;
+    for (f, b) in floats_v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(b64["data"].as_array().unwrap())
+    {
+        let bytes = unbase64(b["embedding"].as_str().unwrap());
+        let decoded: Vec<f64> = bytes
+            .chunks(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect();
+        assert_eq!(decoded, floats(&f["embedding"]));
+    }
+    let v = ok(
+        &h,
+        "/pooling",
+        json!({"input": "hello", "encoding_format": "base64"}),
+    )
+    .await;
+    assert!(v["data"][0]["data"].is_string(), "{v}");
+}
+
+#[tokio::test]
+async fn dimensions_and_normalize_reach_the_engine() {
+    let h = embedder();
+    let v = ok(&h, "/v1/embeddings", json!({"input": [3], "dimensions": 4})).await;
+    let mut raw = embedding(&[3]);
+    raw.truncate(4);
+    assert_eq!(floats(&v["data"][0]["embedding"]), f32s(normalized(&raw)));
+    let v = ok(
+        &h,
+        "/v1/embeddings",
+        json!({"input": [3], "normalize": false}),
+    )
+    .await;
+    assert_eq!(floats(&v["data"][0]["embedding"]), f32s(embedding(&[3])));
+    let v = ok(
+        &h,
+        "/v1/embeddings",
+        json!({"input": [3], "use_activation": false}),
+    )
+    .await;
+    assert_eq!(floats(&v["data"][0]["embedding"]), f32s(embedding(&[3])));
+    // The engine refuses what the model cannot do: a 400 with its message.
+    let (param, message) =
+        bad_request(&h, "/v1/embeddings", r#"{"input": [3], "dimensions": 9}"#).await;
+    assert_eq!(
+        (param, message.contains("out of range")),
+        (Value::Null, true),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_are_400s_naming_the_field() {
+    let h = embedder();
+    let long: Vec<u32> = vec![3; 65];
+    let cases = [
+        (json!({"input": []}), "input", "must not be empty"),
+        (json!({"input": ""}), "input", "empty"),
+        (json!({}), "input", "`input` is required"),
+        (json!({"input": [3, "x"]}), "input", "must be a string"),
+        (json!({"input": [99]}), "input", "out of the vocabulary"),
+        (
+            json!({"input": long}),
+            "input",
+            "maximum context length is 64 tokens",
+        ),
+        (
+            json!({"input": "x", "truncate_prompt_tokens": 65}),
+            "truncate_prompt_tokens",
+            "max_model_len = 64",
+        ),
+        (
+            json!({"input": "x", "encoding_format": "bytes"}),
+            "encoding_format",
+            "\"float\" or \"base64\"",
+        ),
+        (
+            json!({"input": "x", "dimensions": 0}),
+            "dimensions",
+            "positive integer",
+        ),
+        (
+            json!({"input": "x", "bogus": 1}),
+            "bogus",
+            "unknown field `bogus`",
+        ),
+        (
+            json!({"input": "x", "priority": 3}),
+            "priority",
+            "Priority scheduling is not enabled",
+        ),
+    ];
+    for (body, param, words) in cases {
+        let (p, message) = bad_request(&h, "/v1/embeddings", &body.to_string()).await;
+        assert_eq!(p, json!(param), "{body}: {message}");
+        assert!(message.contains(words), "{body}: {message}");
+    }
+    // Truncated under the limit, the same prompt passes (its last tokens: the tiny
+    // tokenizer's side is the default, right, so its first).
+    let mut ids = vec![5u32];
+    ids.extend(vec![3; 64]);
+    let body = json!({"input": ids, "truncate_prompt_tokens": 10});
+    let v = ok(&h, "/v1/embeddings", body).await;
+    assert_eq!(v["usage"]["prompt_tokens"], 10);
+    assert_eq!(h.engine.added().last().unwrap().prompt_token_ids[0], 5);
+    let (status, _, _) = call(
+        &h,
+        "POST",
+        "/v1/embeddings",
+        r#"{"model": "x", "input": "a"}"#,
+    )
+    .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn runner_mismatches_are_400s_both_ways() {
+    let generator = Harness::start(vec![5], Duration::ZERO);
+    for path in [
+        "/v1/embeddings",
+        "/pooling",
+        "/classify",
+        "/score",
+        "/v1/rerank",
+    ] {
+        let (param, message) = bad_request(&generator, path, r#"{"input": "hello"}"#).await;
+        assert_eq!(param, Value::Null);
+        assert!(
+            message.contains("is a generation model"),
+            "{path}: {message}"
+        );
+    }
+    let pooler = embedder();
+    let generation = [
+        (
+            "/v1/completions",
+            json!({"prompt": "hello", "max_tokens": 1}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        (
+            "/v1/chat/completions/batch",
+            json!({"messages": [[{"role": "user", "content": "hi"}]]}),
+        ),
+        ("/v1/responses", json!({"input": "hi"})),
+        (
+            "/v1/messages",
+            json!({"model": "tiny", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+    ];
+    for (path, body) in generation {
+        let (status, _, bytes) = call(&pooler, "POST", path, &body.to_string()).await;
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains("is a pooling model"), "{path}: {text}");
+    }
+    assert!(pooler.engine.added().is_empty());
+    // A pooling route whose task the model does not serve.
+    let (_, message) = bad_request(&pooler, "/classify", r#"{"input": "hello"}"#).await;
+    assert!(
+        message.contains("does not serve the \"classify\" pooling task"),
+        "{message}"
+    );
+    let (_, message) = bad_request(&pooler, "/pooling", r#"{"input": "a", "task": "score"}"#).await;
+    assert!(message.contains("\"score\""), "{message}");
+}
+
+#[tokio::test]
+async fn classify_and_pooling_shapes() {
+    let labels = ["neg", "pos", "meh"];
+    let h = Harness::pooling(
+        Pooling::new(&[Classify], &labels),
+        Duration::ZERO,
+        HttpOptions::default(),
+    );
+    let v = ok(&h, "/classify", json!({"input": ["hello world", "foo"]})).await;
+    assert!(v["id"].as_str().unwrap().starts_with("classify-"), "{v}");
+    assert_eq!(
+        keys(&v),
+        ["id", "object", "created", "model", "data", "usage"]
+    );
+    for (item, ids) in v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([vec![3, 4], vec![5]])
+    {
+        assert_eq!(keys(item), ["index", "label", "probs", "num_classes"]);
+        let probs = f32s(activated(&class_logits(&ids, 3)));
+        let best = crate::routes::pooling::classify::argmax(&probs).unwrap();
+        assert_eq!(floats(&item["probs"]), probs);
+        assert_eq!(
+            (item["label"].clone(), item["num_classes"].clone()),
+            (json!(labels[best]), json!(3))
+        );
+    }
+    assert_eq!(v["usage"], usage(3));
+    let v = ok(
+        &h,
+        "/classify",
+        json!({"input": [3], "use_activation": false}),
+    )
+    .await;
+    assert_eq!(floats(&v["data"][0]["probs"]), f32s(class_logits(&[3], 3)));
+    let v = ok(&h, "/pooling", json!({"input": [3]})).await;
+    assert!(v["id"].as_str().unwrap().starts_with("pool-"), "{v}");
+    assert_eq!(keys(&v["data"][0]), ["index", "object", "data"]);
+    assert_eq!(v["data"][0]["object"], "pooling");
+    assert_eq!(
+        floats(&v["data"][0]["data"]),
+        f32s(activated(&class_logits(&[3], 3)))
+    );
+}
+
+#[tokio::test]
+async fn score_on_an_embedding_model_is_the_cosine_similarity() {
+    let h = embedder();
+    let body = json!({"queries": "hello", "documents": ["hello", "world foo"]});
+    let v = ok(&h, "/score", body).await;
+    assert!(v["id"].as_str().unwrap().starts_with("score-"), "{v}");
+    assert_eq!(
+        keys(&v),
+        ["id", "object", "created", "model", "data", "usage"]
+    );
+    assert_eq!(keys(&v["data"][0]), ["index", "object", "score"]);
+    assert_eq!(v["data"][0]["score"], 1.0);
+    let (q, d) = (
+        f32s(normalized(&embedding(&[3]))),
+        f32s(normalized(&embedding(&[4, 5]))),
+    );
+    let want = crate::routes::pooling::score::cosine(&q, &d);
+    assert_eq!(v["data"][1]["score"].as_f64().unwrap(), want);
+    assert_eq!(v["usage"], usage(4), "each text counted once");
+    assert_eq!(h.engine.added().len(), 3, "the query embedded once");
+    for (body, words) in [
+        (
+            json!({"text_1": ["a", "b"], "text_2": ["a", "b", "c"]}),
+            "1:1, 1:N or N:N",
+        ),
+        (
+            json!({"text_1": [], "text_2": ["a"]}),
+            "At least one text element",
+        ),
+        (json!({"text_1": "a"}), "one pair of them"),
+        (
+            json!({"text_1": "a", "text_2": [{"type": "image_url"}]}),
+            "text only",
+        ),
+    ] {
+        let (_, message) = bad_request(&h, "/v1/score", &body.to_string()).await;
+        assert!(message.contains(words), "{body}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn score_on_a_cross_encoder_tokenizes_each_pair_together() {
+    let h = Harness::pooling(
+        Pooling::new(&[Score], &[]),
+        Duration::ZERO,
+        HttpOptions::default(),
+    );
+    let v = ok(
+        &h,
+        "/v1/score",
+        json!({"text_1": "hello world", "text_2": ["foo", "bar baz"]}),
+    )
+    .await;
+    let sent = h.engine.added();
+    assert_eq!(sent[0].prompt_token_ids, [3, 4, 5]);
+    assert_eq!(sent[1].prompt_token_ids, [3, 4, 6, 8]);
+    for (req, item) in sent.iter().zip(v["data"].as_array().unwrap()) {
+        let params = req.pooling_params.as_ref().unwrap();
+        assert_eq!(
+            (params.task.as_str(), params.token_type_start),
+            ("score", Some(2))
+        );
+        let want = f32s(activated(&[pair_logit(&req.prompt_token_ids, Some(2))]));
+        assert_eq!(item["score"].as_f64().unwrap(), want[0]);
+    }
+    assert_eq!(v["usage"], usage(7));
+}
+
+#[tokio::test]
+async fn rerank_sorts_keeps_top_n_and_returns_documents() {
+    let h = embedder();
+    let body = json!({"query": "hello", "documents": ["world", "hello", "foo bar"], "top_n": 2});
+    for path in ["/rerank", "/v1/rerank", "/v2/rerank"] {
+        let v = ok(&h, path, body.clone()).await;
+        assert_eq!(keys(&v), ["id", "model", "usage", "results"]);
+        assert_eq!(v["usage"], json!({"prompt_tokens": 5, "total_tokens": 5}));
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2);
+        assert_eq!(keys(&results[0]), ["index", "document", "relevance_score"]);
+        assert_eq!(results[0]["index"], 1);
+        assert_eq!(
+            results[0]["document"],
+            json!({"text": "hello", "multi_modal": null})
+        );
+        assert_eq!(results[0]["relevance_score"], 1.0);
+        let scores: Vec<f64> = results
+            .iter()
+            .map(|r| r["relevance_score"].as_f64().unwrap())
+            .collect();
+        assert!(scores[0] >= scores[1], "{v}");
+    }
+    let body = json!({"query": "hello", "documents": ["world", "hello", "foo"], "return_documents": false});
+    let v = ok(&h, "/rerank", body).await;
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "top_n 0: all");
+    assert_eq!(keys(&results[0]), ["index", "relevance_score"]);
+    let mut indices: Vec<u64> = results
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    indices.sort_unstable();
+    assert_eq!(indices, [0, 1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_run_concurrently_and_a_gone_client_aborts_them() {
+    let delay = Duration::from_secs(1);
+    let h = Harness::pooling(Pooling::new(&[Embed], &[]), delay, HttpOptions::default());
+    let body = json!({"input": ["hello", "world"]}).to_string();
+    let request = call(&h, "POST", "/v1/embeddings", &body);
+    let gone = tokio::time::timeout(Duration::from_millis(300), request).await;
+    assert!(gone.is_err(), "the fake holds the answers for 1 s");
+    // Both engine requests were out before the first answer: the client aborts both.
+    assert!(
+        h.engine.wait_for(|e| e.aborted().len() == 2),
+        "{:?}",
+        h.engine.aborted()
+    );
+    let mut aborted = h.engine.aborted();
+    aborted.sort();
+    assert!(
+        aborted[0].starts_with("embd-") && aborted[0].ends_with("-0"),
+        "{aborted:?}"
+    );
+    assert_eq!(
+        aborted[1],
+        format!("{}1", &aborted[0][..aborted[0].len() - 1])
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_the_pooling_routes() {
+    let h = embedder();
+    ok(&h, "/v1/embeddings", json!({"input": ["hello", "foo bar"]})).await;
+    ok(
+        &h,
+        "/v1/rerank",
+        json!({"query": "hello", "documents": ["foo"]}),
+    )
+    .await;
+    bad_request(&h, "/v1/embeddings", "{}").await;
+    let (_, _, bytes) = call(&h, "GET", "/metrics", "").await;
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    for line in [
+        "vrs:http_requests_total{endpoint=\"/v1/embeddings\",status=\"200\"} 1",
+        "vrs:http_requests_total{endpoint=\"/v1/embeddings\",status=\"400\"} 1",
+        "vrs:http_requests_total{endpoint=\"/v1/rerank\",status=\"200\"} 1",
+        "vrs:prompt_tokens_total 5",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+}
