@@ -165,7 +165,7 @@ impl Job {
     ) -> Result<Pooled, ApiError> {
         let event = match ticket.as_ref().and_then(Ticket::deadline) {
             None => handle.recv().await,
-            Some(at) => match tokio::time::timeout_at(at.into(), handle.recv()).await {
+            Some(at) => match tokio::time::timeout_at(at, handle.recv()).await {
                 Ok(event) => event,
                 Err(_) => {
                     handle.abort();
