@@ -90,14 +90,8 @@ async fn reranked(
         })?,
     };
     let return_documents = flag(&value, "return_documents")?.unwrap_or(true);
-    let (scores, tokens) = score::scores(
-        state,
-        &job,
-        (vec![query], documents.clone()),
-        &value,
-        &basic,
-    )
-    .await?;
+    let sides = (("query", vec![query]), ("documents", documents.clone()));
+    let (scores, tokens) = score::scores(state, &job, sides, &value, &basic).await?;
     let mut results: Vec<RerankResult> = documents
         .into_iter()
         .zip(scores)

@@ -84,12 +84,15 @@ pub fn check_lengths(first: usize, second: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The two sides of a scoring request: each side's field and texts.
+pub type Sides = ((&'static str, Vec<String>), (&'static str, Vec<String>));
+
 /// The scores of the pairs (`queries[i]` or `queries[0]`, `documents[i]`) and the prompt
 /// tokens they took.
 pub async fn scores(
     state: &SharedState,
     job: &Job,
-    (queries, documents): (Vec<String>, Vec<String>),
+    ((first, queries), (second, documents)): Sides,
     value: &Value,
     basic: &Basic,
 ) -> Result<(Vec<f64>, usize), ApiError> {
@@ -100,7 +103,7 @@ pub async fn scores(
     if state.serves.tasks.contains(&PoolingTask::Score) {
         let mut params = PoolingParams::new(PoolingTask::Score);
         params.use_activation = activation;
-        let prompts = pairs(state, queries, documents, cut, &params).await?;
+        let prompts = pairs(state, (queries, documents), (cut, second), &params).await?;
         let outputs = job.run(state, prompts, &scheduling).await?;
         let tokens = outputs.iter().map(|o| o.prompt_tokens).sum();
         let scores = outputs
@@ -119,8 +122,9 @@ pub async fn scores(
     })?;
     let params = PoolingParams::new(PoolingTask::Embed);
     let n_queries = queries.len();
-    let texts = queries.into_iter().chain(documents).collect();
-    let ids = request::prompts(state, request::Input::Texts(texts), true, cut, "input").await?;
+    let mut ids = request::prompts(state, request::Input::Texts(queries), true, cut, first).await?;
+    let docs = request::Input::Texts(documents);
+    ids.extend(request::prompts(state, docs, true, cut, second).await?);
     let prompts = ids
         .into_iter()
         .map(|ids| Prompt {
@@ -155,9 +159,8 @@ pub fn cosine(a: &[f64], b: &[f64]) -> f64 {
 /// of its document's first token.
 async fn pairs(
     state: &SharedState,
-    queries: Vec<String>,
-    documents: Vec<String>,
-    cut: Truncation,
+    (queries, documents): (Vec<String>, Vec<String>),
+    (cut, field): (Truncation, &str),
     params: &PoolingParams,
 ) -> Result<Vec<Prompt>, ApiError> {
     let st = Arc::clone(state);
@@ -190,7 +193,7 @@ async fn pairs(
         .into_iter()
         .map(|(ids, start)| {
             let total = ids.len();
-            let ids = request::check(state, cut.apply(ids), "documents")?;
+            let ids = request::check(state, cut.apply(ids), field)?;
             // Left truncation moves the document's start back by what it cut.
             let cut_before = if cut.left { total - ids.len() } else { 0 };
             let mut params = params.clone();
@@ -255,7 +258,7 @@ async fn scored(
 }
 
 /// The two sides of a score request, named in exactly one of the [`FORMS`].
-fn sides(value: &Value) -> Result<(Vec<String>, Vec<String>), ApiError> {
+fn sides(value: &Value) -> Result<Sides, ApiError> {
     let given = |k: &str| value.get(k).is_some_and(|v| !v.is_null());
     let named: Vec<&str> = KEYS[..7].iter().copied().filter(|k| given(k)).collect();
     let form = FORMS
@@ -268,7 +271,7 @@ fn sides(value: &Value) -> Result<(Vec<String>, Vec<String>), ApiError> {
         ));
     };
     Ok((
-        texts(value.get(*first), first)?,
-        texts(value.get(*second), second)?,
+        (first, texts(value.get(*first), first)?),
+        (second, texts(value.get(*second), second)?),
     ))
 }
