@@ -349,6 +349,58 @@ async fn prompts_run_concurrently_and_a_gone_client_aborts_them() {
     );
 }
 
+/// `body` POSTed to `path` over a real TCP connection to `addr` (`Connection: close`);
+/// with `hang_up`, the client closes the connection after that long instead of reading.
+fn over_tcp(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: &str,
+    hang_up: Option<Duration>,
+) -> String {
+    use std::io::{Read, Write};
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.write_all(request.as_bytes()).unwrap();
+    if let Some(after) = hang_up {
+        std::thread::sleep(after);
+        return String::new();
+    }
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).unwrap();
+    raw
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_real_http_a_client_that_hangs_up_aborts_its_prompts() {
+    let delay = Duration::from_millis(500);
+    let h = Harness::pooling(Pooling::new(&[Embed], &[]), delay, HttpOptions::default());
+    let (addr, stop, server) = super::loopback::serve(&h).await;
+    let body = json!({"input": ["hello", "world"]}).to_string();
+    let b = body.clone();
+    let raw = tokio::task::spawn_blocking(move || over_tcp(addr, "/v1/embeddings", &b, None))
+        .await
+        .unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains("\"object\":\"embedding\""), "{raw}");
+    assert!(h.engine.aborted().is_empty());
+    let hang_up = Some(Duration::from_millis(200));
+    tokio::task::spawn_blocking(move || over_tcp(addr, "/v1/embeddings", &body, hang_up))
+        .await
+        .unwrap();
+    assert!(
+        h.engine.wait_for(|e| e.aborted().len() == 2),
+        "{:?}",
+        h.engine.aborted()
+    );
+    let _ = stop.send(());
+    drop(server);
+}
+
 #[tokio::test]
 async fn metrics_count_the_pooling_routes() {
     let h = embedder();
