@@ -5,14 +5,14 @@
 //! the future, and with it the request handles, which aborts the engine requests.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use futures_util::future::try_join_all;
 use serde_json::Value;
 use vrs_engine_client::{EngineEvent, RequestHandle};
-use vrs_wire::{PoolingParams, SamplingParams};
+use vrs_wire::{EngineCoreOutput, PoolingParams, SamplingParams};
 
 use crate::edge::admission::Permit;
 use crate::edge::body::request_body;
@@ -20,6 +20,7 @@ use crate::edge::error::ApiError;
 use crate::edge::queue::Ticket;
 use crate::edge::request_id;
 use crate::edge::trace::{self, RequestTrace};
+use crate::edge::vllm_metrics::Finished;
 use crate::state::{unix_now, AppState};
 use crate::validate::engine_fields;
 
@@ -187,7 +188,8 @@ impl Job {
             Some(EngineEvent::Output(output)) => output,
         };
         handle.finished();
-        state.metrics.e2e.observe(self.arrival.elapsed());
+        let e2e = self.arrival.elapsed();
+        state.metrics.e2e.observe(e2e);
         if let Some(trace) = &self.trace {
             trace.output(index, &output);
             trace.finished(
@@ -209,10 +211,13 @@ impl Job {
             output.finish_reason.as_deref(),
             output.pooling_output.as_ref(),
         ) {
-            (Some("stop" | "length"), Some(values)) => Ok(Pooled {
-                values: values.clone(),
-                prompt_tokens,
-            }),
+            (Some("stop" | "length"), Some(values)) => {
+                report(state, handle.engine_index(), &output, (prompt_tokens, e2e));
+                Ok(Pooled {
+                    values: values.clone(),
+                    prompt_tokens,
+                })
+            }
             (Some("error"), _) if output.is_invalid_request() => {
                 Err(ApiError::bad_request(message()))
             }
@@ -226,6 +231,36 @@ impl Job {
             ))),
         }
     }
+}
+
+/// The `vllm:*` series of a pooling request that engine `engine` answered (`output`)
+/// after `e2e`: its queue and prefill times, prompt tokens and success, no generation.
+fn report(
+    state: &AppState,
+    engine: u32,
+    output: &EngineCoreOutput,
+    (prompt, e2e): (usize, Duration),
+) {
+    let vllm = &state.metrics.vllm;
+    let prompt_tokens = u32::try_from(prompt).unwrap_or(u32::MAX);
+    if let Some(queue) = output.queue_time {
+        vllm.queue(engine, queue);
+    }
+    if let Some(prefill) = output.prefill_time {
+        vllm.prefill(engine, prefill);
+    }
+    vllm.first_token(engine, prompt_tokens, e2e.as_secs_f64());
+    vllm.finished(
+        engine,
+        &Finished {
+            reason: "stop",
+            e2e: e2e.as_secs_f64(),
+            decode: None,
+            prefill: output.prefill_time,
+            prompt_tokens,
+            generation_tokens: 0,
+        },
+    );
 }
 
 /// Counts a refusal for overload (`vrs:requests_rejected_total`).

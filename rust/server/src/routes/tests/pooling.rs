@@ -419,6 +419,8 @@ async fn metrics_count_the_pooling_routes() {
         "vrs:http_requests_total{endpoint=\"/v1/embeddings\",status=\"400\"} 1",
         "vrs:http_requests_total{endpoint=\"/v1/rerank\",status=\"200\"} 1",
         "vrs:prompt_tokens_total 5",
+        "vllm:prompt_tokens_total{model_name=\"tiny\",engine=\"0\"} 5",
+        "vllm:request_success_total{model_name=\"tiny\",engine=\"0\",finished_reason=\"stop\"} 4",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
