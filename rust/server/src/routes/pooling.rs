@@ -61,8 +61,8 @@ pub fn serving_pooling(state: &AppState) -> Result<(), ApiError> {
     }
     Err(ApiError::bad_request(format!(
         "The model `{}` is a generation model (runner \"generate\"): it serves no pooling \
-         route (embeddings, pooling, classify, score, rerank). Serve a pooling model \
-         (--runner pooling) for these.",
+         route (embeddings, pooling, classify, score, rerank); serve a pooling model \
+         for these.",
         state.model_name
     )))
 }

@@ -402,6 +402,42 @@ async fn over_real_http_a_client_that_hangs_up_aborts_its_prompts() {
 }
 
 #[tokio::test]
+async fn request_ids_and_the_queue_cover_the_pooling_routes() {
+    use crate::edge::cors::CorsSettings;
+    use crate::edge::middleware::Middleware;
+    use crate::edge::queue::QueueLimits;
+    let options = HttpOptions {
+        middleware: Middleware::new(&CorsSettings::default(), true).unwrap(),
+        queue: QueueLimits {
+            max_reqs: Some(2),
+            ..QueueLimits::default()
+        },
+        ..HttpOptions::default()
+    };
+    let h = Harness::pooling(Pooling::new(&[Embed], &[]), Duration::ZERO, options);
+    let body = json!({"input": ["hello", "world"]}).to_string();
+    let headers = [("x-request-id", "mine")];
+    let (status, _, bytes) =
+        crate::testutil::call_with_headers(&h, "POST", "/v1/embeddings", &body, &headers).await;
+    let v = json_of(&bytes);
+    assert_eq!(
+        (status.as_u16(), v["id"].clone()),
+        (200, json!("embd-mine")),
+        "{v}"
+    );
+    // A client's id may repeat: the engine's ids are made unique.
+    let ids: Vec<String> = h.engine.added().into_iter().map(|r| r.request_id).collect();
+    assert!(
+        ids[0].starts_with("embd-mine-") && ids[0].ends_with("-0"),
+        "{ids:?}"
+    );
+    assert_eq!(ids[1], format!("{}1", &ids[0][..ids[0].len() - 1]));
+    let three = json!({"input": ["hello", "world", "foo"]}).to_string();
+    let (_, message) = bad_request(&h, "/v1/embeddings", &three).await;
+    assert!(message.contains("makes 3 engine requests"), "{message}");
+}
+
+#[tokio::test]
 async fn metrics_count_the_pooling_routes() {
     let h = embedder();
     ok(&h, "/v1/embeddings", json!({"input": ["hello", "foo bar"]})).await;
