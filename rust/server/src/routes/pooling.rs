@@ -17,7 +17,6 @@ use vrs_wire::{PoolingParams, PoolingTask, Runner};
 
 use crate::edge::error::ApiError;
 use crate::state::{AppState, SharedState};
-use crate::validate::prompt::TextModel;
 
 pub mod classify;
 pub mod embeddings;
@@ -28,17 +27,21 @@ pub mod rerank;
 pub mod score;
 
 use encoding::{Encoded, Encoding};
-use job::{Job, Prompt, Scheduling};
-use request::{Basic, Truncation};
+use job::{Job, Prompt};
+use request::Parsed;
 
-/// The tasks `tasks` as a list for a message (`embed, classify`).
-fn listed(tasks: &[PoolingTask]) -> String {
-    let names: Vec<&str> = tasks.iter().map(|t| t.as_str()).collect();
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
+/// The routes of each pooling task, for the 400 of a generation request.
+fn task_routes(task: PoolingTask) -> &'static [&'static str] {
+    match task {
+        PoolingTask::Embed => &["/v1/embeddings", "/pooling", "/score", "/rerank"],
+        PoolingTask::Classify => &["/classify", "/pooling"],
+        PoolingTask::Score => &["/score", "/rerank"],
     }
+}
+
+fn tasks_of(state: &AppState) -> String {
+    let names: Vec<&str> = state.serves.tasks.iter().map(|t| t.as_str()).collect();
+    names.join(", ")
 }
 
 /// A generation route on a pooling engine: a 400 that says so.
@@ -46,11 +49,18 @@ pub fn refuse_generation(state: &AppState) -> Result<(), ApiError> {
     if state.serves.runner != Runner::Pooling {
         return Ok(());
     }
+    let mut routes: Vec<&str> = state
+        .serves
+        .tasks
+        .iter()
+        .flat_map(|&t| task_routes(t).iter().copied())
+        .collect();
+    routes.sort_unstable();
+    routes.dedup();
     Err(ApiError::bad_request(format!(
-        "The model `{}` is a pooling model (runner \"pooling\"; tasks: {}): it does not \
-         generate text. Use /v1/embeddings, /pooling, /classify, /score or /rerank.",
-        state.model_name,
-        listed(&state.serves.tasks)
+        "this model serves pooling requests: {} (use {}); it does not generate text",
+        tasks_of(state),
+        routes.join(", ")
     )))
 }
 
@@ -59,25 +69,26 @@ pub fn serving_pooling(state: &AppState) -> Result<(), ApiError> {
     if state.serves.runner == Runner::Pooling {
         return Ok(());
     }
-    Err(ApiError::bad_request(format!(
-        "The model `{}` is a generation model (runner \"generate\"): it serves no pooling \
-         route (embeddings, pooling, classify, score, rerank); serve a pooling model \
-         for these.",
-        state.model_name
-    )))
+    Err(ApiError::bad_request(
+        "this model generates text: it does not serve pooling requests (embeddings, \
+         classify, score, rerank); use /v1/chat/completions, /v1/completions, /v1/responses \
+         or /v1/messages",
+    ))
 }
 
-/// A pooling route whose `task` the model does not serve: a 400 that says so.
-pub fn require(state: &AppState, task: PoolingTask) -> Result<(), ApiError> {
+/// A pooling route whose `task` the model does not serve: a 400 (naming `param`, if any).
+pub fn require(state: &AppState, task: PoolingTask, param: Option<&str>) -> Result<(), ApiError> {
     if state.serves.tasks.contains(&task) {
         return Ok(());
     }
-    Err(ApiError::bad_request(format!(
-        "The model `{}` does not serve the \"{}\" pooling task (its tasks: {}).",
-        state.model_name,
-        task.as_str(),
-        listed(&state.serves.tasks)
-    )))
+    Err(ApiError::BadRequest {
+        message: format!(
+            "this model does not serve the `{}` task (it serves: {})",
+            task.as_str(),
+            tasks_of(state)
+        ),
+        param: param.map(str::to_owned),
+    })
 }
 
 /// vLLM's `UsageInfo` of a pooling response: prompt tokens only.
@@ -110,15 +121,19 @@ pub fn respond<T: Serialize>(answer: Result<T, ApiError>) -> Response {
     }
 }
 
-/// `dimensions`: absent, or a positive integer.
+/// `dimensions`: absent, or at least 1.
 pub fn dimensions(value: &Value) -> Result<Option<u64>, ApiError> {
     match value.get("dimensions") {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64().filter(|&d| d > 0) {
-            Some(d) => Ok(Some(d)),
-            None => Err(ApiError::bad(
+        Some(v) => match (v.as_u64(), v.as_i64()) {
+            (Some(d), _) if d > 0 => Ok(Some(d)),
+            (_, Some(d)) => Err(ApiError::bad(
                 "dimensions",
-                format!("`dimensions` must be a positive integer, got {v}"),
+                format!("`dimensions` must be at least 1, got {d}"),
+            )),
+            _ => Err(ApiError::bad(
+                "dimensions",
+                format!("invalid value for `dimensions`: expected an integer, got {v}"),
             )),
         },
     }
@@ -136,20 +151,13 @@ pub fn flag(value: &Value, name: &str) -> Result<Option<bool>, ApiError> {
     }
 }
 
-/// The prompts of a completion- or chat-style body (`input` / `messages`), each with
-/// `params`; `special`: `add_special_tokens` unless the body says (chat: off).
+/// The engine requests of a prompted route: each prompt of the body with `params`.
 pub async fn prompts_of(
     state: &SharedState,
-    value: &Value,
-    mut basic: Basic,
+    parsed: &Parsed,
     params: &PoolingParams,
 ) -> Result<Vec<Prompt>, ApiError> {
-    let cut = Truncation::of(state, &basic)?;
-    let chat = basic.messages.is_some();
-    let special = basic.add_special_tokens.unwrap_or(!chat);
-    let input = request::input(state, value, &mut basic)?;
-    let field = if chat { "messages" } else { "input" };
-    let ids = request::prompts(state, input, special, cut, field).await?;
+    let ids = request::prompts(state, parsed).await?;
     Ok(ids
         .into_iter()
         .map(|ids| Prompt {
@@ -159,8 +167,8 @@ pub async fn prompts_of(
         .collect())
 }
 
-/// `/pooling`'s own fields.
-const POOLING_KEYS: &[&str] = &["task", "encoding_format", "dimensions", "use_activation"];
+/// `/pooling`'s own field (with [`request::INPUT`] and [`request::ENCODING`]).
+const TASK: &[&str] = &["task"];
 
 /// vLLM's `PoolingResponse`.
 #[derive(Debug, Serialize)]
@@ -181,7 +189,7 @@ struct PoolingData {
 }
 
 /// `POST /pooling`: the raw pooler output of each prompt for `task` (default: the
-/// model's first task), as floats or base64.
+/// model's first task), as floats or base64; ids `pooling-…` (vLLM's prefix).
 pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
@@ -193,9 +201,9 @@ async fn pooled(
     state: &SharedState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<PoolingResponse, ApiError> {
-    let job = Job::accept(state, body, "pool")?;
-    let (value, basic) = request::parse(&job.body, POOLING_KEYS, true)?;
-    state.check_model(basic.model.as_deref())?;
+    let job = Job::accept(state, body, "pooling")?;
+    let parsed = request::parse(state, &job.body, &[request::INPUT, request::ENCODING, TASK])?;
+    let value = &parsed.value;
     let task = match value.get("task") {
         None | Some(Value::Null) => state
             .serves
@@ -206,36 +214,36 @@ async fn pooled(
         Some(Value::String(s)) => PoolingTask::from_wire(s).ok_or_else(|| {
             ApiError::bad(
                 "task",
-                format!("`task` must be \"embed\", \"classify\" or \"score\", got {s:?}"),
+                format!("`task` must be one of embed, classify, score, got `{s}`"),
             )
         })?,
         Some(v) => {
             return Err(ApiError::bad(
                 "task",
-                format!("`task` must be a string, got {v}"),
+                format!("invalid value for `task`: expected a string, got {v}"),
             ))
         }
     };
-    require(state, task)?;
-    let encoding = Encoding::of(value.get("encoding_format"))?;
+    require(state, task, Some("task"))?;
+    let encoding = Encoding::of(value)?;
     let mut params = PoolingParams::new(task);
-    let activation = flag(&value, "use_activation")?;
+    let activation = parsed.basic.use_activation;
     match task {
         PoolingTask::Embed => {
-            params.dimensions = dimensions(&value)?;
+            params.dimensions = dimensions(value)?;
             params.normalize = activation;
         }
-        _ if dimensions(&value)?.is_some() => {
+        _ if dimensions(value)?.is_some() => {
             return Err(ApiError::bad(
                 "dimensions",
-                "`dimensions` applies to the \"embed\" task only",
+                "`dimensions` applies to the embed task only",
             ))
         }
         _ => params.use_activation = activation,
     }
-    let scheduling = Scheduling::of(state, &value)?;
-    let prompts = prompts_of(state, &value, basic, &params).await?;
-    let outputs = job.run(state, prompts, &scheduling).await?;
+    let prompts = prompts_of(state, &parsed, &params).await?;
+    let scheduling = &parsed.scheduling;
+    let outputs = job.run(state, prompts, scheduling).await?;
     let tokens = outputs.iter().map(|o| o.prompt_tokens).sum();
     Ok(PoolingResponse {
         id: job.id.clone(),

@@ -1,7 +1,8 @@
 //! `POST /classify` (vLLM's `ClassificationCompletionRequest` /
 //! `ClassificationChatRequest`): each prompt's class probabilities (raw logits with
 //! `use_activation: false`), the label of the most probable class (from the engine's
-//! READY `classify_labels`; `null` where it has none) and the class count.
+//! READY `classify_labels`; `LABEL_<i>` past them, as transformers' default `id2label`)
+//! and the class count.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -10,15 +11,11 @@ use axum::response::Response;
 use serde::Serialize;
 use vrs_wire::{PoolingParams, PoolingTask};
 
-use super::encoding::PyFloat;
-use super::job::{Job, Scheduling};
-use super::{flag, prompts_of, request, require, respond, Usage};
+use super::encoding::{floats, Float};
+use super::job::Job;
+use super::{prompts_of, request, require, respond, Usage};
 use crate::edge::error::ApiError;
 use crate::state::SharedState;
-use crate::validate::prompt::TextModel;
-
-/// The route's own fields.
-const KEYS: &[&str] = &["use_activation"];
 
 /// vLLM's `ClassificationResponse`.
 #[derive(Debug, Serialize)]
@@ -35,7 +32,7 @@ pub struct ClassificationResponse {
 pub struct ClassificationData {
     pub index: usize,
     pub label: Option<String>,
-    pub probs: Vec<PyFloat>,
+    pub probs: Vec<Float>,
     pub num_classes: usize,
 }
 
@@ -63,14 +60,12 @@ async fn classified(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<ClassificationResponse, ApiError> {
     let job = Job::accept(state, body, "classify")?;
-    let (value, basic) = request::parse(&job.body, KEYS, true)?;
-    state.check_model(basic.model.as_deref())?;
-    require(state, PoolingTask::Classify)?;
+    let parsed = request::parse(state, &job.body, &[request::INPUT])?;
+    require(state, PoolingTask::Classify, None)?;
     let mut params = PoolingParams::new(PoolingTask::Classify);
-    params.use_activation = flag(&value, "use_activation")?;
-    let scheduling = Scheduling::of(state, &value)?;
-    let prompts = prompts_of(state, &value, basic, &params).await?;
-    let outputs = job.run(state, prompts, &scheduling).await?;
+    params.use_activation = parsed.basic.use_activation;
+    let prompts = prompts_of(state, &parsed, &params).await?;
+    let outputs = job.run(state, prompts, &parsed.scheduling).await?;
     let tokens = outputs.iter().map(|o| o.prompt_tokens).sum();
     let labels = &state.serves.labels;
     Ok(ClassificationResponse {
@@ -83,8 +78,13 @@ async fn classified(
             .enumerate()
             .map(|(index, o)| ClassificationData {
                 index,
-                label: argmax(&o.values).and_then(|i| labels.get(i).cloned()),
-                probs: o.values.iter().map(|&v| PyFloat(v)).collect(),
+                label: argmax(&o.values).map(|i| {
+                    labels
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| format!("LABEL_{i}"))
+                }),
+                probs: floats(&o.values),
                 num_classes: o.values.len(),
             })
             .collect(),

@@ -1,7 +1,8 @@
 //! `POST /v1/embeddings` (vLLM's `EmbeddingCompletionRequest` / `EmbeddingChatRequest`,
 //! OpenAI's shape): one embedding per prompt of `input` (or of the conversation in
-//! `messages`), as floats or base64 (`encoding_format`), `dimensions` (Matryoshka) and
-//! `normalize` / `use_activation` passed to the engine.
+//! `messages`), as floats or base64 (`encoding_format`, `embed_dtype`, `endianness`),
+//! with `dimensions` (Matryoshka; the engine refuses it otherwise) and `use_activation`
+//! (false: not normalized; vLLM 0.33 refuses `normalize`, which it replaced).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -11,19 +12,10 @@ use serde::Serialize;
 use vrs_wire::{PoolingParams, PoolingTask};
 
 use super::encoding::{Encoded, Encoding};
-use super::job::{Job, Scheduling};
-use super::{dimensions, flag, prompts_of, request, require, respond, Usage};
+use super::job::Job;
+use super::{dimensions, prompts_of, request, require, respond, Usage};
 use crate::edge::error::ApiError;
 use crate::state::SharedState;
-use crate::validate::prompt::TextModel;
-
-/// The route's own fields.
-const KEYS: &[&str] = &[
-    "encoding_format",
-    "dimensions",
-    "normalize",
-    "use_activation",
-];
 
 /// vLLM's `EmbeddingResponse`.
 #[derive(Debug, Serialize)]
@@ -55,26 +47,14 @@ async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<EmbeddingResponse, ApiError> {
     let job = Job::accept(state, body, "embd")?;
-    let (value, basic) = request::parse(&job.body, KEYS, true)?;
-    state.check_model(basic.model.as_deref())?;
-    require(state, PoolingTask::Embed)?;
-    let encoding = Encoding::of(value.get("encoding_format"))?;
+    let parsed = request::parse(state, &job.body, &[request::INPUT, request::ENCODING])?;
+    require(state, PoolingTask::Embed, None)?;
+    let encoding = Encoding::of(&parsed.value)?;
     let mut params = PoolingParams::new(PoolingTask::Embed);
-    params.dimensions = dimensions(&value)?;
-    let normalize = flag(&value, "normalize")?;
-    let activation = flag(&value, "use_activation")?;
-    if let (Some(n), Some(a)) = (normalize, activation) {
-        if n != a {
-            return Err(ApiError::bad(
-                "normalize",
-                "`normalize` and `use_activation` disagree; give one of them",
-            ));
-        }
-    }
-    params.normalize = normalize.or(activation);
-    let scheduling = Scheduling::of(state, &value)?;
-    let prompts = prompts_of(state, &value, basic, &params).await?;
-    let outputs = job.run(state, prompts, &scheduling).await?;
+    params.dimensions = dimensions(&parsed.value)?;
+    params.normalize = parsed.basic.use_activation;
+    let prompts = prompts_of(state, &parsed, &params).await?;
+    let outputs = job.run(state, prompts, &parsed.scheduling).await?;
     let tokens = outputs.iter().map(|o| o.prompt_tokens).sum();
     Ok(EmbeddingResponse {
         id: job.id.clone(),

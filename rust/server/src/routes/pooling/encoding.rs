@@ -1,7 +1,7 @@
-//! How pooling answers go on the wire: `encoding_format` ("float": a JSON array;
-//! "base64": the float32 little-endian bytes, base64), and the floats themselves, printed
-//! as Python's `json` prints a float (its `repr`), so that both frontends write the same
-//! bytes for the same value.
+//! How pooling answers go on the wire: `encoding_format` "float" (a JSON array of the
+//! values, float64 as serde writes them: the same text as the Python server's msgspec)
+//! or "base64" (the values' bytes as `embed_dtype`, float32 by default, in `endianness`,
+//! little-endian by default: what the OpenAI SDK decodes).
 
 use serde::ser::Error as _;
 use serde::{Serialize, Serializer};
@@ -10,32 +10,81 @@ use serde_json::Value;
 
 use crate::edge::error::ApiError;
 
-/// `encoding_format`.
+/// `encoding_format`, and for base64 the element type and byte order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
     Float,
-    Base64,
+    Base64 { half: bool, big_endian: bool },
+}
+
+/// A string field of the body with its default, or a 400 naming it.
+fn text<'a>(value: &'a Value, name: &str, default: &'a str) -> Result<&'a str, ApiError> {
+    match value.get(name) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::String(s)) => Ok(s),
+        Some(v) => Err(ApiError::bad(
+            name,
+            format!("invalid value for `{name}`: expected a string, got {v}"),
+        )),
+    }
 }
 
 impl Encoding {
-    /// The `encoding_format` field (absent or null: "float"); any other value is a 400.
-    pub fn of(value: Option<&Value>) -> Result<Self, ApiError> {
-        match value {
-            None | Some(Value::Null) => Ok(Self::Float),
-            Some(Value::String(s)) if s == "float" => Ok(Self::Float),
-            Some(Value::String(s)) if s == "base64" => Ok(Self::Base64),
-            Some(other) => Err(ApiError::bad(
+    /// `encoding_format` (`float` | `base64`), `embed_dtype` (`float32` | `float16`) and
+    /// `endianness` (`native` | `little` | `big`), checked in that order.
+    pub fn of(value: &Value) -> Result<Self, ApiError> {
+        let format = text(value, "encoding_format", "float")?;
+        if format != "float" && format != "base64" {
+            return Err(ApiError::bad(
                 "encoding_format",
-                format!("`encoding_format` must be \"float\" or \"base64\", got {other}"),
-            )),
+                format!("`encoding_format` must be `float` or `base64`, got `{format}`"),
+            ));
         }
+        let half = match text(value, "embed_dtype", "float32")? {
+            "float32" => false,
+            "float16" => true,
+            other => {
+                return Err(ApiError::bad(
+                    "embed_dtype",
+                    format!("`embed_dtype` must be one of float32, float16, got `{other}`"),
+                ))
+            }
+        };
+        let big_endian = match text(value, "endianness", "native")? {
+            "native" => cfg!(target_endian = "big"),
+            "little" => false,
+            "big" => true,
+            other => {
+                return Err(ApiError::bad(
+                    "endianness",
+                    format!("`endianness` must be one of native, little, big, got `{other}`"),
+                ))
+            }
+        };
+        Ok(if format == "float" {
+            Self::Float
+        } else {
+            Self::Base64 { half, big_endian }
+        })
     }
 
     /// `values` in this encoding.
     pub fn encode(self, values: &[f64]) -> Encoded {
         match self {
-            Self::Float => Encoded::Floats(values.iter().map(|&v| PyFloat(v)).collect()),
-            Self::Base64 => Encoded::Base64(base64_f32(values)),
+            Self::Float => Encoded::Floats(values.iter().map(|&v| Float(v)).collect()),
+            Self::Base64 { half, big_endian } => {
+                let mut bytes = Vec::with_capacity(values.len() * 4);
+                for &v in values {
+                    let v = v as f32;
+                    match (half, big_endian) {
+                        (false, false) => bytes.extend(v.to_le_bytes()),
+                        (false, true) => bytes.extend(v.to_be_bytes()),
+                        (true, false) => bytes.extend(f16_bits(v).to_le_bytes()),
+                        (true, true) => bytes.extend(f16_bits(v).to_be_bytes()),
+                    }
+                }
+                Encoded::Base64(base64(&bytes))
+            }
         }
     }
 }
@@ -44,61 +93,72 @@ impl Encoding {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Encoded {
-    Floats(Vec<PyFloat>),
+    Floats(Vec<Float>),
     Base64(String),
 }
 
-/// A float serialized as Python's `repr` writes it: the shortest digits that read back
-/// to the same value, fixed-point for exponents from -5 to 15 (`0.0001`, `1.0`),
-/// scientific otherwise (`1e-05`, `1.5e+16`). Not-a-number and infinities are `null`.
+/// A float as the Python server's msgspec writes it: the shortest digits that read back
+/// to the value, fixed-point from 1e-5 to below 1e16, else `1e-6` / `1e16` (serde's
+/// text less its exponent's `+`); not-a-number and infinities are `null`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PyFloat(pub f64);
+pub struct Float(pub f64);
 
-impl Serialize for PyFloat {
+impl Serialize for Float {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if !self.0.is_finite() {
             return serializer.serialize_none();
         }
-        RawValue::from_string(py_repr(self.0))
+        let text = serde_json::to_string(&self.0).map_err(S::Error::custom)?;
+        RawValue::from_string(text.replace("e+", "e"))
             .map_err(S::Error::custom)?
             .serialize(serializer)
     }
 }
 
-/// `x` (finite) as Python's `repr(float)`.
-pub fn py_repr(x: f64) -> String {
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let sign = if x.is_sign_negative() { "-" } else { "" };
-    // The value is 0.DIGITS × 10^point.
-    let point = exp + 1;
-    let n = digits.len() as i32;
-    let body = if !(-4 < point && point <= 16) {
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() { "" } else { "." };
-        let esign = if exp < 0 { '-' } else { '+' };
-        format!("{first}{dot}{rest}e{esign}{:02}", exp.abs())
-    } else if point <= 0 {
-        format!("0.{}{digits}", "0".repeat((-point) as usize))
-    } else if point < n {
-        let (whole, frac) = digits.split_at(point as usize);
-        format!("{whole}.{frac}")
-    } else {
-        format!("{digits}{}.0", "0".repeat((point - n) as usize))
+/// `values` as [`Float`]s.
+pub fn floats(values: &[f64]) -> Vec<Float> {
+    values.iter().map(|&v| Float(v)).collect()
+}
+
+/// The IEEE half-precision bits of `x`, rounded to nearest, ties to even (numpy's cast).
+pub fn f16_bits(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let man = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    let round = |kept: u32, rest: u32, halfway: u32| {
+        if rest > halfway || (rest == halfway && kept & 1 == 1) {
+            kept + 1
+        } else {
+            kept
+        }
     };
-    format!("{sign}{body}")
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let full = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let kept = full >> shift;
+        let rounded = round(kept, full & ((1 << shift) - 1), 1 << (shift - 1));
+        return sign | rounded as u16;
+    }
+    // A carry out of the mantissa moves into the exponent (up to infinity), as it should.
+    let kept = ((e as u32) << 10) | (man >> 13);
+    sign | round(kept, man & 0x1fff, 0x1000) as u16
 }
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/// The values as float32, little-endian, in standard base64 (with padding).
-pub fn base64_f32(values: &[f64]) -> String {
-    let bytes: Vec<u8> = values
-        .iter()
-        .flat_map(|&v| (v as f32).to_le_bytes())
-        .collect();
+/// Standard base64, with padding.
+pub fn base64(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -121,40 +181,70 @@ pub fn base64_f32(values: &[f64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    #[test]
-    fn floats_print_as_python_repr() {
-        let cases = [
-            (0.0, "0.0"),
-            (-0.0, "-0.0"),
-            (1.0, "1.0"),
-            (-2.5, "-2.5"),
-            (0.1, "0.1"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (-0.000012345, "-1.2345e-05"),
-            (123456789.0, "123456789.0"),
-            (1e15, "1000000000000000.0"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (1e100, "1e+100"),
-            (f64::from(0.1f32), "0.10000000149011612"),
-            (0.5773502691896258, "0.5773502691896258"),
-            (0.41369757056236267, "0.41369757056236267"),
-        ];
-        for (x, want) in cases {
-            assert_eq!(py_repr(x), want, "{x:e}");
+    fn b64(values: &[f64], body: Value) -> String {
+        match Encoding::of(&body).unwrap().encode(values) {
+            Encoded::Base64(s) => s,
+            Encoded::Floats(_) => panic!("floats for {body}"),
         }
-        let json = serde_json::to_string(&[PyFloat(1.0), PyFloat(1e-7), PyFloat(f64::NAN)]);
-        assert_eq!(json.unwrap(), "[1.0,1e-07,null]");
     }
 
     #[test]
-    fn base64_is_float32_little_endian() {
-        // 1.0f32 = 00 00 80 3f; -2.0f32 = 00 00 00 c0.
-        assert_eq!(base64_f32(&[1.0]), "AACAPw==");
-        assert_eq!(base64_f32(&[1.0, -2.0]), "AACAPwAAAMA=");
-        assert_eq!(base64_f32(&[]), "");
-        assert_eq!(base64_f32(&[0.0, 0.0, 0.0]), "AAAAAAAAAAAAAAAA");
+    fn base64_is_numpy_s_bytes() {
+        // Each expected string is numpy's `base64.b64encode(np.asarray(v, dtype).tobytes())`.
+        let f32s = json!({"encoding_format": "base64"});
+        assert_eq!(b64(&[1.0], f32s.clone()), "AACAPw==");
+        assert_eq!(b64(&[1.0, -2.0], f32s.clone()), "AACAPwAAAMA=");
+        assert_eq!(b64(&[], f32s), "");
+        let big = json!({"encoding_format": "base64", "endianness": "big"});
+        assert_eq!(b64(&[1.0, -2.0], big), "P4AAAMAAAAA=");
+        let values = [
+            1.0,
+            -2.0,
+            0.1,
+            65504.0,
+            70000.0,
+            1e-5,
+            6e-8,
+            3e-8,
+            0.333333343267,
+        ];
+        let values = values.map(|v| f64::from(v as f32));
+        let half = json!({"encoding_format": "base64", "embed_dtype": "float16"});
+        assert_eq!(b64(&values, half), "ADwAwGYu/3sAfKgAAQABAFU1");
+        let half_big = json!({"encoding_format": "base64", "embed_dtype": "float16",
+                              "endianness": "big"});
+        assert_eq!(b64(&values, half_big), "PADAAC5me/98AACoAAEAATVV");
+    }
+
+    #[test]
+    fn floats_print_as_the_python_server_prints_them() {
+        // msgspec's text for these values (ryu's rules: fixed from 1e-5 to below 1e16).
+        let text = serde_json::to_string(&Encoding::Float.encode(&[
+            0.0,
+            1.0,
+            0.1,
+            0.00001,
+            1e-6,
+            1e15,
+            1e16,
+            0.41369757056236267,
+        ]));
+        let want = "[0.0,1.0,0.1,0.00001,1e-6,1000000000000000.0,1e16,0.41369757056236267]";
+        assert_eq!(text.unwrap(), want);
+    }
+
+    #[test]
+    fn bad_encodings_are_400s_naming_the_field() {
+        for (body, param) in [
+            (json!({"encoding_format": "bytes"}), "encoding_format"),
+            (json!({"embed_dtype": "bfloat16"}), "embed_dtype"),
+            (json!({"endianness": "middle"}), "endianness"),
+            (json!({"encoding_format": 1}), "encoding_format"),
+        ] {
+            let err = Encoding::of(&body).unwrap_err();
+            assert_eq!(err.body().error.param, Some(param), "{body}");
+        }
     }
 }

@@ -28,7 +28,7 @@ use crate::validate::engine_fields;
 pub struct Job {
     /// The response's id, `PREFIX-<request id>`.
     pub id: String,
-    /// The engine requests' ids are `<engine_id>-<prompt index>`.
+    /// The engine request's id; with several prompts, each's is `<engine_id>-<index>`.
     engine_id: String,
     pub created: u64,
     pub body: Bytes,
@@ -121,7 +121,11 @@ impl Job {
         for (index, prompt) in prompts.into_iter().enumerate() {
             state.metrics.prompt_tokens(prompt.ids.len());
             let request = vrs_wire::EngineCoreRequest {
-                request_id: format!("{}-{index}", self.engine_id),
+                request_id: if sizes.len() == 1 {
+                    self.engine_id.clone()
+                } else {
+                    format!("{}-{index}", self.engine_id)
+                },
                 prompt_token_ids: prompt.ids,
                 sampling_params: SamplingParams::new(1),
                 arrival_time,

@@ -1,8 +1,9 @@
-//! A pooling request's body and prompts (vLLM's `PoolingBasicRequestMixin`,
-//! `CompletionRequestMixin`, `ChatRequestMixin`): the keys checked, `input` in each of
-//! its forms (a string, strings, token ids, token-id lists, or chat `messages` rendered
-//! with the chat template), tokenized on the blocking pool, `truncate_prompt_tokens`
-//! applied, every prompt checked against the context length.
+//! A pooling request's body (vLLM 0.33's pooling request shapes) and prompts: the fields
+//! each route takes (an unknown one is a 400), their shared checks, and the prompts,
+//! tokenized on the blocking pool: `input` as a string, a list of strings, token ids, a
+//! list of token-id lists, or chat messages (one conversation, or a list of them; also in
+//! `messages`) rendered with the chat template; then `truncate_prompt_tokens` and the
+//! context length. Mirrors `server/routes/pooling/request.py`.
 
 use std::sync::Arc;
 
@@ -17,27 +18,39 @@ use crate::text::offload;
 use crate::validate::params;
 use crate::validate::prompt::{message_json, TextModel, NO_CHAT_TEMPLATE};
 
-/// The fields every pooling request may give.
-pub const BASIC_KEYS: &[&str] = &[
+use super::job::Scheduling;
+
+/// The fields of every pooling route (vLLM's `PoolingBasicRequestMixin`,
+/// `ClassifyRequestMixin`).
+pub const COMMON: &[&str] = &[
     "model",
     "user",
     "truncate_prompt_tokens",
     "truncation_side",
     "priority",
     "cache_salt",
+    "use_activation",
 ];
-/// A completion-style request's own fields.
-pub const INPUT_KEYS: &[&str] = &["input", "add_special_tokens"];
-/// A chat-style request's own fields.
-pub const CHAT_KEYS: &[&str] = &[
+/// The prompt fields of /v1/embeddings, /pooling and /classify.
+pub const INPUT: &[&str] = &[
+    "input",
     "messages",
+    "add_special_tokens",
     "add_generation_prompt",
     "continue_final_message",
-    "add_special_tokens",
+    "chat_template_kwargs",
+];
+/// The output fields of /v1/embeddings and /pooling.
+pub const ENCODING: &[&str] = &["encoding_format", "embed_dtype", "endianness", "dimensions"];
+/// The fields of /score and /rerank besides their texts.
+pub const SCORING: &[&str] = &[
+    "max_tokens_per_query",
+    "max_tokens_per_doc",
+    "instruction",
     "chat_template_kwargs",
 ];
 
-/// The fields of [`BASIC_KEYS`], and the prompt's options.
+/// The typed fields every route shares.
 #[derive(Debug, Default, Deserialize)]
 pub struct Basic {
     pub model: Option<String>,
@@ -45,147 +58,56 @@ pub struct Basic {
     #[serde(default, deserialize_with = "crate::openai::ints::opt_i64")]
     pub truncate_prompt_tokens: Option<i64>,
     pub truncation_side: Option<String>,
+    pub use_activation: Option<bool>,
     pub add_special_tokens: Option<bool>,
     pub add_generation_prompt: Option<bool>,
     pub continue_final_message: Option<bool>,
     pub chat_template_kwargs: Option<Map<String, Value>>,
-    pub messages: Option<Vec<ChatMessage>>,
 }
 
-/// Where a pooling request's prompts come from.
-#[derive(Debug, Clone)]
-pub enum Input {
-    Texts(Vec<String>),
-    Ids(Vec<Vec<u32>>),
-    /// One conversation, rendered with the chat template.
-    Chat(ChatTemplateInput),
+/// A pooling body past the shared checks.
+pub struct Parsed {
+    pub value: Value,
+    pub basic: Basic,
+    pub cut: Truncation,
+    pub scheduling: Scheduling,
 }
 
-/// The body as an object: its keys checked against `own` (with [`BASIC_KEYS`], and
-/// [`CHAT_KEYS`] or [`INPUT_KEYS`] when `prompted`: by `messages`, or a chat-style
-/// `input`, a list of messages, which moves to `messages`), then [`Basic`]'s fields.
-pub fn parse(body: &[u8], own: &[&str], prompted: bool) -> Result<(Value, Basic), ApiError> {
-    let mut map = params::parse_object(body)?;
-    let chat = prompted && (map.contains_key("messages") || is_chat(map.get("input")));
-    if chat && !map.contains_key("messages") {
-        if let Some(input) = map.remove("input") {
-            map.insert("messages".into(), input);
-        }
+/// The body of a route that takes `keys` (with [`COMMON`]): JSON object, known fields,
+/// their types, then `truncate_prompt_tokens`, `truncation_side`, `priority`,
+/// `cache_salt`, the generation-prompt flags, and the model's name (404).
+pub fn parse(state: &AppState, body: &[u8], keys: &[&[&str]]) -> Result<Parsed, ApiError> {
+    let map = params::parse_object(body)?;
+    if map.contains_key("normalize") {
+        // vLLM 0.33's refusal: `use_activation` replaced it.
+        return Err(ApiError::bad(
+            "normalize",
+            "Parameter `normalize` was removed; use `use_activation` instead.",
+        ));
     }
-    let prompt_keys: &[&str] = match (prompted, chat) {
-        (false, _) => &[],
-        (true, true) => CHAT_KEYS,
-        (true, false) => INPUT_KEYS,
-    };
+    let known = |k: &str| COMMON.contains(&k) || keys.iter().any(|set| set.contains(&k));
     let unknown = map
         .keys()
         .map(String::as_str)
-        .filter(|k| !BASIC_KEYS.contains(k) && !own.contains(k) && !prompt_keys.contains(k))
+        .filter(|k| !known(k))
         .collect();
     params::refuse_unknown(unknown)?;
     let value = Value::Object(map);
     let basic: Basic = params::fields(&value)?;
-    if let Some(side) = basic.truncation_side.as_deref() {
-        if side != "left" && side != "right" {
-            return Err(ApiError::bad(
-                "truncation_side",
-                format!("`truncation_side` must be \"left\" or \"right\", got {side:?}"),
-            ));
-        }
-    }
-    Ok((value, basic))
-}
-
-fn is_chat(input: Option<&Value>) -> bool {
-    matches!(input, Some(Value::Array(items)) if !items.is_empty()
-        && items.iter().all(|m| m.get("role").is_some_and(Value::is_string)))
-}
-
-/// The request's input: `messages` (checked and made the template's input), else `input`.
-pub fn input(state: &AppState, value: &Value, basic: &mut Basic) -> Result<Input, ApiError> {
-    match basic.messages.take() {
-        Some(messages) => chat(state, messages, basic).map(Input::Chat),
-        None => texts_or_ids(value.get("input"), "input"),
-    }
-}
-
-/// A string, strings, token ids or token-id lists: `field` as [`Input`].
-pub fn texts_or_ids(value: Option<&Value>, field: &str) -> Result<Input, ApiError> {
-    let shape = || {
-        ApiError::bad(
-            field,
-            format!(
-                "`{field}` must be a string, a list of strings, a list of token ids or a list \
-                 of token-id lists"
-            ),
-        )
-    };
-    let items = match value {
-        None | Some(Value::Null) => {
-            return Err(ApiError::bad(field, format!("`{field}` is required")))
-        }
-        Some(Value::String(s)) => return Ok(Input::Texts(vec![s.clone()])),
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(shape()),
-    };
-    if items.is_empty() {
-        return Err(ApiError::bad(field, format!("`{field}` must not be empty")));
-    }
-    if items.iter().all(Value::is_string) {
-        let texts = items.iter().filter_map(Value::as_str).map(str::to_owned);
-        return Ok(Input::Texts(texts.collect()));
-    }
-    let ids = |v: &Value| -> Option<Vec<u32>> {
-        v.as_array()?
-            .iter()
-            .map(|id| id.as_u64().and_then(|id| u32::try_from(id).ok()))
-            .collect()
-    };
-    if items.iter().all(Value::is_number) {
-        return ids(&Value::Array(items.clone()))
-            .map(|one| Input::Ids(vec![one]))
-            .ok_or_else(shape);
-    }
-    items
-        .iter()
-        .map(ids)
-        .collect::<Option<Vec<_>>>()
-        .map(Input::Ids)
-        .ok_or_else(shape)
-}
-
-/// The template input of a chat-style request (the chat route's checks on `messages`).
-fn chat(
-    state: &AppState,
-    messages: Vec<ChatMessage>,
-    basic: &Basic,
-) -> Result<ChatTemplateInput, ApiError> {
-    if messages.is_empty() {
-        return Err(ApiError::bad("messages", "`messages` must not be empty"));
-    }
-    if state.template.is_none() {
-        return Err(ApiError::bad_request(NO_CHAT_TEMPLATE));
-    }
-    let continue_final = basic.continue_final_message.unwrap_or(false);
-    let generation = basic.add_generation_prompt.unwrap_or(false);
-    if continue_final && generation {
+    let cut = Truncation::of(state, &basic)?;
+    let scheduling = Scheduling::of(state, &value)?;
+    if basic.continue_final_message == Some(true) && basic.add_generation_prompt == Some(true) {
         return Err(ApiError::bad(
             "continue_final_message",
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
         ));
     }
-    let messages = messages
-        .into_iter()
-        .enumerate()
-        .map(|(i, m)| message_json(i, m))
-        .collect::<Result<_, _>>()?;
-    Ok(ChatTemplateInput {
-        messages,
-        tools: None,
-        documents: None,
-        add_generation_prompt: generation,
-        continue_final_message: continue_final,
-        kwargs: basic.chat_template_kwargs.clone().unwrap_or_default(),
+    state.check_model(basic.model.as_deref())?;
+    Ok(Parsed {
+        value,
+        basic,
+        cut,
+        scheduling,
     })
 }
 
@@ -198,31 +120,40 @@ pub struct Truncation {
 
 impl Truncation {
     /// `truncate_prompt_tokens` (-1: the context length) and `truncation_side` (unset:
-    /// the tokenizer's), checked against the context length.
-    pub fn of(state: &AppState, basic: &Basic) -> Result<Self, ApiError> {
-        let left = match basic.truncation_side.as_deref() {
-            Some(side) => side == "left",
-            None => state.tokenizer.config().truncation_side.as_deref() == Some("left"),
-        };
+    /// the tokenizer's, as vLLM), checked in that order.
+    fn of(state: &AppState, basic: &Basic) -> Result<Self, ApiError> {
+        const FIELD: &str = "truncate_prompt_tokens";
         let max = state.max_model_len;
-        let keep = match basic.truncate_prompt_tokens {
+        let truncate = basic.truncate_prompt_tokens;
+        if let Some(k) = truncate.filter(|&k| k < -1) {
+            return Err(ApiError::bad(
+                FIELD,
+                format!("`truncate_prompt_tokens` must be -1 (the context length) or at least 0, got {k}"),
+            ));
+        }
+        let left = match basic.truncation_side.as_deref() {
+            None => state.tokenizer.config().truncation_side.as_deref() == Some("left"),
+            Some("left") => true,
+            Some("right") => false,
+            Some(side) => {
+                return Err(ApiError::bad(
+                    "truncation_side",
+                    format!("`truncation_side` must be `left` or `right`, got `{side}`"),
+                ))
+            }
+        };
+        if let Some(k) = truncate.filter(|&k| u64::try_from(k).is_ok_and(|k| k > max)) {
+            return Err(ApiError::bad(
+                FIELD,
+                format!(
+                    "truncate_prompt_tokens={k} cannot be greater than max_model_len = \
+                     {max}. Please request a smaller truncation size."
+                ),
+            ));
+        }
+        let keep = match truncate {
             None => None,
             Some(-1) => Some(usize::try_from(max).unwrap_or(usize::MAX)),
-            Some(k) if k < -1 => {
-                return Err(ApiError::bad(
-                    "truncate_prompt_tokens",
-                    format!("`truncate_prompt_tokens` must be -1 or at least 0, got {k}"),
-                ))
-            }
-            Some(k) if u64::try_from(k).is_ok_and(|k| k > max) => {
-                return Err(ApiError::bad(
-                    "truncate_prompt_tokens",
-                    format!(
-                        "truncate_prompt_tokens={k} cannot be greater than max_model_len = \
-                         {max}. Please request a smaller truncation size."
-                    ),
-                ))
-            }
             Some(k) => usize::try_from(k).ok(),
         };
         Ok(Self { keep, left })
@@ -244,63 +175,199 @@ impl Truncation {
     }
 }
 
-/// The token ids of `input`'s prompts: rendered and tokenized on the blocking pool
-/// (`special`: `add_special_tokens`), truncated, and checked (ids in the vocabulary, no
-/// empty prompt, none longer than the context length; `field` names the input).
-pub async fn prompts(
-    state: &SharedState,
-    input: Input,
-    special: bool,
-    cut: Truncation,
-    field: &str,
-) -> Result<Vec<Vec<u32>>, ApiError> {
-    let ids = match input {
-        Input::Ids(ids) => ids,
-        Input::Texts(texts) => {
-            let st = Arc::clone(state);
-            let size = texts.iter().map(String::len).sum();
-            offload(size, move || {
-                texts
-                    .iter()
-                    .map(|t| st.tokenizer.encode(t, special).map_err(text_error))
-                    .collect()
-            })
-            .await?
-        }
-        Input::Chat(chat) => {
-            let st = Arc::clone(state);
-            let size = chat.messages.iter().map(|m| m.to_string().len()).sum();
-            offload(size, move || {
-                let template = st
-                    .template()
-                    .ok_or_else(|| ApiError::bad_request(NO_CHAT_TEMPLATE))?;
-                let text = template.render(&chat).map_err(text_error)?;
-                Ok(vec![st
-                    .tokenizer
-                    .encode(&text, special)
-                    .map_err(text_error)?])
-            })
-            .await?
-        }
-    };
-    ids.into_iter()
-        .map(|ids| check(state, cut.apply(ids), field))
+/// One prompt before tokenizing.
+#[derive(Debug, Clone)]
+enum Item {
+    Text(String),
+    Ids(Vec<u32>),
+    Chat(Vec<Value>),
+}
+
+/// One prompt checked, ready for the blocking pool.
+enum Work {
+    Text(String),
+    Ids(Vec<u32>),
+    Chat(ChatTemplateInput),
+}
+
+const SHAPES: &str = "`input` must be a string, a list of strings, a list of token ids, a \
+                      list of lists of token ids, or chat messages";
+
+fn is_conversation(value: &Value) -> bool {
+    matches!(value, Value::Array(items) if !items.is_empty()
+        && items.iter().all(|m| m.get("role").is_some_and(Value::is_string)))
+}
+
+fn token_list(value: &Value) -> Option<Vec<u32>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|t| t.as_u64().and_then(|t| u32::try_from(t).ok()))
         .collect()
 }
 
-/// `ids` if every id is in the vocabulary and there are 1 to `max_model_len` of them.
-pub fn check(state: &AppState, ids: Vec<u32>, field: &str) -> Result<Vec<u32>, ApiError> {
-    let vocab = state.vocab_size;
-    if let Some(bad) = ids.iter().find(|&&id| u64::from(id) >= vocab) {
-        return Err(ApiError::bad(
-            field,
-            format!("token id {bad} in `{field}` is out of the vocabulary (size {vocab})"),
+/// The request's prompts before tokenizing, and the field that holds them.
+fn items(value: &Value) -> Result<(Vec<Item>, &'static str), ApiError> {
+    let given = |k: &str| value.get(k).filter(|v| !v.is_null());
+    let conversations = |v: &Value| -> Option<Vec<Item>> {
+        let list = v.as_array().filter(|l| !l.is_empty())?;
+        list.iter()
+            .map(|c| {
+                is_conversation(c).then(|| Item::Chat(c.as_array().cloned().unwrap_or_default()))
+            })
+            .collect()
+    };
+    if let Some(messages) = given("messages") {
+        if given("input").is_some() {
+            return Err(ApiError::bad(
+                "messages",
+                "send `input` or `messages`, not both",
+            ));
+        }
+        if let Some(batch) = conversations(messages) {
+            return Ok((batch, "messages"));
+        }
+        if !is_conversation(messages) {
+            return Err(ApiError::bad(
+                "messages",
+                "`messages` must be a non-empty list of chat messages, or a list of such lists",
+            ));
+        }
+        return Ok((
+            vec![Item::Chat(messages.as_array().cloned().unwrap_or_default())],
+            "messages",
         ));
     }
+    let input = given("input").ok_or_else(|| ApiError::bad("input", "`input` is required"))?;
+    let list = match input {
+        Value::String(s) => return Ok((vec![Item::Text(s.clone())], "input")),
+        Value::Array(list) if list.is_empty() => {
+            return Err(ApiError::bad("input", "`input` must not be empty"))
+        }
+        Value::Array(list) => list,
+        _ => return Err(ApiError::bad("input", SHAPES)),
+    };
+    if is_conversation(input) {
+        return Ok((vec![Item::Chat(list.clone())], "input"));
+    }
+    if let Some(batch) = conversations(input) {
+        return Ok((batch, "input"));
+    }
+    if list.iter().all(Value::is_number) {
+        let ids = token_list(input).ok_or_else(|| ApiError::bad("input", SHAPES))?;
+        return Ok((vec![Item::Ids(ids)], "input"));
+    }
+    if list.iter().all(Value::is_string) {
+        let texts = list.iter().filter_map(Value::as_str);
+        return Ok((texts.map(|t| Item::Text(t.to_owned())).collect(), "input"));
+    }
+    let ids: Option<Vec<Item>> = list.iter().map(|t| token_list(t).map(Item::Ids)).collect();
+    Ok((ids.ok_or_else(|| ApiError::bad("input", SHAPES))?, "input"))
+}
+
+/// The template input of one conversation (the chat route's checks on its messages).
+fn conversation(
+    state: &AppState,
+    messages: Vec<Value>,
+    basic: &Basic,
+) -> Result<ChatTemplateInput, ApiError> {
+    let messages: Vec<ChatMessage> = params::fields(&Value::Array(messages))
+        .map_err(|e| e.rename_param(|p| format!("messages{}", p.trim_start_matches('.'))))?;
+    if state.template.is_none() {
+        return Err(ApiError::bad_request(NO_CHAT_TEMPLATE));
+    }
+    let messages = messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| message_json(i, m))
+        .collect::<Result<_, _>>()?;
+    Ok(ChatTemplateInput {
+        messages,
+        tools: None,
+        documents: None,
+        add_generation_prompt: basic.add_generation_prompt.unwrap_or(false),
+        continue_final_message: basic.continue_final_message.unwrap_or(false),
+        kwargs: basic.chat_template_kwargs.clone().unwrap_or_default(),
+    })
+}
+
+/// The request's prompts as token ids: rendered and tokenized on the blocking pool,
+/// truncated, and checked (ids in the vocabulary, no empty prompt, none longer than the
+/// context length).
+pub async fn prompts(state: &SharedState, parsed: &Parsed) -> Result<Vec<Vec<u32>>, ApiError> {
+    let (items, field) = items(&parsed.value)?;
+    let limit = state.options.max_batch_prompts;
+    if items.len() > limit {
+        return Err(ApiError::bad(
+            "input",
+            format!(
+                "this request has {} inputs; this server takes at most {limit} in one request \
+                 (--max-batch-prompts)",
+                items.len()
+            ),
+        ));
+    }
+    let vocab = state.vocab_size;
+    let mut work = Vec::with_capacity(items.len());
+    for item in items {
+        work.push(match item {
+            Item::Chat(messages) => Work::Chat(conversation(state, messages, &parsed.basic)?),
+            Item::Ids(ids) => {
+                if let Some(bad) = ids.iter().find(|&&id| u64::from(id) >= vocab) {
+                    return Err(ApiError::bad(
+                        "input",
+                        format!(
+                            "token id {bad} in `input` is out of the vocabulary (size {vocab})"
+                        ),
+                    ));
+                }
+                Work::Ids(ids)
+            }
+            Item::Text(text) => Work::Text(text),
+        });
+    }
+    let special = parsed.basic.add_special_tokens;
+    let st = Arc::clone(state);
+    let encoded: Vec<Vec<u32>> = offload(usize::MAX, move || {
+        work.into_iter()
+            .map(|w| match w {
+                Work::Chat(chat) => {
+                    let template = st
+                        .template()
+                        .ok_or_else(|| ApiError::bad_request(NO_CHAT_TEMPLATE))?;
+                    let text = template.render(&chat).map_err(text_error)?;
+                    // A conversation: special tokens only when asked (the template adds them).
+                    st.tokenizer
+                        .encode(&text, special == Some(true))
+                        .map_err(text_error)
+                }
+                Work::Text(text) => st
+                    .tokenizer
+                    .encode(&text, special != Some(false))
+                    .map_err(text_error),
+                Work::Ids(ids) => Ok(ids),
+            })
+            .collect()
+    })
+    .await?;
+    encoded
+        .into_iter()
+        .enumerate()
+        .map(|(index, ids)| check_length(state, parsed.cut.apply(ids), index, field))
+        .collect()
+}
+
+/// `ids` unless empty or longer than the context length (400s naming `field`).
+pub fn check_length(
+    state: &AppState,
+    ids: Vec<u32>,
+    index: usize,
+    field: &str,
+) -> Result<Vec<u32>, ApiError> {
     if ids.is_empty() {
         return Err(ApiError::bad(
             field,
-            format!("a prompt in `{field}` is empty (no tokens)"),
+            format!("`{field}` must not contain an empty prompt (prompt {index} is empty)"),
         ));
     }
     let max = state.max_model_len;
@@ -308,9 +375,8 @@ pub fn check(state: &AppState, ids: Vec<u32>, field: &str) -> Result<Vec<u32>, A
         return Err(ApiError::bad(
             field,
             format!(
-                "This model's maximum context length is {max} tokens. However, your prompt \
-                 contains {} input tokens, which exceeds this limit even without any output \
-                 tokens. Please reduce the length of the input prompt.",
+                "This model's maximum context length is {max} tokens. However, prompt {index} \
+                 of `{field}` has {} tokens. Please reduce the length of the input.",
                 ids.len()
             ),
         ));

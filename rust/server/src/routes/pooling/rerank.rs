@@ -10,21 +10,14 @@ use axum::response::Response;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::encoding::PyFloat;
+use super::encoding::Float;
 use super::job::Job;
 use super::{flag, request, respond, score};
 use crate::edge::error::ApiError;
 use crate::state::SharedState;
-use crate::validate::prompt::TextModel;
 
-/// The route's own fields.
-const KEYS: &[&str] = &[
-    "query",
-    "documents",
-    "top_n",
-    "return_documents",
-    "use_activation",
-];
+/// The route's own fields (with [`request::SCORING`]).
+const KEYS: &[&str] = &["query", "documents", "top_n", "return_documents"];
 
 /// vLLM's `RerankResponse`.
 #[derive(Debug, Serialize)]
@@ -46,7 +39,7 @@ pub struct RerankResult {
     pub index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub document: Option<RerankDocument>,
-    pub relevance_score: PyFloat,
+    pub relevance_score: Float,
 }
 
 #[derive(Debug, Serialize)]
@@ -67,31 +60,41 @@ async fn reranked(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<RerankResponse, ApiError> {
     let job = Job::accept(state, body, "score")?;
-    let (value, basic) = request::parse(&job.body, KEYS, false)?;
-    state.check_model(basic.model.as_deref())?;
+    let parsed = request::parse(state, &job.body, &[request::SCORING, KEYS])?;
+    let value = &parsed.value;
+    score::unsupported(value)?;
     let query = match value.get("query") {
-        Some(Value::String(q)) => q.clone(),
         None | Some(Value::Null) => return Err(ApiError::bad("query", "`query` is required")),
-        Some(_) => {
-            return Err(ApiError::bad(
-                "query",
-                "`query` must be a string (text only)",
-            ))
-        }
+        Some(Value::String(q)) => q.clone(),
+        Some(_) => return Err(ApiError::bad("query", "`query` must be a string")),
     };
-    let documents = score::texts(value.get("documents"), "documents")?;
+    let documents = match value.get("documents") {
+        None | Some(Value::Null) => {
+            return Err(ApiError::bad("documents", "`documents` is required"))
+        }
+        Some(documents) => score::texts(documents, "documents")?,
+    };
     let top_n = match value.get("top_n") {
         None | Some(Value::Null) => 0,
-        Some(v) => v.as_u64().ok_or_else(|| {
-            ApiError::bad(
-                "top_n",
-                format!("`top_n` must be an integer of at least 0, got {v}"),
-            )
-        })?,
+        Some(v) => match v.as_i64() {
+            Some(n) if n >= 0 => n,
+            Some(n) => {
+                return Err(ApiError::bad(
+                    "top_n",
+                    format!("`top_n` must be at least 0, got {n}"),
+                ))
+            }
+            None => {
+                return Err(ApiError::bad(
+                    "top_n",
+                    format!("invalid value for `top_n`: expected an integer, got {v}"),
+                ))
+            }
+        },
     };
-    let return_documents = flag(&value, "return_documents")?.unwrap_or(true);
-    let sides = (("query", vec![query]), ("documents", documents.clone()));
-    let (scores, tokens) = score::scores(state, &job, sides, &value, &basic).await?;
+    let return_documents = flag(value, "return_documents")?.unwrap_or(true);
+    let sides = (vec![query], documents.clone());
+    let (scores, tokens) = score::scores(state, &job, &parsed, sides).await?;
     let mut results: Vec<RerankResult> = documents
         .into_iter()
         .zip(scores)
@@ -102,7 +105,7 @@ async fn reranked(
                 text,
                 multi_modal: None,
             }),
-            relevance_score: PyFloat(score),
+            relevance_score: Float(score),
         })
         .collect();
     // Stable: equal scores keep their input order, as Python's sort.

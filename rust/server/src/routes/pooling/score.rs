@@ -1,10 +1,12 @@
-//! `POST /score` and `/v1/score` (vLLM's `ScoreRequest`s): the relevance of each
-//! (query, document) pair, 1:1, 1:N or N:N. On a model that serves the "score" task (a
-//! cross-encoder) each pair is tokenized together (the tokenizer's pair encoding) and
-//! scored by the engine, `token_type_start` marking the document's first token; on an
-//! embedding model each text is embedded once and a pair's score is the cosine
-//! similarity of its embeddings, as vLLM's bi-encoder scoring. The rerank routes score
-//! the same way ([`super::rerank`]).
+//! `POST /score` and `/v1/score` (vLLM's `ScoreRequest`s): the relevance of text pairs,
+//! the two sides under any of vLLM's names (`queries` / `documents`, `queries` / `items`,
+//! `data_1` / `data_2`, `text_1` / `text_2`), each a string or a list of strings, paired
+//! 1:1, 1:N or N:N. On a model that serves the "score" task (a cross-encoder) each pair
+//! is tokenized together (the tokenizer's pair encoding) and sent with
+//! `token_type_start`, where the second text's tokens begin; on an embedding model every
+//! text is embedded and a pair's score is the cosine similarity of its two embeddings.
+//! The rerank routes score the same way ([`super::rerank`]). Mirrors
+//! `server/routes/pooling/score.py`.
 
 use std::sync::Arc;
 
@@ -16,24 +18,22 @@ use serde::Serialize;
 use serde_json::Value;
 use vrs_wire::{PoolingParams, PoolingTask};
 
-use super::encoding::PyFloat;
-use super::job::{Job, Prompt, Scheduling};
-use super::request::{self, Basic, Truncation};
-use super::{flag, require, respond, Usage};
+use super::encoding::Float;
+use super::job::{Job, Prompt};
+use super::request::{self, Parsed};
+use super::{require, respond, Usage};
 use crate::edge::error::{text_error, ApiError};
 use crate::state::SharedState;
 use crate::text::offload;
-use crate::validate::prompt::TextModel;
 
-/// The four ways to name a score request's two sides, in vLLM's order.
-const FORMS: [(&str, &str); 4] = [
+/// /score's sides, under each of vLLM's pairs of names (the first pair given is used).
+const SIDES: [(&str, &str); 4] = [
     ("queries", "documents"),
     ("queries", "items"),
     ("data_1", "data_2"),
     ("text_1", "text_2"),
 ];
-/// The route's own fields.
-const KEYS: &[&str] = &[
+const SIDE_KEYS: &[&str] = &[
     "queries",
     "documents",
     "items",
@@ -41,144 +41,189 @@ const KEYS: &[&str] = &[
     "data_2",
     "text_1",
     "text_2",
-    "use_activation",
 ];
 
-/// The texts of one side: a string or a list of strings (`field` names it).
-pub fn texts(value: Option<&Value>, field: &str) -> Result<Vec<String>, ApiError> {
-    let shape = || {
-        ApiError::bad(
-            field,
-            format!("`{field}` must be a string or a list of strings (text only)"),
-        )
-    };
+/// One side: a string or a non-empty list of strings (`name` names it).
+pub fn texts(value: &Value, name: &str) -> Result<Vec<String>, ApiError> {
     match value {
-        None | Some(Value::Null) => Err(ApiError::bad(field, format!("`{field}` is required"))),
-        Some(Value::String(s)) => Ok(vec![s.clone()]),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_owned))
-            .collect::<Option<_>>()
-            .ok_or_else(shape),
-        Some(_) => Err(shape()),
+        Value::String(s) => return Ok(vec![s.clone()]),
+        Value::Array(items) if items.is_empty() => {
+            return Err(ApiError::bad(
+                name,
+                format!("At least one text element must be given (`{name}` is empty)"),
+            ))
+        }
+        Value::Array(items) => {
+            if let Some(texts) = items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect()
+            {
+                return Ok(texts);
+            }
+        }
+        _ => {}
     }
+    let multimodal = value.is_object()
+        || value
+            .as_array()
+            .is_some_and(|items| items.iter().any(Value::is_object));
+    Err(ApiError::bad(
+        name,
+        if multimodal {
+            format!("`{name}`: multi-modal score inputs are not supported; send text")
+        } else {
+            format!("`{name}` must be a string or a list of strings")
+        },
+    ))
 }
 
-/// vLLM's check of the two sides' lengths: 1:1, 1:N or N:N, neither empty.
-pub fn check_lengths(first: usize, second: usize) -> Result<(), ApiError> {
-    if first > 1 && first != second {
-        return Err(ApiError::bad_request(
-            "Input lengths must be either 1:1, 1:N or N:N",
-        ));
+/// The scoring fields this server does not implement: a 400, not an unapplied field.
+pub fn unsupported(value: &Value) -> Result<(), ApiError> {
+    for name in ["max_tokens_per_query", "max_tokens_per_doc"] {
+        if value
+            .get(name)
+            .is_some_and(|v| !v.is_null() && v.as_i64() != Some(0))
+        {
+            return Err(ApiError::bad(
+                name,
+                format!("`{name}` is not supported by this server; send 0 or leave it out"),
+            ));
+        }
     }
-    if first == 0 {
-        return Err(ApiError::bad_request(
-            "At least one text element must be given",
-        ));
-    }
-    if second == 0 {
-        return Err(ApiError::bad_request(
-            "At least one text_pair element must be given",
-        ));
+    for name in ["instruction", "chat_template_kwargs"] {
+        if value.get(name).is_some_and(|v| !v.is_null()) {
+            return Err(ApiError::bad(
+                name,
+                format!(
+                    "`{name}` is not supported by this server (it applies to score templates, \
+                     which it does not render)"
+                ),
+            ));
+        }
     }
     Ok(())
 }
 
-/// The two sides of a scoring request: each side's field and texts.
-pub type Sides = ((&'static str, Vec<String>), (&'static str, Vec<String>));
+/// /score's two sides, checked to pair 1:1, 1:N or N:N.
+fn sides(value: &Value) -> Result<(Vec<String>, Vec<String>), ApiError> {
+    let given = |k: &str| value.get(k).filter(|v| !v.is_null());
+    let Some((first, second)) = SIDES
+        .iter()
+        .find(|(a, b)| given(a).is_some() || given(b).is_some())
+    else {
+        return Err(ApiError::bad(
+            "queries",
+            "send the texts to score as `queries` and `documents` (or `text_1` and `text_2`)",
+        ));
+    };
+    let side = |name: &str| {
+        given(name).ok_or_else(|| ApiError::bad(name, format!("`{name}` is required")))
+    };
+    let (a, b) = (side(first)?, side(second)?);
+    let (left, right) = (texts(a, first)?, texts(b, second)?);
+    if left.len() != 1 && left.len() != right.len() {
+        return Err(ApiError::bad(
+            *first,
+            "Input lengths must be either 1:1, 1:N or N:N",
+        ));
+    }
+    Ok((left, right))
+}
 
-/// The scores of the pairs (`queries[i]` or `queries[0]`, `documents[i]`) and the prompt
-/// tokens they took.
+/// The scores of the pairs (`left[i]`, or `left[0]` for 1:N, with `right[i]`) and the
+/// prompt tokens they took.
 pub async fn scores(
     state: &SharedState,
     job: &Job,
-    ((first, queries), (second, documents)): Sides,
-    value: &Value,
-    basic: &Basic,
+    parsed: &Parsed,
+    (left, right): (Vec<String>, Vec<String>),
 ) -> Result<(Vec<f64>, usize), ApiError> {
-    check_lengths(queries.len(), documents.len())?;
-    let cut = Truncation::of(state, basic)?;
-    let activation = flag(value, "use_activation")?;
-    let scheduling = Scheduling::of(state, value)?;
-    if state.serves.tasks.contains(&PoolingTask::Score) {
+    let tasks = &state.serves.tasks;
+    let activation = parsed.basic.use_activation;
+    if tasks.contains(&PoolingTask::Score) {
         let mut params = PoolingParams::new(PoolingTask::Score);
         params.use_activation = activation;
-        let prompts = pairs(state, (queries, documents), (cut, second), &params).await?;
-        let outputs = job.run(state, prompts, &scheduling).await?;
+        let prompts = pairs(state, parsed, (left, right), &params).await?;
+        let outputs = job.run(state, prompts, &parsed.scheduling).await?;
         let tokens = outputs.iter().map(|o| o.prompt_tokens).sum();
-        let scores = outputs
-            .iter()
-            .map(|o| o.values.first().copied())
+        let scores = outputs.iter().map(|o| o.values.first().copied());
+        let scores = scores
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| ApiError::Internal("the engine answered an empty score".into()))?;
         return Ok((scores, tokens));
     }
-    require(state, PoolingTask::Embed).map_err(|_| {
-        ApiError::bad_request(format!(
-            "The model `{}` serves neither the \"score\" nor the \"embed\" pooling task, so \
-             it cannot score.",
-            state.model_name
-        ))
-    })?;
+    if !tasks.contains(&PoolingTask::Embed) {
+        require(state, PoolingTask::Score, None)?;
+    }
+    let n_left = left.len();
+    let texts: Vec<String> = left.into_iter().chain(right).collect();
+    let st = Arc::clone(state);
+    let encoded: Vec<Vec<u32>> = offload(usize::MAX, move || {
+        texts
+            .iter()
+            .map(|t| st.tokenizer.encode(t, true).map_err(text_error))
+            .collect()
+    })
+    .await?;
     let params = PoolingParams::new(PoolingTask::Embed);
-    let n_queries = queries.len();
-    let mut ids = request::prompts(state, request::Input::Texts(queries), true, cut, first).await?;
-    let docs = request::Input::Texts(documents);
-    ids.extend(request::prompts(state, docs, true, cut, second).await?);
-    let prompts = ids
+    let prompts = encoded
         .into_iter()
-        .map(|ids| Prompt {
-            ids,
-            params: params.clone(),
+        .enumerate()
+        .map(|(index, ids)| {
+            let ids = request::check_length(state, parsed.cut.apply(ids), index, "documents")?;
+            Ok(Prompt {
+                ids,
+                params: params.clone(),
+            })
         })
-        .collect();
-    let outputs = job.run(state, prompts, &scheduling).await?;
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let outputs = job.run(state, prompts, &parsed.scheduling).await?;
     let tokens = outputs.iter().map(|o| o.prompt_tokens).sum();
-    let (q, d) = outputs.split_at(n_queries);
-    let scores = d
+    let (firsts, seconds) = outputs.split_at(n_left);
+    let scores = seconds
         .iter()
         .enumerate()
-        .map(|(i, doc)| {
-            let query = if q.len() == 1 { &q[0] } else { &q[i] };
-            cosine(&query.values, &doc.values)
+        .map(|(i, second)| {
+            let first = if n_left == 1 { &firsts[0] } else { &firsts[i] };
+            cosine(&first.values, &second.values)
         })
         .collect();
     Ok((scores, tokens))
 }
 
-/// The cosine similarity of `a` and `b` (torch's: the norms' product at least 1e-8),
-/// rounded to float32 as the engine's scores are.
+/// The cosine similarity of `a` and `b` (0 when either is zero).
 pub fn cosine(a: &[f64], b: &[f64]) -> f64 {
     let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let similarity = dot / (norm(a) * norm(b)).max(1e-8);
-    f64::from(similarity as f32)
+    let norms = norm(a) * norm(b);
+    if norms > 0.0 {
+        dot / norms
+    } else {
+        0.0
+    }
 }
 
-/// The pairs tokenized together (special tokens added), truncated, each with the index
-/// of its document's first token.
+/// The pairs tokenized together (special tokens added), truncated and checked, each with
+/// `token_type_start` where its second text begins (none when truncation left no token
+/// of either text).
 async fn pairs(
     state: &SharedState,
-    (queries, documents): (Vec<String>, Vec<String>),
-    (cut, field): (Truncation, &str),
+    parsed: &Parsed,
+    (left, right): (Vec<String>, Vec<String>),
     params: &PoolingParams,
 ) -> Result<Vec<Prompt>, ApiError> {
     let st = Arc::clone(state);
-    let size = queries.iter().chain(&documents).map(String::len).sum();
-    let encoded: Vec<(Vec<u32>, Option<usize>)> = offload(size, move || {
-        documents
+    let encoded: Vec<(Vec<u32>, Option<usize>)> = offload(usize::MAX, move || {
+        right
             .iter()
             .enumerate()
-            .map(|(i, doc)| {
-                let query = if queries.len() == 1 {
-                    &queries[0]
-                } else {
-                    &queries[i]
-                };
+            .map(|(i, second)| {
+                let first = if left.len() == 1 { &left[0] } else { &left[i] };
                 let encoding = st
                     .tokenizer
                     .inner()
-                    .encode((query.as_str(), doc.as_str()), true)
+                    .encode((first.as_str(), second.as_str()), true)
                     .map_err(|e| text_error(vrs_text::TextError::Tokenizer(e.to_string())))?;
                 let start = encoding
                     .get_sequence_ids()
@@ -189,16 +234,24 @@ async fn pairs(
             .collect()
     })
     .await?;
+    let cut = parsed.cut;
     encoded
         .into_iter()
-        .map(|(ids, start)| {
-            let total = ids.len();
-            let ids = request::check(state, cut.apply(ids), field)?;
-            // Left truncation moves the document's start back by what it cut.
-            let cut_before = if cut.left { total - ids.len() } else { 0 };
+        .enumerate()
+        .map(|(index, (ids, start))| {
+            let before = ids.len();
+            let ids = request::check_length(state, cut.apply(ids), index, "documents")?;
+            let start = start
+                .map(|s| {
+                    if cut.left {
+                        s as i64 - (before - ids.len()) as i64
+                    } else {
+                        s as i64
+                    }
+                })
+                .filter(|&s| 0 < s && (s as usize) < ids.len());
             let mut params = params.clone();
-            params.token_type_start =
-                start.map(|s| s.saturating_sub(cut_before).min(ids.len()) as u64);
+            params.token_type_start = start.map(|s| s as u64);
             Ok(Prompt { ids, params })
         })
         .collect()
@@ -219,7 +272,7 @@ pub struct ScoreResponse {
 pub struct ScoreData {
     pub index: usize,
     pub object: &'static str,
-    pub score: PyFloat,
+    pub score: Float,
 }
 
 /// `POST /score`, `POST /v1/score`.
@@ -235,10 +288,10 @@ async fn scored(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<ScoreResponse, ApiError> {
     let job = Job::accept(state, body, "score")?;
-    let (value, basic) = request::parse(&job.body, KEYS, false)?;
-    state.check_model(basic.model.as_deref())?;
-    let sides = sides(&value)?;
-    let (scores, tokens) = scores(state, &job, sides, &value, &basic).await?;
+    let parsed = request::parse(state, &job.body, &[request::SCORING, SIDE_KEYS])?;
+    unsupported(&parsed.value)?;
+    let sides = sides(&parsed.value)?;
+    let (scores, tokens) = scores(state, &job, &parsed, sides).await?;
     Ok(ScoreResponse {
         id: job.id.clone(),
         object: "list",
@@ -250,28 +303,9 @@ async fn scored(
             .map(|(index, score)| ScoreData {
                 index,
                 object: "score",
-                score: PyFloat(score),
+                score: Float(score),
             })
             .collect(),
         usage: Usage::of(tokens),
     })
-}
-
-/// The two sides of a score request, named in exactly one of the [`FORMS`].
-fn sides(value: &Value) -> Result<Sides, ApiError> {
-    let given = |k: &str| value.get(k).is_some_and(|v| !v.is_null());
-    let named: Vec<&str> = KEYS[..7].iter().copied().filter(|k| given(k)).collect();
-    let form = FORMS
-        .iter()
-        .find(|(a, b)| named.len() == 2 && named.contains(a) && named.contains(b));
-    let Some((first, second)) = form else {
-        return Err(ApiError::bad_request(
-            "give the texts to score as `queries` and `documents` (or `queries` and `items`, \
-             `data_1` and `data_2`, `text_1` and `text_2`), one pair of them",
-        ));
-    };
-    Ok((
-        (first, texts(value.get(*first), first)?),
-        (second, texts(value.get(*second), second)?),
-    ))
 }

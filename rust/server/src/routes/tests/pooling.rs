@@ -82,7 +82,8 @@ async fn embeddings_take_every_input_form() {
     assert_eq!((params.task.as_str(), params.normalize), ("embed", None));
     assert_eq!(
         sent[0].request_id,
-        format!("{}-0", v["id"].as_str().unwrap())
+        v["id"].as_str().unwrap(),
+        "one prompt: the id"
     );
 
     let forms = [
@@ -186,13 +187,6 @@ async fn dimensions_and_normalize_reach_the_engine() {
     let v = ok(
         &h,
         "/v1/embeddings",
-        json!({"input": [3], "normalize": false}),
-    )
-    .await;
-    assert_eq!(floats(&v["data"][0]["embedding"]), f32s(embedding(&[3])));
-    let v = ok(
-        &h,
-        "/v1/embeddings",
         json!({"input": [3], "use_activation": false}),
     )
     .await;
@@ -213,14 +207,48 @@ async fn bad_requests_are_400s_naming_the_field() {
     let long: Vec<u32> = vec![3; 65];
     let cases = [
         (json!({"input": []}), "input", "must not be empty"),
-        (json!({"input": ""}), "input", "empty"),
+        (
+            json!({"input": ""}),
+            "input",
+            "must not contain an empty prompt (prompt 0 is empty)",
+        ),
+        (json!({"input": [[3], []]}), "input", "(prompt 1 is empty)"),
+        (
+            json!({"input": "x", "normalize": false}),
+            "normalize",
+            "use `use_activation` instead",
+        ),
+        (
+            json!({"input": "x", "messages": [{"role": "user", "content": "a"}]}),
+            "messages",
+            "not both",
+        ),
+        (
+            json!({"input": "x", "truncate_prompt_tokens": -2}),
+            "truncate_prompt_tokens",
+            "-1 (the context length) or at least 0",
+        ),
+        (
+            json!({"input": "x", "truncation_side": "middle"}),
+            "truncation_side",
+            "`left` or `right`, got `middle`",
+        ),
+        (
+            json!({"input": "x", "embed_dtype": "int8"}),
+            "embed_dtype",
+            "float32, float16",
+        ),
         (json!({}), "input", "`input` is required"),
-        (json!({"input": [3, "x"]}), "input", "must be a string"),
+        (
+            json!({"input": [3, "x"]}),
+            "input",
+            "`input` must be a string, a list of strings",
+        ),
         (json!({"input": [99]}), "input", "out of the vocabulary"),
         (
             json!({"input": long}),
             "input",
-            "maximum context length is 64 tokens",
+            "maximum context length is 64 tokens. However, prompt 0 of `input` has 65 tokens",
         ),
         (
             json!({"input": "x", "truncate_prompt_tokens": 65}),
@@ -230,12 +258,12 @@ async fn bad_requests_are_400s_naming_the_field() {
         (
             json!({"input": "x", "encoding_format": "bytes"}),
             "encoding_format",
-            "\"float\" or \"base64\"",
+            "`float` or `base64`, got `bytes`",
         ),
         (
             json!({"input": "x", "dimensions": 0}),
             "dimensions",
-            "positive integer",
+            "must be at least 1, got 0",
         ),
         (
             json!({"input": "x", "bogus": 1}),
@@ -284,7 +312,7 @@ async fn runner_mismatches_are_400s_both_ways() {
         let (param, message) = bad_request(&generator, path, r#"{"input": "hello"}"#).await;
         assert_eq!(param, Value::Null);
         assert!(
-            message.contains("is a generation model"),
+            message.contains("this model generates text: it does not serve pooling requests"),
             "{path}: {message}"
         );
     }
@@ -312,15 +340,19 @@ async fn runner_mismatches_are_400s_both_ways() {
         let (status, _, bytes) = call(&pooler, "POST", path, &body.to_string()).await;
         let text = String::from_utf8_lossy(&bytes);
         assert_eq!(status, 400, "{path}: {text}");
-        assert!(text.contains("is a pooling model"), "{path}: {text}");
+        let words = "this model serves pooling requests: embed (use /pooling, /rerank, /score, \
+                     /v1/embeddings); it does not generate text";
+        assert!(text.contains(words), "{path}: {text}");
     }
     assert!(pooler.engine.added().is_empty());
     // A pooling route whose task the model does not serve.
     let (_, message) = bad_request(&pooler, "/classify", r#"{"input": "hello"}"#).await;
     assert!(
-        message.contains("does not serve the \"classify\" pooling task"),
+        message.contains("does not serve the `classify` task (it serves: embed)"),
         "{message}"
     );
-    let (_, message) = bad_request(&pooler, "/pooling", r#"{"input": "a", "task": "score"}"#).await;
-    assert!(message.contains("\"score\""), "{message}");
+    let body = r#"{"input": "a", "task": "score"}"#;
+    let (param, message) = bad_request(&pooler, "/pooling", body).await;
+    assert_eq!(param, json!("task"));
+    assert!(message.contains("`score` task"), "{message}");
 }

@@ -51,7 +51,7 @@ async fn classify_and_pooling_shapes() {
     .await;
     assert_eq!(floats(&v["data"][0]["probs"]), f32s(class_logits(&[3], 3)));
     let v = ok(&h, "/pooling", json!({"input": [3]})).await;
-    assert!(v["id"].as_str().unwrap().starts_with("pool-"), "{v}");
+    assert!(v["id"].as_str().unwrap().starts_with("pooling-"), "{v}");
     assert_eq!(keys(&v["data"][0]), ["index", "object", "data"]);
     assert_eq!(v["data"][0]["object"], "pooling");
     assert_eq!(
@@ -71,13 +71,13 @@ async fn score_on_an_embedding_model_is_the_cosine_similarity() {
         ["id", "object", "created", "model", "data", "usage"]
     );
     assert_eq!(keys(&v["data"][0]), ["index", "object", "score"]);
-    assert_eq!(v["data"][0]["score"], 1.0);
-    let (q, d) = (
-        f32s(normalized(&embedding(&[3]))),
-        f32s(normalized(&embedding(&[4, 5]))),
-    );
-    let want = crate::routes::pooling::score::cosine(&q, &d);
-    assert_eq!(v["data"][1]["score"].as_f64().unwrap(), want);
+    let cosine = crate::routes::pooling::score::cosine;
+    let q = f32s(normalized(&embedding(&[3])));
+    let hello = cosine(&q, &q);
+    assert!((hello - 1.0).abs() < 1e-12, "{hello}");
+    assert_eq!(v["data"][0]["score"].as_f64().unwrap(), hello);
+    let d = f32s(normalized(&embedding(&[4, 5])));
+    assert_eq!(v["data"][1]["score"].as_f64().unwrap(), cosine(&q, &d));
     assert_eq!(v["usage"], usage(4), "each text counted once");
     assert_eq!(h.engine.added().len(), 3, "the query embedded once");
     for (body, words) in [
@@ -87,12 +87,20 @@ async fn score_on_an_embedding_model_is_the_cosine_similarity() {
         ),
         (
             json!({"text_1": [], "text_2": ["a"]}),
-            "At least one text element",
+            "At least one text element must be given (`text_1` is empty)",
         ),
-        (json!({"text_1": "a"}), "one pair of them"),
+        (json!({"text_1": "a"}), "`text_2` is required"),
+        (
+            json!({}),
+            "send the texts to score as `queries` and `documents`",
+        ),
+        (
+            json!({"text_1": "a", "text_2": "b", "max_tokens_per_doc": 3}),
+            "send 0 or leave it out",
+        ),
         (
             json!({"text_1": "a", "text_2": [{"type": "image_url"}]}),
-            "text only",
+            "multi-modal score inputs are not supported",
         ),
     ] {
         let (_, message) = bad_request(&h, "/v1/score", &body.to_string()).await;
@@ -144,7 +152,9 @@ async fn rerank_sorts_keeps_top_n_and_returns_documents() {
             results[0]["document"],
             json!({"text": "hello", "multi_modal": null})
         );
-        assert_eq!(results[0]["relevance_score"], 1.0);
+        let hello = f32s(normalized(&embedding(&[3])));
+        let top = crate::routes::pooling::score::cosine(&hello, &hello);
+        assert_eq!(results[0]["relevance_score"].as_f64().unwrap(), top);
         let scores: Vec<f64> = results
             .iter()
             .map(|r| r["relevance_score"].as_f64().unwrap())
