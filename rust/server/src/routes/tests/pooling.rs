@@ -128,6 +128,15 @@ async fn embeddings_of_a_conversation_render_the_chat_template() {
         .map(|r| r.prompt_token_ids)
         .collect();
     assert_eq!(ids, [vec![0, 9, 3], vec![0, 9, 3], vec![0, 9, 3, 10]]);
+    // A list of conversations, in `messages` or `input`: one embedding each.
+    let batch =
+        json!([[{"role": "user", "content": "hello"}], [{"role": "user", "content": "foo"}]]);
+    for field in ["messages", "input"] {
+        let v = ok(&h, "/v1/embeddings", json!({field: batch})).await;
+        assert_eq!(v["data"].as_array().unwrap().len(), 2, "{field}");
+        assert_eq!(v["data"][0], same["data"][0]);
+        assert_eq!(v["usage"]["prompt_tokens"], 6);
+    }
 }
 
 /// Standard base64 decoded (the test's own decoder).

@@ -50,6 +50,20 @@ async fn classify_and_pooling_shapes() {
     )
     .await;
     assert_eq!(floats(&v["data"][0]["probs"]), f32s(class_logits(&[3], 3)));
+    // A model without labels: transformers' default `LABEL_<i>`.
+    let unlabelled = Harness::pooling(
+        Pooling::new(&[Classify], &[]),
+        Duration::ZERO,
+        HttpOptions::default(),
+    );
+    let v = ok(&unlabelled, "/classify", json!({"input": [3]})).await;
+    assert_eq!(
+        (
+            v["data"][0]["label"].clone(),
+            v["data"][0]["num_classes"].clone()
+        ),
+        (json!("LABEL_0"), json!(1))
+    );
     let v = ok(&h, "/pooling", json!({"input": [3]})).await;
     assert!(v["id"].as_str().unwrap().starts_with("pooling-"), "{v}");
     assert_eq!(keys(&v["data"][0]), ["index", "object", "data"]);
