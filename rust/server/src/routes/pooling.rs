@@ -1,10 +1,11 @@
 //! The pooling routes (vLLM 0.33's shapes), for an engine whose READY says runner
-//! "pooling": `POST /v1/embeddings` ([`embeddings`]), `POST /pooling` (here),
-//! `POST /classify` ([`classify`]), `POST /score` and `/v1/score` ([`score`]), and
-//! `POST /rerank`, `/v1/rerank`, `/v2/rerank` ([`rerank`]). The body and prompts: [`request`]; the engine round trip: [`job`]; the
-//! floats on the wire: [`encoding`]. Which routes an engine serves (its runner and tasks)
-//! is checked here, both ways. Mirrors `server/routes/pooling/`. Behaviour: docs/api.md,
-//! "Pooling models".
+//! "pooling": `POST /v1/embeddings` ([`embeddings`]), `POST /pooling` (here; Python's
+//! `pooling/pooling.py`), `POST /classify` ([`classify`]), `POST /score` and `/v1/score`
+//! ([`score`]), and `POST /rerank`, `/v1/rerank`, `/v2/rerank` ([`rerank`]). The body
+//! and prompts: [`request`]; the engine round trip: [`dispatch`]; the answers on the
+//! wire: [`encoding`]. Which routes an engine serves (its runner and tasks) is checked
+//! here, both ways. Mirrors `server/routes/pooling/`. Behaviour: docs/api.md, "Pooling
+//! routes".
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -19,15 +20,15 @@ use crate::edge::error::ApiError;
 use crate::state::{AppState, SharedState};
 
 pub mod classify;
+pub mod dispatch;
 pub mod embeddings;
 pub mod encoding;
-pub mod job;
 pub mod request;
 pub mod rerank;
 pub mod score;
 
+use dispatch::{Job, Prompt};
 use encoding::{Encoded, Encoding};
-use job::{Job, Prompt};
 use request::Parsed;
 
 /// The routes of each pooling task, for the 400 of a generation request.

@@ -2,7 +2,7 @@
 //! `ClassificationChatRequest`): each prompt's class probabilities (raw logits with
 //! `use_activation: false`), the label of the most probable class (from the engine's
 //! READY `classify_labels`; `LABEL_<i>` past them, as transformers' default `id2label`)
-//! and the class count.
+//! and the class count. Mirrors `server/routes/pooling/classify.py`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -11,8 +11,8 @@ use axum::response::Response;
 use serde::Serialize;
 use vrs_wire::{PoolingParams, PoolingTask};
 
+use super::dispatch::Job;
 use super::encoding::{floats, Float};
-use super::job::Job;
 use super::{prompts_of, request, require, respond, Usage};
 use crate::edge::error::ApiError;
 use crate::state::SharedState;

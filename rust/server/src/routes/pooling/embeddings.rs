@@ -2,7 +2,8 @@
 //! OpenAI's shape): one embedding per prompt of `input` (or of the conversation in
 //! `messages`), as floats or base64 (`encoding_format`, `embed_dtype`, `endianness`),
 //! with `dimensions` (Matryoshka; the engine refuses it otherwise) and `use_activation`
-//! (false: not normalized; vLLM 0.33 refuses `normalize`, which it replaced).
+//! (false: not normalized; vLLM 0.33 refuses `normalize`, which it replaced). Mirrors
+//! `server/routes/pooling/embeddings.py`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -11,8 +12,8 @@ use axum::response::Response;
 use serde::Serialize;
 use vrs_wire::{PoolingParams, PoolingTask};
 
+use super::dispatch::Job;
 use super::encoding::{Encoded, Encoding};
-use super::job::Job;
 use super::{dimensions, prompts_of, request, require, respond, Usage};
 use crate::edge::error::ApiError;
 use crate::state::SharedState;

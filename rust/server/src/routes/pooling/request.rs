@@ -18,7 +18,7 @@ use crate::text::offload;
 use crate::validate::params;
 use crate::validate::prompt::{message_json, TextModel, NO_CHAT_TEMPLATE};
 
-use super::job::Scheduling;
+use super::dispatch::Scheduling;
 
 /// The fields of every pooling route (vLLM's `PoolingBasicRequestMixin`,
 /// `ClassifyRequestMixin`).

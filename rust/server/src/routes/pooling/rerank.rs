@@ -1,7 +1,8 @@
 //! `POST /rerank`, `/v1/rerank`, `/v2/rerank` (vLLM's `RerankRequest`, Jina / Cohere
 //! style): the `documents` scored against `query` as [`super::score`] scores pairs,
 //! sorted by relevance (highest first, equals in input order), the first `top_n` kept
-//! (0: all), each with its document unless `return_documents` is false.
+//! (0: all), each with its document unless `return_documents` is false. Mirrors the
+//! rerank half of `server/routes/pooling/score.py`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -10,8 +11,8 @@ use axum::response::Response;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::dispatch::Job;
 use super::encoding::Float;
-use super::job::Job;
 use super::{flag, request, respond, score};
 use crate::edge::error::ApiError;
 use crate::state::SharedState;

@@ -18,8 +18,8 @@ use serde::Serialize;
 use serde_json::Value;
 use vrs_wire::{PoolingParams, PoolingTask};
 
+use super::dispatch::{Job, Prompt};
 use super::encoding::Float;
-use super::job::{Job, Prompt};
 use super::request::{self, Parsed};
 use super::{require, respond, Usage};
 use crate::edge::error::{text_error, ApiError};

@@ -3,6 +3,7 @@
 //! prompts sent to the engine as separate requests, all at once, through the queue
 //! ([`Job::run`]), each answered by its one final output. A client that goes away drops
 //! the future, and with it the request handles, which aborts the engine requests.
+//! Mirrors `server/routes/pooling/dispatch.py`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
