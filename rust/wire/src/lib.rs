@@ -944,5 +944,9 @@ mod tests {
             assert_eq!(r.as_str().parse::<FinishReason>().unwrap(), r);
         }
         assert!("eos".parse::<FinishReason>().is_err());
+        for t in PoolingTask::ALL {
+            assert_eq!(PoolingTask::from_wire(t.as_str()), Some(t));
+        }
+        assert_eq!(PoolingTask::from_wire("token_embed"), None);
     }
 }
