@@ -159,9 +159,9 @@ impl Job {
         }
     }
 
-    /// The one final output of engine request `index` (of `prompt_tokens`): its values, or why it failed (an
-    /// `invalid_request` refusal is a 400). Waits in the queue until the ticket's
-    /// deadline at most (503 past it).
+    /// The final output of engine request `index` (of `prompt_tokens` tokens): its
+    /// values, or why it failed (an `invalid_request` refusal is a 400). Waits in the
+    /// queue until the ticket's deadline at most (503 past it).
     async fn answer(
         &self,
         state: &AppState,
@@ -169,28 +169,36 @@ impl Job {
         ticket: Option<Ticket>,
         (index, prompt_tokens): (usize, usize),
     ) -> Result<Pooled, ApiError> {
-        let event = match ticket.as_ref().and_then(Ticket::deadline) {
-            None => handle.recv().await,
-            Some(at) => match tokio::time::timeout_at(at, handle.recv()).await {
-                Ok(event) => event,
-                Err(_) => {
-                    handle.abort();
-                    let err = ticket.map_or_else(
-                        || ApiError::Internal("a deadline without a ticket".into()),
-                        |t| t.timeout_error(),
-                    );
-                    rejected(state, &err);
-                    return Err(err);
+        let mut ticket = ticket;
+        let output = loop {
+            let event = match ticket.as_ref().and_then(Ticket::deadline) {
+                None => handle.recv().await,
+                Some(at) => match tokio::time::timeout_at(at, handle.recv()).await {
+                    Ok(event) => event,
+                    Err(_) => {
+                        handle.abort();
+                        let err = ticket.map_or_else(
+                            || ApiError::Internal("a deadline without a ticket".into()),
+                            |t| t.timeout_error(),
+                        );
+                        rejected(state, &err);
+                        return Err(err);
+                    }
+                },
+            };
+            ticket = None; // out of the queue at the first output
+            match event {
+                None => return Err(handle.closed_error().into()),
+                Some(EngineEvent::Dead(reason)) => {
+                    return Err(ApiError::EngineDead(reason.to_string()))
                 }
-            },
-        };
-        drop(ticket);
-        let output = match event {
-            None => return Err(handle.closed_error().into()),
-            Some(EngineEvent::Dead(reason)) => {
-                return Err(ApiError::EngineDead(reason.to_string()))
+                Some(EngineEvent::Output(output)) if output.finish_reason.is_none() => {
+                    if let Some(trace) = &self.trace {
+                        trace.output(index, &output);
+                    }
+                }
+                Some(EngineEvent::Output(output)) => break output,
             }
-            Some(EngineEvent::Output(output)) => output,
         };
         handle.finished();
         let e2e = self.arrival.elapsed();
