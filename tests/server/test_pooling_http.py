@@ -302,7 +302,8 @@ def test_rerank_orders_cuts_and_hides_documents(score_server: PythonServer,
     for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
         got = post_ok(score_server, path, body)
         assert [r["index"] for r in got["results"]] == order
-        assert [r["document"] for r in got["results"]] == [{"text": docs[i]} for i in order]
+        assert [r["document"] for r in got["results"]] == [
+            {"text": docs[i], "multi_modal": None} for i in order]
         assert [r["relevance_score"] for r in got["results"]] == pytest.approx(
             [scores[i] for i in order], abs=1e-6)
         assert set(got["usage"]) == {"prompt_tokens", "total_tokens"}

@@ -14,11 +14,16 @@ use std::time::Duration;
 
 use vrs_wire::{
     AbortRequests, EngineCoreOutput, EngineCoreRequest, EngineOutputs, ErrorKind, HandshakeKind,
-    Hello, Init, Ready, RequestType, TokenLogprobs, ENGINE_DEAD_SENTINEL,
+    Hello, Init, Ready, RequestType, ENGINE_DEAD_SENTINEL,
 };
 
 use crate::client::EngineClient;
 use crate::launcher;
+
+mod logprobs;
+pub mod pooling;
+
+pub use logprobs::{prompt_logprobs, token_logprobs};
 
 /// The context length the fake engine reports in READY.
 pub const MAX_MODEL_LEN: u64 = 64;
@@ -74,38 +79,6 @@ fn refused(req: &EngineCoreRequest) -> Option<EngineCoreOutput> {
     Some(out)
 }
 
-/// The synthetic prompt logprobs of `prompt` with the top `k`: entry i (prompt token
-/// i+1) has logprob `-(i + 1)`, rank `k + 1`, and as its top the `k` ids after the
-/// token (mod the vocabulary) with logprobs -0.1, -0.2, ...
-pub fn prompt_logprobs(prompt: &[u32], k: u32) -> Vec<TokenLogprobs> {
-    prompt
-        .iter()
-        .skip(1)
-        .enumerate()
-        .map(|(i, &token)| TokenLogprobs {
-            token_id: token,
-            logprob: -(i as f64 + 1.0),
-            rank: k + 1,
-            top_token_ids: (0..k)
-                .map(|t| (token + 1 + t) % VOCAB_SIZE as u32)
-                .collect(),
-            top_logprobs: (0..k).map(|t| -0.1 * f64::from(t + 1)).collect(),
-        })
-        .collect()
-}
-
-/// The synthetic logprobs of a generated `token` with the top `k`: logprob -0.5, rank
-/// 1, and as its top the token then the ids after it, logprobs -0.5, -1.5, ...
-pub fn token_logprobs(token: u32, k: u32) -> TokenLogprobs {
-    TokenLogprobs {
-        token_id: token,
-        logprob: -0.5,
-        rank: 1,
-        top_token_ids: (0..k).map(|t| (token + t) % VOCAB_SIZE as u32).collect(),
-        top_logprobs: (0..k).map(|t| -0.5 - f64::from(t)).collect(),
-    }
-}
-
 /// What the fake engine received.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)] // a test log, not a hot path
@@ -119,6 +92,8 @@ pub enum Received {
 pub struct FakeEngine {
     pub received: Arc<Mutex<Vec<Received>>>,
     pub kill: Arc<AtomicBool>,
+    /// `Some`: a pooling model (READY announces it; pooling requests are answered).
+    pub pooling: Option<pooling::Pooling>,
 }
 
 impl FakeEngine {
@@ -204,6 +179,10 @@ pub fn run_fake_engine(
     let output = ctx.socket(zmq::PUSH).unwrap();
     output.set_linger(1000).unwrap();
     output.connect(&init.output_address).unwrap();
+    let (runner, pooling_tasks, classify_labels) = fake.pooling.as_ref().map_or_else(
+        || ("generate".into(), vec![], vec![]),
+        pooling::Pooling::announced,
+    );
     let ready = Ready {
         engine_index: 0,
         max_model_len: MAX_MODEL_LEN,
@@ -213,9 +192,9 @@ pub fn run_fake_engine(
         eos_token_ids: vec![1],
         model_name: "tiny".into(),
         is_mock: true,
-        runner: "generate".into(),
-        pooling_tasks: vec![],
-        classify_labels: vec![],
+        runner,
+        pooling_tasks,
+        classify_labels,
     };
     let body = vrs_wire::encode(&ready).unwrap();
     hs.send_multipart([vec![HandshakeKind::Ready.as_byte()], body.clone()], 0)
@@ -270,6 +249,10 @@ pub fn run_fake_engine(
             std::thread::sleep(delay);
         }
         running.retain_mut(|(req, generated, cached)| {
+            if let Some(params) = &req.pooling_params {
+                outputs.push(pooling::output(fake.pooling.as_ref(), req, params, *cached));
+                return false;
+            }
             let token = script[*generated % script.len()];
             *generated += 1;
             let sp = &req.sampling_params;
@@ -347,8 +330,20 @@ pub struct FakeConnection {
 /// Starts a fake engine emitting `script` (one token per step, `delay` apart) and
 /// connects an [`EngineClient`] to it.
 pub fn connect(script: Vec<u32>, delay: Duration) -> FakeConnection {
+    connect_with(script, delay, None)
+}
+
+/// [`connect`] to a fake engine that is the pooling model `pooling` when `Some`.
+pub fn connect_with(
+    script: Vec<u32>,
+    delay: Duration,
+    pooling: Option<pooling::Pooling>,
+) -> FakeConnection {
     let sockets = launcher::bind_sockets().unwrap();
-    let engine = FakeEngine::default();
+    let engine = FakeEngine {
+        pooling,
+        ..FakeEngine::default()
+    };
     let (address, fake) = (sockets.handshake_address.clone(), engine.clone());
     std::thread::spawn(move || run_fake_engine(address, script, delay, fake, 1, None));
     let (_tx, exit) = tokio::sync::watch::channel(None);

@@ -102,6 +102,7 @@ pub async fn serve_connected(
         max_model_len: ready.max_model_len,
         vocab_size: ready.vocab_size,
         eos_token_ids: ready.eos_token_ids.clone(),
+        serves: crate::state::Serves::of(ready),
         admission: Admission::new(options.max_concurrent_requests),
         queue: Queue::new(options.queue),
         options,

@@ -27,11 +27,12 @@ pub mod invocations;
 pub mod messages;
 pub mod metrics;
 pub mod models;
+pub mod pooling;
 pub mod render;
 pub mod responses;
 pub mod tokenize;
 
-/// The serving API: generation, models, health, metrics, load, version, tokenizer, and
+/// The serving API: generation, pooling, models, health, metrics, load, version, tokenizer, and
 /// vLLM's SageMaker pair (`/ping`, `/invocations`); `/tokenizer_info` with
 /// `--enable-tokenizer-info-endpoint` only, as in vLLM.
 pub fn router(state: SharedState) -> Router {
@@ -48,6 +49,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/v1/messages", post(messages::create))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .merge(responses_routes(&state))
+        .merge(pooling_routes())
         .route("/v1/models", get(models::models))
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::metrics))
@@ -63,6 +65,19 @@ pub fn router(state: SharedState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state);
     middleware.apply(routes)
+}
+
+/// The pooling routes ([`pooling`]): embeddings, pooling, classify, score, rerank.
+fn pooling_routes() -> Router<SharedState> {
+    Router::new()
+        .route("/v1/embeddings", post(pooling::embeddings::handle))
+        .route("/pooling", post(pooling::handle))
+        .route("/classify", post(pooling::classify::handle))
+        .route("/score", post(pooling::score::handle))
+        .route("/v1/score", post(pooling::score::handle))
+        .route("/rerank", post(pooling::rerank::handle))
+        .route("/v1/rerank", post(pooling::rerank::handle))
+        .route("/v2/rerank", post(pooling::rerank::handle))
 }
 
 /// The Responses API's routes, over the store ([`responses::store`]).

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use vrs_engine_client::EngineClient;
 use vrs_text::Tokenizer;
+use vrs_wire::{PoolingTask, Ready, Runner};
 
 use crate::args::{HttpArgs, ServeArgs};
 use crate::edge::admission::Admission;
@@ -32,6 +33,8 @@ pub struct AppState {
     pub vocab_size: u64,
     /// The engine's EOS token ids (from its READY): what ends a beam search's beam.
     pub eos_token_ids: Vec<u32>,
+    /// What the engine's model serves (from its READY): generation or pooling tasks.
+    pub serves: Serves,
     pub options: HttpOptions,
     pub metrics: Arc<Metrics>,
     /// Generation requests in flight (`/load`), bounded by `--max-concurrent-requests`.
@@ -138,6 +141,46 @@ pub fn middleware(http: &HttpArgs) -> Result<Middleware, String> {
 }
 
 pub type SharedState = Arc<AppState>;
+
+/// What the engine's model serves, from its READY: its runner, and a pooling model's
+/// tasks and class labels (by class index).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Serves {
+    pub runner: Runner,
+    pub tasks: Vec<PoolingTask>,
+    pub labels: Vec<String>,
+}
+
+impl Default for Serves {
+    fn default() -> Self {
+        Self {
+            runner: Runner::Generate,
+            tasks: Vec::new(),
+            labels: Vec::new(),
+        }
+    }
+}
+
+impl Serves {
+    /// What `ready` announces (a runner other than "pooling" generates; task strings this
+    /// frontend does not know are left out).
+    pub fn of(ready: &Ready) -> Self {
+        let runner = if ready.runner == Runner::Pooling.as_str() {
+            Runner::Pooling
+        } else {
+            Runner::Generate
+        };
+        Self {
+            runner,
+            tasks: ready
+                .pooling_tasks
+                .iter()
+                .filter_map(|t| PoolingTask::from_wire(t))
+                .collect(),
+            labels: ready.classify_labels.clone(),
+        }
+    }
+}
 
 /// 404 unless `model` is absent, `""` (vLLM's rule: both mean the served model) or
 /// `served`.

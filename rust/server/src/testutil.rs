@@ -89,7 +89,13 @@ impl Harness {
 
     /// A harness whose server has `options` (the body limit always the default).
     pub fn with_options(script: Vec<u32>, delay: Duration, options: HttpOptions) -> Self {
-        Self::build(script, delay, options, None)
+        Self::build(script, delay, options, None, None)
+    }
+
+    /// A harness whose fake engine is the pooling model `pooling` (its answers `delay`
+    /// after each request), the server with `options`.
+    pub fn pooling(pooling: fake::pooling::Pooling, delay: Duration, options: HttpOptions) -> Self {
+        Self::build(vec![5], delay, options, None, Some(pooling))
     }
 
     /// A harness serving `served` instead of the tiny model's name, template and the fake
@@ -100,7 +106,7 @@ impl Harness {
         options: HttpOptions,
         served: &Served<'_>,
     ) -> Self {
-        Self::build(script, delay, options, Some(served))
+        Self::build(script, delay, options, Some(served), None)
     }
 
     fn build(
@@ -108,9 +114,10 @@ impl Harness {
         delay: Duration,
         options: HttpOptions,
         served: Option<&Served<'_>>,
+        pooling: Option<fake::pooling::Pooling>,
     ) -> Self {
         let model = model_dir_with_template(served.map_or(TINY_TEMPLATE, |s| s.chat_template));
-        let connection = fake::connect(script, delay);
+        let connection = fake::connect_with(script, delay, pooling);
         let client = connection.client;
         let (tokenizer, template) = crate::text::load_text(model.path(), None).unwrap();
         let options = HttpOptions {
@@ -128,6 +135,7 @@ impl Harness {
             max_model_len: served.map_or(connection.ready.max_model_len, |s| s.max_model_len),
             vocab_size: served.map_or(connection.ready.vocab_size, |s| s.vocab_size),
             eos_token_ids: connection.ready.eos_token_ids.clone(),
+            serves: crate::state::Serves::of(&connection.ready),
             admission: Admission::new(options.max_concurrent_requests),
             queue: Queue::new(options.queue),
             options,

@@ -239,6 +239,14 @@ impl PoolingTask {
             Self::Score => "score",
         }
     }
+
+    /// Every task, in wire order.
+    pub const ALL: [Self; 3] = [Self::Embed, Self::Classify, Self::Score];
+
+    /// The task of a wire string; `None` for any other string.
+    pub fn from_wire(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
 }
 
 /// Why a request ended with [`FinishReason::Error`]; travels as its string value in
@@ -936,5 +944,9 @@ mod tests {
             assert_eq!(r.as_str().parse::<FinishReason>().unwrap(), r);
         }
         assert!("eos".parse::<FinishReason>().is_err());
+        for t in PoolingTask::ALL {
+            assert_eq!(PoolingTask::from_wire(t.as_str()), Some(t));
+        }
+        assert_eq!(PoolingTask::from_wire("token_embed"), None);
     }
 }

@@ -186,16 +186,23 @@ def _items(request: PoolingRequest) -> list[str | list[int] | list[dict[str, Any
     raise bad_request(_SHAPES, "input")
 
 
-def truncated(request: PoolingRequest, ids: list[int], max_len: int) -> list[int]:
-    """``ids`` cut to the request's ``truncate_prompt_tokens`` (-1: the context length),
-    from its ``truncation_side`` (the right by default)."""
+def truncates_left(state: State, request: PoolingRequest) -> bool:
+    """Whether truncation keeps the last tokens: the request's ``truncation_side``, else
+    the tokenizer's (vLLM's rule, as for generation)."""
+    side = request.truncation_side
+    return state.prompts.truncate_left if side is None else side == "left"
+
+
+def truncated(request: PoolingRequest, ids: list[int], max_len: int, left: bool) -> list[int]:
+    """``ids`` cut to the request's ``truncate_prompt_tokens`` (-1: the context length):
+    the last ones with ``left``, else the first."""
     keep = request.truncate_prompt_tokens
     if keep is None:
         return ids
     keep = max_len if keep == -1 else keep
     if keep >= len(ids):
         return ids
-    return ids[len(ids) - keep:] if request.truncation_side == "left" else ids[:keep]
+    return ids[len(ids) - keep:] if left else ids[:keep]
 
 
 def check_length(ids: list[int], max_len: int, index: int, name: str = "input") -> None:
@@ -252,7 +259,7 @@ async def prompts(state: State, request: PoolingRequest) -> list[list[int]]:
     name = "messages" if request.messages is not None else "input"
     out = []
     for index, ids in enumerate(encoded):
-        ids = truncated(request, ids, max_len)
+        ids = truncated(request, ids, max_len, truncates_left(state, request))
         check_length(ids, max_len, index, name)
         out.append(ids)
     return out

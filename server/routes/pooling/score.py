@@ -36,6 +36,7 @@ from server.routes.pooling.request import (
     check_task,
     parse,
     truncated,
+    truncates_left,
 )
 from server.state import State
 
@@ -63,7 +64,10 @@ class ScoreResponse(msgspec.Struct, kw_only=True):
 
 
 class RerankDocument(msgspec.Struct):
+    """vLLM's ``RerankDocument``: the text, and ``multi_modal`` (always null here)."""
+
     text: str
+    multi_modal: None = None
 
 
 class RerankResult(msgspec.Struct, kw_only=True):
@@ -161,6 +165,7 @@ async def _scores(state: State, request: PoolingRequest, left: list[str],
     how their answers become the pairs' scores."""
     tasks = state.client.pooling_tasks
     max_len = state.client.max_model_len
+    keep_last = truncates_left(state, request)
     queries = left * len(right) if len(left) == 1 else left
     if p.PoolingTask.SCORE.value in tasks:
         def tokenize() -> list[tuple[list[int], int | None]]:
@@ -169,13 +174,12 @@ async def _scores(state: State, request: PoolingRequest, left: list[str],
         pairs = await state.prompts.off_loop(tokenize)
         prompts, params = [], []
         for index, (ids, start) in enumerate(pairs):
-            cut = truncated(request, ids, max_len)
+            cut = truncated(request, ids, max_len, keep_last)
             check_length(cut, max_len, index, "documents")
             prompts.append(cut)
             params.append(p.PoolingParams(
                 p.PoolingTask.SCORE.value, use_activation=request.use_activation,
-                token_type_start=_cut_start(start, len(ids), cut,
-                                            request.truncation_side == "left")))
+                token_type_start=_cut_start(start, len(ids), cut, keep_last)))
         return (Batch(prompts, params, request.priority, request.cache_salt),
                 lambda outputs: [v[0] for v in outputs])
     if p.PoolingTask.EMBED.value not in tasks:
@@ -185,7 +189,7 @@ async def _scores(state: State, request: PoolingRequest, left: list[str],
         lambda: [state.text.encode(text, True) for text in texts])
     prompts = []
     for index, ids in enumerate(encoded):
-        cut = truncated(request, ids, max_len)
+        cut = truncated(request, ids, max_len, keep_last)
         check_length(cut, max_len, index, "documents")
         prompts.append(cut)
     embed = p.PoolingParams(p.PoolingTask.EMBED.value)

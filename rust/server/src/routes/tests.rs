@@ -340,5 +340,6 @@ mod engine_fields;
 mod extras;
 mod keep_alive;
 mod loopback;
+mod pooling;
 mod queue;
 mod structured;

@@ -72,7 +72,7 @@ pub fn with_tools(tools: &ToolSettings, settings: &Settings) -> Result<(), ApiEr
     Ok(())
 }
 
-fn priority(value: Option<&Value>, policy: Option<&str>) -> Result<i64, ApiError> {
+pub fn priority(value: Option<&Value>, policy: Option<&str>) -> Result<i64, ApiError> {
     let Some(value) = value else { return Ok(0) };
     let level = value.as_i64().ok_or_else(|| {
         ApiError::bad(
@@ -97,7 +97,7 @@ fn priority(value: Option<&Value>, policy: Option<&str>) -> Result<i64, ApiError
     Ok(level)
 }
 
-fn cache_salt(value: &Value) -> Result<String, ApiError> {
+pub fn cache_salt(value: &Value) -> Result<String, ApiError> {
     let salt = value.as_str().filter(|s| !s.is_empty()).ok_or_else(|| {
         ApiError::bad(
             "cache_salt",
