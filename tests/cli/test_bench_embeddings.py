@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_bench import bench, demo_model, one_line_error, run_vrs  # noqa: F401
+from tests.cli.test_bench import (  # noqa: F401
+    MockServer,
+    bench,
+    demo_model,
+    one_line_error,
+    run_vrs,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -206,3 +212,20 @@ def test_generation_only_options_are_refused(fresh_server: str) -> None:
         line = one_line_error(out)
         assert "openai-embeddings" in line or "embeddings API" in line, (extra, line)
     assert FakeEmbeddings.bodies == [], "refused before any request"
+
+
+def test_against_vrs_pooling_routes(demo_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The backend against vrs-rs's own /v1/embeddings (the mock engine as a pooling
+    model): every request answered, the input tokens the server's count."""
+    server = MockServer(demo_model, tmp_path / "serve.log", "--engine-config",
+                        json.dumps({"runner": "pooling"}))
+    try:
+        result = embed(server.url, tmp_path, "--num-prompts", "24", "--random-input-len",
+                       "32", "--max-concurrency", "8")
+    finally:
+        server.stop()
+    assert (result["completed"], result["failed"]) == (24, 0), result["error_samples"]
+    # the demo tokenizer adds no special tokens: the server counts each prompt's 32 tokens
+    # (a random prompt re-tokenized may come out a token or two longer or shorter)
+    assert abs(result["total_input_tokens"] - 24 * 32) <= 24 * 2
+    assert result["median_e2el_ms"] > 0
