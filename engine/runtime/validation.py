@@ -18,6 +18,17 @@ if TYPE_CHECKING:
     from engine.runtime.pooling.decoder_pooler import DecoderPooler
 
 
+def prompt_error(prompt: list[int], vocab_size: int) -> str | None:
+    """Why ``prompt`` cannot be run: empty, or a token id outside the vocabulary."""
+    if not prompt:
+        return "the prompt is empty"
+    low, high = min(prompt), max(prompt)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        return f"prompt token id {bad} is out of range 0..{vocab_size - 1}"
+    return None
+
+
 def pooling_request_error(
     request: p.EngineCoreRequest,
     pooler: DecoderPooler | None,
@@ -37,12 +48,9 @@ def pooling_request_error(
         return ("this model is served for pooling (--runner pooling): it answers "
                 "embeddings, classify, score and rerank requests, not generation")
     prompt = request.prompt_token_ids
-    if not prompt:
-        return "the prompt is empty"
-    low, high = min(prompt), max(prompt)
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        return f"prompt token id {bad} is out of range 0..{vocab_size - 1}"
+    error = prompt_error(prompt, vocab_size)
+    if error is not None:
+        return error
     if len(prompt) > max_model_len:
         return (f"the input has {len(prompt)} tokens, more than this model's maximum "
                 f"context length ({max_model_len} tokens)")
@@ -62,12 +70,9 @@ def request_error(
 ) -> str | None:
     sp = request.sampling_params
     prompt = request.prompt_token_ids
-    if not prompt:
-        return "the prompt is empty"
-    low, high = min(prompt), max(prompt)
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        return f"prompt token id {bad} is out of range 0..{vocab_size - 1}"
+    error = prompt_error(prompt, vocab_size)
+    if error is not None:
+        return error
     checks = (
         (sp.max_tokens >= 1, "max_tokens", sp.max_tokens, ">= 1"),
         (

@@ -36,6 +36,7 @@ from engine.runtime.pooling.encoder import (
 from engine.runtime.pooling.head import classify_output, request_error
 from engine.runtime.pooling.spec import read_pooling_spec
 from engine.runtime.pooling.task import pooling_convert
+from engine.runtime.validation import prompt_error
 
 logger = logging.getLogger("vrs.engine")
 INVALID = p.ErrorKind.INVALID_REQUEST.value
@@ -120,10 +121,9 @@ class EncoderEngine:
         error = request_error(self.spec, params, len(prompt), self.model_name)
         if error is not None:
             return error
-        low, high = min(prompt), max(prompt)
-        if low < 0 or high >= self.model.vocab_size:
-            bad = low if low < 0 else high
-            return f"prompt token id {bad} is out of range 0..{self.model.vocab_size - 1}"
+        error = prompt_error(prompt, self.model.vocab_size)
+        if error is not None:
+            return error
         if len(prompt) > self.max_model_len:
             return (f"prompt ({len(prompt)} tokens) exceeds max_model_len "
                     f"({self.max_model_len})")

@@ -124,7 +124,7 @@ async fn prepare<'a, P>(
 where
     P: Future<Output = Result<Vec<Prompt>, ApiError>>,
 {
-    crate::routes::pooling::refuse_generation(state)?;
+    state.serves.refuse_generation()?;
     let permit = state
         .admission
         .enter()

@@ -142,6 +142,15 @@ pub fn middleware(http: &HttpArgs) -> Result<Middleware, String> {
 
 pub type SharedState = Arc<AppState>;
 
+/// The routes of each pooling task, for the 400 of a generation request.
+fn task_routes(task: PoolingTask) -> &'static [&'static str] {
+    match task {
+        PoolingTask::Embed => &["/v1/embeddings", "/pooling", "/score", "/rerank"],
+        PoolingTask::Classify => &["/classify", "/pooling"],
+        PoolingTask::Score => &["/score", "/rerank"],
+    }
+}
+
 /// What the engine's model serves, from its READY: its runner, and a pooling model's
 /// tasks and class labels (by class index).
 #[derive(Debug, Clone, PartialEq)]
@@ -162,6 +171,44 @@ impl Default for Serves {
 }
 
 impl Serves {
+    /// The tasks' names, comma-separated.
+    pub fn task_names(&self) -> String {
+        let names: Vec<&str> = self.tasks.iter().map(|t| t.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// A generation route on a pooling engine: a 400 that says so, naming the routes
+    /// its tasks serve.
+    pub fn refuse_generation(&self) -> Result<(), ApiError> {
+        if self.runner != Runner::Pooling {
+            return Ok(());
+        }
+        let mut routes: Vec<&str> = self
+            .tasks
+            .iter()
+            .flat_map(|&t| task_routes(t).iter().copied())
+            .collect();
+        routes.sort_unstable();
+        routes.dedup();
+        Err(ApiError::bad_request(format!(
+            "this model serves pooling requests: {} (use {}); it does not generate text",
+            self.task_names(),
+            routes.join(", ")
+        )))
+    }
+
+    /// A pooling route on a generation engine: a 400 that says so.
+    pub fn refuse_pooling(&self) -> Result<(), ApiError> {
+        if self.runner == Runner::Pooling {
+            return Ok(());
+        }
+        Err(ApiError::bad_request(
+            "this model generates text: it does not serve pooling requests (embeddings, \
+             classify, score, rerank); use /v1/chat/completions, /v1/completions, \
+             /v1/responses or /v1/messages",
+        ))
+    }
+
     /// What `ready` announces (a runner other than "pooling" generates; task strings this
     /// frontend does not know are left out).
     pub fn of(ready: &Ready) -> Self {

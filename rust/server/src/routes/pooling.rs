@@ -3,8 +3,7 @@
 //! `pooling/pooling.py`), `POST /classify` ([`classify`]), `POST /score` and `/v1/score`
 //! ([`score`]), and `POST /rerank`, `/v1/rerank`, `/v2/rerank` ([`rerank`]). The body
 //! and prompts: [`request`]; the engine round trip: [`dispatch`]; the answers on the
-//! wire: [`encoding`]. Which routes an engine serves (its runner and tasks) is checked
-//! here, both ways. Mirrors `server/routes/pooling/`. Behaviour: docs/api.md, "Pooling
+//! wire: [`encoding`]. The runner checks, both ways, are `state::Serves`'. Mirrors `server/routes/pooling/`. Behaviour: docs/api.md, "Pooling
 //! routes".
 
 use axum::body::Bytes;
@@ -14,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::Value;
-use vrs_wire::{PoolingParams, PoolingTask, Runner};
+use vrs_wire::{PoolingParams, PoolingTask};
 
 use crate::edge::error::ApiError;
 use crate::state::{AppState, SharedState};
@@ -31,52 +30,6 @@ use dispatch::{Job, Prompt};
 use encoding::{Encoded, Encoding};
 use request::Parsed;
 
-/// The routes of each pooling task, for the 400 of a generation request.
-fn task_routes(task: PoolingTask) -> &'static [&'static str] {
-    match task {
-        PoolingTask::Embed => &["/v1/embeddings", "/pooling", "/score", "/rerank"],
-        PoolingTask::Classify => &["/classify", "/pooling"],
-        PoolingTask::Score => &["/score", "/rerank"],
-    }
-}
-
-fn tasks_of(state: &AppState) -> String {
-    let names: Vec<&str> = state.serves.tasks.iter().map(|t| t.as_str()).collect();
-    names.join(", ")
-}
-
-/// A generation route on a pooling engine: a 400 that says so.
-pub fn refuse_generation(state: &AppState) -> Result<(), ApiError> {
-    if state.serves.runner != Runner::Pooling {
-        return Ok(());
-    }
-    let mut routes: Vec<&str> = state
-        .serves
-        .tasks
-        .iter()
-        .flat_map(|&t| task_routes(t).iter().copied())
-        .collect();
-    routes.sort_unstable();
-    routes.dedup();
-    Err(ApiError::bad_request(format!(
-        "this model serves pooling requests: {} (use {}); it does not generate text",
-        tasks_of(state),
-        routes.join(", ")
-    )))
-}
-
-/// A pooling route on a generation engine: a 400 that says so.
-pub fn serving_pooling(state: &AppState) -> Result<(), ApiError> {
-    if state.serves.runner == Runner::Pooling {
-        return Ok(());
-    }
-    Err(ApiError::bad_request(
-        "this model generates text: it does not serve pooling requests (embeddings, \
-         classify, score, rerank); use /v1/chat/completions, /v1/completions, /v1/responses \
-         or /v1/messages",
-    ))
-}
-
 /// A pooling route whose `task` the model does not serve: a 400 (naming `param`, if any).
 pub fn require(state: &AppState, task: PoolingTask, param: Option<&str>) -> Result<(), ApiError> {
     if state.serves.tasks.contains(&task) {
@@ -86,7 +39,7 @@ pub fn require(state: &AppState, task: PoolingTask, param: Option<&str>) -> Resu
         message: format!(
             "this model does not serve the `{}` task (it serves: {})",
             task.as_str(),
-            tasks_of(state)
+            state.serves.task_names()
         ),
         param: param.map(str::to_owned),
     })

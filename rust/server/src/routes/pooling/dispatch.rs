@@ -76,7 +76,7 @@ pub struct Pooled {
 }
 
 impl Job {
-    /// The request admitted ([`super::serving_pooling`] first, so a generation engine
+    /// The request admitted ([`crate::state::Serves::refuse_pooling`] first, so a generation engine
     /// takes no slot), its body read; ids `<prefix>-<request id>`.
     pub fn accept(
         state: &AppState,
@@ -85,7 +85,7 @@ impl Job {
     ) -> Result<Self, ApiError> {
         let trace = trace::begin();
         let arrival = Instant::now();
-        super::serving_pooling(state)?;
+        state.serves.refuse_pooling()?;
         let permit = state
             .admission
             .enter()
