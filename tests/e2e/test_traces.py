@@ -216,3 +216,29 @@ def test_an_https_collector_that_asks_for_a_client_certificate_gets_the_spans(
     finally:
         receiver.close()
         assert server.stop() == 0, server.log()
+
+
+@pytest.mark.parametrize("mode", ROUTE_MODES)
+def test_a_pooling_request_has_its_span(demo_model: Path, tmp_path: Path, mode: str) -> None:
+    """An embeddings request of two inputs: one span, the route's name, the request id
+    and both inputs' prompt tokens."""
+    receiver = Receiver()
+    server = Server(mode, demo_model, tmp_path / f"{mode}.log",
+                    cli_args=("--runner", "pooling", "--otlp-traces-endpoint",
+                              f"http://127.0.0.1:{receiver.port}"),
+                    env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
+    try:
+        headers = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+        r = httpx.post(f"{server.url}/v1/embeddings", headers=headers, timeout=30,
+                       json={"model": MODEL, "input": ["one two", "three"]})
+        assert r.status_code == 200, r.text
+        [span] = receiver.take(1)
+    finally:
+        receiver.close()
+        assert server.stop() == 0, server.log()
+    assert span.name == "POST /v1/embeddings"
+    assert span.trace_id.hex() == TRACE_ID and span.parent_span_id.hex() == PARENT_ID
+    attrs = attributes(span)
+    assert attrs["gen_ai.request.id"] == r.json()["id"]
+    assert attrs["gen_ai.usage.input_tokens"] == r.json()["usage"]["prompt_tokens"]
+    assert attrs["http.response.status_code"] == 200
