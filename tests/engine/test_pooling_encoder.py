@@ -320,3 +320,25 @@ def test_a_checkpoint_missing_weights_is_refused(dirs: dict[str, Path], tmp_path
               broken / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ModelLoadError, match="classifier.bias, classifier.weight"):
         make_encoder_engine(broken)
+
+
+def test_a_config_without_architectures_is_read_by_its_model_type(dirs: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    """Older BERT checkpoints name no ``architectures``: the model_type picks the family."""
+    import json
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    model_dir = tmp_path / "bert-no-architectures"
+    shutil.copytree(dirs["bert"], model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    config.pop("architectures", None)
+    (model_dir / "config.json").write_text(json.dumps(config))
+    items = texts(4, seed=9)
+    reference = SentenceTransformer(str(model_dir), device="cpu").encode(
+        items, convert_to_tensor=True)
+    engine = make_encoder_engine(model_dir)
+    outputs = run(engine, [(str(i), ids, EMBED)
+                           for i, ids in enumerate(tokenize(model_dir, items))])
+    assert_same_vectors(answers(outputs, len(items)), reference)

@@ -81,12 +81,21 @@ ENCODER_ARCHITECTURES = {
 DEFAULT_METHOD = "cls"  # vLLM's default pooling for BERT, RoBERTa and ModernBERT
 
 
+# A config.json without ``architectures`` (older BERT checkpoints): its model_type.
+MODEL_TYPES = {"bert": FAMILIES[0], "roberta": FAMILIES[1], "xlm-roberta": FAMILIES[1],
+               "modernbert": FAMILIES[2]}
+
+
 def encoder_family(hf_config: dict[str, Any]) -> EncoderFamily | None:
-    """The encoder family of a config.json (by its architectures), or None: a decoder."""
-    for architecture in hf_config.get("architectures") or []:
+    """The encoder family of a config.json (by its architectures, else, where it names
+    none, its model_type), or None: a decoder."""
+    architectures = hf_config.get("architectures") or []
+    for architecture in architectures:
         family = ENCODER_ARCHITECTURES.get(str(architecture))
         if family is not None:
             return family
+    if not architectures:
+        return MODEL_TYPES.get(str(hf_config.get("model_type")))
     return None
 
 
