@@ -134,6 +134,8 @@ BODIES = [
     ("/pooling", {"model": MODEL, "input": TEXTS[:2]}),
     ("/score", {"model": MODEL, "text_1": TEXTS[0], "text_2": TEXTS[1:3]}),
     ("/rerank", {"model": MODEL, "query": TEXTS[0], "documents": TEXTS, "top_n": 3}),
+    ("/invocations", {"model": MODEL, "input": TEXTS[:2]}),
+    ("/invocations", {"model": MODEL, "query": TEXTS[0], "documents": TEXTS[1:3]}),
 ]
 
 

@@ -338,6 +338,26 @@ def test_a_generation_route_on_a_pooling_model(embed_server: PythonServer, path:
     assert "this model serves pooling requests: embed" in response.text
 
 
+def _unstamped(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in ("id", "created")}
+
+
+def test_invocations_on_a_pooling_model(embed_server: PythonServer,
+                                        score_server: PythonServer) -> None:
+    """vLLM's SageMaker entry point routes a pooling body by its keys: ``query`` rerank,
+    ``text_1`` score, ``input`` the model's task; anything else is a 400 naming them."""
+    rerank = {"model": MODEL, "query": "q", "documents": ["a b", "c"]}
+    cases = [(embed_server, {"model": MODEL, "input": ["one", "two three"]}, "/v1/embeddings"),
+             (embed_server, rerank, "/rerank"),
+             (score_server, {"model": MODEL, "text_1": "q", "text_2": ["a", "b"]}, "/score"),
+             (score_server, rerank, "/rerank")]
+    for server, body, path in cases:
+        got, want = post_ok(server, "/invocations", body), post_ok(server, path, body)
+        assert _unstamped(got) == _unstamped(want), path
+    message = error_of(embed_server, "/invocations", {"model": MODEL, "prompt": "x"})
+    assert "Cannot find suitable handler" in message and "`query`" in message
+
+
 @pytest.mark.parametrize("path", ["/v1/embeddings", "/pooling", "/classify", "/score",
                                   "/rerank"])
 def test_a_pooling_route_on_a_generation_model(python_server: PythonServer,

@@ -1,14 +1,17 @@
 //! `POST /invocations`, vLLM's SageMaker entry point: the body decides the endpoint
 //! ([`kind`]: `messages` → chat, else `prompt` → completions), which then runs exactly as on
-//! its own path. Mirrors `server/routes/invocations.py`. Behaviour: docs/api.md, "Routes".
+//! its own path. On a pooling model ([`pooling_route`]): `query` → rerank; `queries`,
+//! `data_1` or `text_1` → score; `input` or `messages` → embeddings (or classify, on a
+//! classifier). Mirrors `server/routes/invocations.py`. Behaviour: docs/api.md, "Routes".
 
 use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::de::IgnoredAny;
+use vrs_wire::{PoolingTask, Runner};
 
 use crate::dispatch::{generate, AcceptedRequest};
 use crate::edge::error::ApiError;
@@ -17,6 +20,7 @@ use crate::output::generation::Piece;
 use crate::output::response::Shapes;
 use crate::routes::chat_completions::ChatShapes;
 use crate::routes::completions::CompletionShapes;
+use crate::routes::pooling::{classify, embeddings, rerank, score};
 use crate::state::{AppState, SharedState};
 use crate::validate::params;
 use crate::validate::prompt::{self, Prompt};
@@ -24,6 +28,55 @@ use crate::validate::prompt::{self, Prompt};
 /// The 400 of a body that is neither request kind (vLLM's words, then what is accepted).
 pub const NO_HANDLER: &str = "Cannot find suitable handler for request. Expected one of: \
      a chat completion request (with `messages`), a completion request (with `prompt`)";
+
+/// The 400 of a body for no pooling route (vLLM's words, then what is accepted).
+pub const NO_POOLING_HANDLER: &str = "Cannot find suitable handler for request. Expected one \
+     of: a rerank request (with `query`), a score request (with `queries`, `data_1` or \
+     `text_1`), an embedding or classification request (with `input` or `messages`)";
+
+/// Which pooling route an `/invocations` body is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolingRoute {
+    Rerank,
+    Score,
+    Embeddings,
+    Classify,
+}
+
+/// The body's top-level keys whose values are not null; a body that is not a JSON
+/// object gets the endpoints' own 400.
+fn given_keys(body: &[u8]) -> Result<Vec<String>, ApiError> {
+    // Only the top-level keys are read; values are skipped, not built.
+    match serde_json::from_slice::<HashMap<String, Option<IgnoredAny>>>(body) {
+        Ok(keys) => Ok(keys
+            .into_iter()
+            .filter_map(|(key, value)| value.map(|_| key))
+            .collect()),
+        Err(_) => Err(params::parse_object(body)
+            .err()
+            .unwrap_or_else(|| ApiError::bad_request("the request body must be a JSON object"))),
+    }
+}
+
+/// The pooling route of `body` (vLLM's order: rerank, score, then the model's embed or
+/// classify task), else a 400.
+pub fn pooling_route(tasks: &[PoolingTask], body: &[u8]) -> Result<PoolingRoute, ApiError> {
+    let keys = given_keys(body)?;
+    let given = |key: &str| keys.iter().any(|k| k == key);
+    if given("query") {
+        Ok(PoolingRoute::Rerank)
+    } else if ["queries", "data_1", "text_1"].into_iter().any(given) {
+        Ok(PoolingRoute::Score)
+    } else if given("input") || given("messages") {
+        Ok(if tasks.contains(&PoolingTask::Embed) {
+            PoolingRoute::Embeddings
+        } else {
+            PoolingRoute::Classify
+        })
+    } else {
+        Err(ApiError::bad_request(NO_POOLING_HANDLER))
+    }
+}
 
 /// Which endpoint an `/invocations` body is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,16 +88,8 @@ pub enum Kind {
 /// The endpoint of `body`: `messages` (not null) → chat, else `prompt` (not null) →
 /// completion, else a 400. A body that is not a JSON object gets the endpoints' own 400.
 pub fn kind(body: &[u8]) -> Result<Kind, ApiError> {
-    // Only the top-level keys are read; values are skipped, not built.
-    let keys = match serde_json::from_slice::<HashMap<String, Option<IgnoredAny>>>(body) {
-        Ok(keys) => keys,
-        Err(_) => {
-            return Err(params::parse_object(body).err().unwrap_or_else(|| {
-                ApiError::bad_request("the request body must be a JSON object")
-            }))
-        }
-    };
-    let given = |key: &str| keys.get(key).is_some_and(Option::is_some);
+    let keys = given_keys(body)?;
+    let given = |key: &str| keys.iter().any(|k| k == key);
     if given("messages") {
         Ok(Kind::Chat)
     } else if given("prompt") {
@@ -58,7 +103,25 @@ pub async fn handle(
     State(state): State<SharedState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    if state.serves.runner == Runner::Pooling {
+        return pooling(state, body).await;
+    }
     generate(&state, body, build, InvocationShapes::new).await
+}
+
+/// A pooling body, on the route its keys choose.
+async fn pooling(state: SharedState, body: Result<Bytes, BytesRejection>) -> Response {
+    let route = match &body {
+        Ok(bytes) => pooling_route(&state.serves.tasks, bytes),
+        Err(_) => Ok(PoolingRoute::Embeddings), // the route answers the body's own error
+    };
+    match route {
+        Ok(PoolingRoute::Rerank) => rerank::handle(State(state), body).await,
+        Ok(PoolingRoute::Score) => score::handle(State(state), body).await,
+        Ok(PoolingRoute::Embeddings) => embeddings::handle(State(state), body).await,
+        Ok(PoolingRoute::Classify) => classify::handle(State(state), body).await,
+        Err(error) => error.into_response(),
+    }
 }
 
 async fn build(state: &SharedState, body: Bytes) -> Result<Vec<Prompt>, ApiError> {

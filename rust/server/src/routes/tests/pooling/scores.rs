@@ -187,3 +187,47 @@ async fn rerank_sorts_keeps_top_n_and_returns_documents() {
     indices.sort_unstable();
     assert_eq!(indices, [0, 1, 2]);
 }
+
+/// `/invocations` on a pooling model: the body's keys pick the route (`query` rerank,
+/// `text_1` score, `input` the model's task), the answer that route's; else a 400.
+#[tokio::test]
+async fn invocations_route_a_pooling_body_by_its_keys() {
+    let unstamped = |mut v: serde_json::Value| {
+        let map = v.as_object_mut().unwrap();
+        map.remove("id");
+        map.remove("created");
+        v
+    };
+    let embed = embedder();
+    let scorer = Harness::pooling(
+        Pooling::new(&[Classify, Score], &[]),
+        Duration::ZERO,
+        HttpOptions::default(),
+    );
+    let rerank = json!({"query": "q", "documents": ["a b", "c"]});
+    let cases = [
+        (
+            &embed,
+            json!({"input": ["one", "two three"]}),
+            "/v1/embeddings",
+        ),
+        (&embed, rerank.clone(), "/rerank"),
+        (
+            &scorer,
+            json!({"text_1": "q", "text_2": ["a", "b"]}),
+            "/score",
+        ),
+        (&scorer, json!({"input": "q"}), "/classify"),
+        (&scorer, rerank, "/rerank"),
+    ];
+    for (h, body, path) in cases {
+        let got = ok(h, "/invocations", body.clone()).await;
+        let want = ok(h, path, body).await;
+        assert_eq!(unstamped(got), unstamped(want), "{path}");
+    }
+    let (_, message) = bad_request(&embed, "/invocations", r#"{"prompt": "x"}"#).await;
+    assert!(
+        message.contains("Cannot find suitable handler") && message.contains("`query`"),
+        "{message}"
+    );
+}
