@@ -1,9 +1,10 @@
 //! The sonnet dataset (`--dataset-name sonnet`, `--dataset-path` a text file of lines), built
-//! as vLLM built it before 0.33 dropped it: every prompt is one instruction line, then the
-//! file's first lines (as many as fit `--sonnet-prefix-len` tokens on average: the prefix all
-//! prompts share), then lines drawn at random (with replacement) up to `--sonnet-input-len`
-//! tokens on average; a draw over `--sonnet-input-len` tokens is drawn again. Each request
-//! asks for `--sonnet-output-len` tokens.
+//! as vLLM built it, with its flags and defaults (vLLM 0.33 no longer has the dataset):
+//! every prompt is one instruction line, then the file's first lines (as many as fit
+//! `--sonnet-prefix-len` tokens on average: the prefix all prompts share), then lines drawn
+//! at random (with replacement) up to `--sonnet-input-len` tokens on average; a draw over
+//! `--sonnet-input-len` tokens is drawn again. Each request asks for `--sonnet-output-len`
+//! tokens.
 //!
 //! Lengths are counted on the prompt in the model's chat template (one user turn, the
 //! assistant's turn opened), with the tokenizer's special tokens, as vLLM counts them. A
