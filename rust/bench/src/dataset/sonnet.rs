@@ -119,8 +119,13 @@ pub fn sonnet_prompts(model_dir: &Path, spec: &SonnetSpec) -> Result<Vec<Prompt>
             }
         ));
     }
-    // vLLM's line counts: the token budget beyond the instruction over the mean line.
-    let lines_for = |len: usize| ((len as f64 - base as f64) / avg).round().max(0.0) as usize;
+    // vLLM's line counts: the token budget beyond the instruction over the mean line,
+    // rounded as Python rounds (half to even).
+    let lines_for = |len: usize| {
+        ((len as f64 - base as f64) / avg)
+            .round_ties_even()
+            .max(0.0) as usize
+    };
     let (num_input, num_prefix) = (lines_for(input_len), lines_for(prefix_len));
     let mut head = String::from(INSTRUCTION);
     head.extend(lines[..num_prefix.min(lines.len())].iter().copied());
