@@ -50,6 +50,9 @@ class BenchOptions:
     sharegpt_output_len: int | None = None
     custom_output_len: int = 256
     skip_chat_template: bool = False
+    # sonnet: input_len, output_len, prefix_len (vLLM's defaults)
+    sonnet: tuple[int, int, int] = (550, 150, 200)
+    random_prefix_len: int = 0
     # prefix_repetition: prefix_len, suffix_len, num_prefixes, output_len (vLLM's defaults)
     prefix_repetition: tuple[int, int, int, int] = (256, 256, 10, 128)
 
@@ -102,12 +105,15 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         "sharegpt_output_len": options.sharegpt_output_len,
         "custom_output_len": options.custom_output_len,
         "skip_chat_template": options.skip_chat_template,
+        **dict(zip(("sonnet_input_len", "sonnet_output_len", "sonnet_prefix_len"),
+                   options.sonnet, strict=True)),
         **dict(zip(("prefix_repetition_prefix_len", "prefix_repetition_suffix_len",
                     "prefix_repetition_num_prefixes", "prefix_repetition_output_len"),
                    options.prefix_repetition, strict=True)),
         "random_input_len": options.random_input_len,
         "random_output_len": options.random_output_len,
         "random_range_ratio": options.random_range_ratio,
+        "random_prefix_len": options.random_prefix_len,
         "seed": options.seed,
         "num_prompts": options.num_prompts,
         "max_concurrency": options.max_concurrency,

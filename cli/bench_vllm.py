@@ -31,15 +31,17 @@ TEXT_ONLY = ("vrs bench serve measures text generation and text embeddings: use 
              "anthropic-messages or openai-embeddings")
 
 NO_EQUIVALENT = "vrs bench serve has no equivalent"
-RANDOM_ONLY = ("vrs bench serve makes the random, sharegpt, custom and prefix_repetition "
-               "datasets: use --dataset-name random with --random-input-len/"
-               "--random-output-len, sharegpt / custom with --dataset-path, or "
+RANDOM_ONLY = ("vrs bench serve makes the random, sharegpt, custom, sonnet and "
+               "prefix_repetition datasets: use --dataset-name random with --random-input-len/"
+               "--random-output-len/--random-prefix-len, sharegpt / custom with "
+               "--dataset-path, sonnet with --dataset-path and --sonnet-input-len, or "
                "prefix_repetition with --prefix-repetition-*")
 # Option prefixes of vLLM's other datasets (and its sharegpt / custom options vrs lacks).
-DATASET_PREFIXES = ("--hf-", "--sharegpt-", "--sonnet-", "--custom-", "--random-mm-",
-                    "--spec-bench-", "--speed-bench-", "--blazedit-", "--bfcl-",
-                    "--prefix-repetition-", "--random-batch-", "--random-prefix-")
-DATASETS = ("random", "sharegpt", "custom", "prefix_repetition")
+DATASET_PREFIXES = ("--hf-", "--sharegpt-", "--custom-", "--random-mm-", "--spec-bench-",
+                    "--speed-bench-", "--blazedit-", "--bfcl-", "--prefix-repetition-",
+                    "--random-batch-")
+# sonnet: vLLM's earlier dataset (0.33 no longer has it), with its --sonnet-* flags.
+DATASETS = ("random", "sharegpt", "custom", "sonnet", "prefix_repetition")
 GREEDY = "vrs bench serve sends greedy requests (temperature 0); " + NO_EQUIVALENT
 REFUSED = {
     "--no-oversample": "too few entries are drawn again (vLLM's default); not "

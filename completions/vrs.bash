@@ -27,10 +27,13 @@ _vrs() {
         --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages openai-embeddings vllm openai" -- "$cur")); return ;;
         --model) return ;;
         --tokenizer) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom prefix_repetition" -- "$cur")); return ;;
+        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom sonnet prefix_repetition" -- "$cur")); return ;;
         --dataset-path) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --sharegpt-output-len) return ;;
         --custom-output-len) return ;;
+        --sonnet-input-len) return ;;
+        --sonnet-output-len) return ;;
+        --sonnet-prefix-len) return ;;
         --prefix-repetition-prefix-len) return ;;
         --prefix-repetition-suffix-len) return ;;
         --prefix-repetition-num-prefixes) return ;;
@@ -38,6 +41,7 @@ _vrs() {
         --random-input-len|--input-len) return ;;
         --random-output-len|--output-len) return ;;
         --random-range-ratio) return ;;
+        --random-prefix-len) return ;;
         --seed) return ;;
         --num-prompts) return ;;
         --max-concurrency) return ;;
@@ -52,7 +56,7 @@ _vrs() {
         --label) return ;;
         --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --insecure --ca-cert --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --insecure --ca-cert --help" -- "$cur"))
         return ;;
     "frontend")
         case "$prev" in

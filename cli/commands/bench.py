@@ -35,6 +35,7 @@ class Dataset(StrEnum):
     random = "random"
     sharegpt = "sharegpt"
     custom = "custom"
+    sonnet = "sonnet"
     prefix_repetition = "prefix_repetition"
 
 
@@ -73,17 +74,26 @@ def serve(
     dataset: Annotated[Dataset, typer.Option(
         "--dataset-name", "--dataset",
         help="Where prompts come from: random (generated), sharegpt (a ShareGPT JSON "
-             "file), custom (a JSONL file of {\"prompt\", \"output_tokens\"?}) or "
+             "file), custom (a JSONL file of {\"prompt\", \"output_tokens\"?}), sonnet "
+             "(lines of a text file: shared first lines, then random ones) or "
              "prefix_repetition (shared random prefixes, then random suffixes), as vLLM "
              "makes them.")] = Dataset.random,
     dataset_path: Annotated[Path | None, typer.Option(
-        metavar="FILE", help="The sharegpt or custom dataset's file.")] = None,
+        metavar="FILE", help="The sharegpt, custom or sonnet dataset's file.")] = None,
     sharegpt_output_len: Annotated[int | None, typer.Option(
         min=1, help="ShareGPT: max_tokens of each request. Default: the length of the "
                     "conversation's answer.")] = None,
     custom_output_len: Annotated[int, typer.Option(
         min=-1, help="Custom: max_tokens of each request; -1: each line's "
                      "output_tokens.")] = 256,
+    sonnet_input_len: Annotated[int, typer.Option(
+        min=1, help="Sonnet: most tokens of each prompt (in the chat template), the "
+                    "instruction and shared lines included.")] = 550,
+    sonnet_output_len: Annotated[int, typer.Option(
+        min=1, help="Sonnet: max_tokens of each request.")] = 150,
+    sonnet_prefix_len: Annotated[int, typer.Option(
+        min=0, help="Sonnet: tokens of the shared prefix (the instruction and the file's "
+                    "first lines).")] = 200,
     prefix_repetition_prefix_len: Annotated[int, typer.Option(
         min=0, help="Prefix repetition: tokens of each shared prefix.")] = 256,
     prefix_repetition_suffix_len: Annotated[int, typer.Option(
@@ -94,8 +104,9 @@ def serve(
     prefix_repetition_output_len: Annotated[int, typer.Option(
         min=1, help="Prefix repetition: max_tokens of each request.")] = 128,
     skip_chat_template: Annotated[bool, typer.Option(
-        "--skip-chat-template", help="Custom: send each prompt as it is, not wrapped in "
-                                     "the model's chat template.")] = False,
+        "--skip-chat-template", help="Custom, and sonnet over completions: send each prompt "
+                                     "as it is, not wrapped in the model's chat "
+                                     "template.")] = False,
     random_input_len: Annotated[int, typer.Option(
         "--random-input-len", "--input-len", min=0,
         help="Random dataset: prompt length in tokens (exact for the tokenizer).")]
@@ -106,6 +117,9 @@ def serve(
     random_range_ratio: Annotated[float, typer.Option(
         min=0.0, max=1.0,
         help="Random dataset: lengths vary uniformly within len*(1-r) .. len*(1+r).")] = 0.0,
+    random_prefix_len: Annotated[int, typer.Option(
+        min=0, help="Random dataset: tokens every prompt starts with (the same ones), "
+                    "before its own --random-input-len.")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the prompts and arrival times.")] = 0,
     num_prompts: Annotated[int, typer.Option(min=1, help="Requests to send.")] = 1000,
     max_concurrency: Annotated[int | None, typer.Option(
@@ -169,6 +183,8 @@ def serve(
         model=model, tokenizer=tokenizer, dataset=dataset.value, dataset_path=dataset_path,
         sharegpt_output_len=sharegpt_output_len, custom_output_len=custom_output_len,
         skip_chat_template=skip_chat_template,
+        sonnet=(sonnet_input_len, sonnet_output_len, sonnet_prefix_len),
+        random_prefix_len=random_prefix_len,
         prefix_repetition=(prefix_repetition_prefix_len, prefix_repetition_suffix_len,
                            prefix_repetition_num_prefixes, prefix_repetition_output_len),
         random_input_len=random_input_len, random_output_len=random_output_len,

@@ -45,6 +45,10 @@ SAME_SETTING: dict[str, tuple[str, Any]] = {
     "--request-rate": ("request_rate", float),
     "--random-input-len": ("random_input_len", int),
     "--random-output-len": ("random_output_len", int),
+    "--random-prefix-len": ("random_prefix_len", int),
+    "--sonnet-input-len": ("sonnet_input_len", int),
+    "--sonnet-output-len": ("sonnet_output_len", int),
+    "--sonnet-prefix-len": ("sonnet_prefix_len", int),
     "--save-result": ("save_result", lambda v: True),
     "--result-dir": ("result_dir", Path),
     "--result-filename": ("result_filename", str),
@@ -123,6 +127,24 @@ def test_aliases_reach_the_same_settings() -> None:
     assert short == long
     assert parse(["--backend", "vllm"])["backend"] == "openai-completions"
     assert parse(["--backend", "openai-chat"])["backend"] == "openai-chat"
+
+
+def test_sonnet_and_random_prefix_flags_are_vllms() -> None:
+    # vLLM's defaults (sonnet: its flags from before 0.33, which dropped the dataset)
+    defaults = parse([])
+    assert (defaults["sonnet_input_len"], defaults["sonnet_output_len"],
+            defaults["sonnet_prefix_len"], defaults["random_prefix_len"]) == (550, 150, 200, 0)
+    params = parse(["--backend", "vllm", "--dataset-name", "sonnet", "--dataset-path",
+                    "sonnet.txt", "--sonnet-input-len", "1000", "--sonnet-output-len", "200",
+                    "--sonnet-prefix-len", "50", "--num-prompts", "20"])
+    assert (params["dataset"], params["sonnet_input_len"], params["sonnet_output_len"],
+            params["sonnet_prefix_len"]) == ("sonnet", 1000, 200, 50)
+    params = parse(["--dataset-name", "random", "--random-prefix-len", "64",
+                    "--random-input-len", "128"])
+    assert (params["random_prefix_len"], params["random_input_len"]) == (64, 128)
+    # vLLM's other random-* datasets' flags stay refused, naming what vrs has
+    with pytest.raises(typer.BadParameter, match="--random-prefix-len"):
+        parse(["--random-batch-size", "4"])
 
 
 def test_result_flags_need_save_result() -> None:

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::dataset::prefix;
+use crate::dataset::{prefix, sonnet};
 
 mod backend;
 mod dataset;
@@ -46,6 +46,15 @@ fn default_num_prefixes() -> usize {
 }
 fn default_prefix_output_len() -> usize {
     prefix::DEFAULT_OUTPUT_LEN
+}
+fn default_sonnet_input_len() -> usize {
+    sonnet::DEFAULT_INPUT_LEN
+}
+fn default_sonnet_output_len() -> usize {
+    sonnet::DEFAULT_OUTPUT_LEN
+}
+fn default_sonnet_prefix_len() -> usize {
+    sonnet::DEFAULT_PREFIX_LEN
 }
 fn default_input_len() -> usize {
     1024
@@ -91,12 +100,20 @@ struct RawArgs {
     prefix_repetition_num_prefixes: usize,
     #[serde(default = "default_prefix_output_len")]
     prefix_repetition_output_len: usize,
+    #[serde(default = "default_sonnet_input_len")]
+    sonnet_input_len: usize,
+    #[serde(default = "default_sonnet_output_len")]
+    sonnet_output_len: usize,
+    #[serde(default = "default_sonnet_prefix_len")]
+    sonnet_prefix_len: usize,
     #[serde(default = "default_input_len")]
     random_input_len: usize,
     #[serde(default = "default_output_len")]
     random_output_len: usize,
     #[serde(default)]
     random_range_ratio: f64,
+    #[serde(default)]
+    random_prefix_len: usize,
     #[serde(default)]
     seed: u64,
     #[serde(default = "default_num_prompts")]
@@ -139,6 +156,8 @@ pub struct BenchArgs {
     pub random_input_len: usize,
     pub random_output_len: usize,
     pub random_range_ratio: f64,
+    /// Tokens every random prompt starts with (the same ones), before its own.
+    pub random_prefix_len: usize,
     pub seed: u64,
     pub num_prompts: usize,
     pub max_concurrency: Option<usize>,
@@ -196,12 +215,18 @@ impl BenchArgs {
         if !endpoint.starts_with('/') {
             return Err(format!("endpoint must start with '/', got {endpoint:?}"));
         }
+        let dataset_name = raw.dataset.clone();
         let dataset = dataset::dataset_choice(DatasetKeys {
             dataset: raw.dataset,
             dataset_path: raw.dataset_path,
             sharegpt_output_len: raw.sharegpt_output_len,
             custom_output_len: raw.custom_output_len,
             skip_chat_template: raw.skip_chat_template,
+            sonnet: [
+                raw.sonnet_input_len,
+                raw.sonnet_output_len,
+                raw.sonnet_prefix_len,
+            ],
             prefix_repetition: [
                 raw.prefix_repetition_prefix_len,
                 raw.prefix_repetition_suffix_len,
@@ -209,6 +234,13 @@ impl BenchArgs {
                 raw.prefix_repetition_output_len,
             ],
         })?;
+        if raw.random_prefix_len > 0 && dataset != DatasetChoice::Random {
+            return Err(format!(
+                "random_prefix_len (--random-prefix-len) is for the random dataset; use \
+                 --dataset-name random, or drop it (the {dataset_name} dataset makes its \
+                 own prompts)"
+            ));
+        }
         if raw.random_output_len == 0 {
             return Err("random_output_len must be at least 1".into());
         }
@@ -260,6 +292,7 @@ impl BenchArgs {
             random_input_len: raw.random_input_len,
             random_output_len: raw.random_output_len,
             random_range_ratio: ratio,
+            random_prefix_len: raw.random_prefix_len,
             seed: raw.seed,
             num_prompts: raw.num_prompts,
             max_concurrency: raw.max_concurrency,

@@ -1,14 +1,18 @@
 //! The random dataset (vLLM's `--dataset-name random`): prompts of an exact token length
-//! for the served model's tokenizer, and the output length each request asks for; the
-//! datasets read from a file ([`file`]: sharegpt, custom); vLLM's prefix_repetition
+//! for the served model's tokenizer, and the output length each request asks for; with
+//! `--random-prefix-len N` every prompt starts with the same N tokens before its own
+//! random input length (vLLM's: the total is N + the input length). The datasets read
+//! from a file ([`file`]: sharegpt, custom; [`sonnet`]); vLLM's prefix_repetition
 //! ([`prefix`]).
 
 use std::path::Path;
 
 mod file;
 pub mod prefix;
+pub mod sonnet;
 pub use file::{file_prompts, FileKind, FileSpec};
 pub use prefix::{prefix_repetition_prompts, PrefixSpec};
+pub use sonnet::{sonnet_prompts, SonnetFormat, SonnetShape, SonnetSpec};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -63,6 +67,8 @@ pub struct RandomSpec {
     pub output_len: usize,
     /// Lengths are uniform in `[len * (1 - r), len * (1 + r)]`.
     pub range_ratio: f64,
+    /// Tokens every prompt starts with (the same ones), before its own `input_len`.
+    pub prefix_len: usize,
     pub num_prompts: usize,
     pub seed: u64,
 }
@@ -117,11 +123,23 @@ pub fn exact_prompt(
     rng: &mut SmallRng,
     target: usize,
 ) -> Result<(String, usize), String> {
+    exact_prompt_after(codec, rng, &[], target)
+}
+
+/// As [`exact_prompt`], the text starting with `head`'s ids (decoded together with the
+/// run that follows them, as vLLM decodes its prefix and the random tokens together).
+pub fn exact_prompt_after(
+    codec: &impl TokenCodec,
+    rng: &mut SmallRng,
+    head: &[u32],
+    target: usize,
+) -> Result<(String, usize), String> {
     if target == 0 {
         return Ok((String::new(), 0));
     }
     let mut run = IdRun::new(codec, rng);
     let mut ids = Vec::with_capacity(target + 8);
+    ids.extend_from_slice(&head[..head.len().min(target)]);
     run.fill(codec, target, &mut ids);
     if ids.is_empty() {
         return Err("every token id of the tokenizer is a special token".into());
@@ -167,10 +185,16 @@ pub fn random_prompts(codec: &impl TokenCodec, spec: &RandomSpec) -> Result<Vec<
             )
         })
         .collect();
+    // The shared prefix: drawn once, after the lengths (no prefix draws nothing).
+    let prefix = match spec.prefix_len {
+        0 => Vec::new(),
+        len => codec.encode(&exact_prompt(codec, &mut rng, len)?.0)?,
+    };
     let make = |index: usize| -> Result<Prompt, String> {
         let (input_len, output_len) = lens[index];
         let mut rng = SmallRng::seed_from_u64(prompt_seed(spec.seed, index));
-        let (text, prompt_len) = exact_prompt(codec, &mut rng, input_len)?;
+        let target = prefix.len() + input_len;
+        let (text, prompt_len) = exact_prompt_after(codec, &mut rng, &prefix, target)?;
         Ok(Prompt {
             text,
             prompt_len,
@@ -210,165 +234,6 @@ pub fn random_prompts(codec: &impl TokenCodec, spec: &RandomSpec) -> Result<Vec<
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A toy tokenizer: each id is a word; ids 0..10 are single letters that merge
-    /// pairwise ("a"+"b" encodes as one token), like BPE merges across boundaries.
-    struct Toy;
-
-    const WORDS: [&str; 12] = [
-        "a", "b", "ab", "c", "d", "cd", "e", "f", "g", "h", "<s>", "z",
-    ];
-
-    impl TokenCodec for Toy {
-        fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-            let mut ids = Vec::new();
-            let mut rest = text;
-            while !rest.is_empty() {
-                let (id, len) = [("ab", 2), ("cd", 5)]
-                    .iter()
-                    .find(|(w, _)| rest.starts_with(w))
-                    .map(|&(w, id)| (id, w.len()))
-                    .or_else(|| {
-                        WORDS
-                            .iter()
-                            .position(|w| rest.starts_with(w))
-                            .map(|i| (i as u32, 1))
-                    })
-                    .ok_or_else(|| format!("cannot encode {rest:?}"))?;
-                ids.push(id);
-                rest = &rest[len..];
-            }
-            Ok(ids)
-        }
-        fn decode(&self, ids: &[u32]) -> Result<String, String> {
-            Ok(ids.iter().map(|&i| WORDS[i as usize]).collect())
-        }
-        fn vocab_size(&self) -> usize {
-            WORDS.len()
-        }
-        fn is_special(&self, id: u32) -> bool {
-            id == 10
-        }
-    }
-
-    #[test]
-    fn prefix_repetition_shares_each_prefix_among_its_suffixes() {
-        let spec = PrefixSpec {
-            prefix_len: 6,
-            suffix_len: 4,
-            num_prefixes: 3,
-            output_len: 7,
-            num_prompts: 8,
-            seed: 5,
-        };
-        let prompts = prefix_repetition_prompts(&Toy, &spec).unwrap();
-        assert_eq!(prompts.len(), 6); // 3 prefixes x (8 / 3) suffixes, as vLLM counts
-        assert!(prompts
-            .iter()
-            .all(|p| p.output_len == 7 && p.prompt_len == 10));
-        let mut heads: Vec<Vec<u32>> = prompts
-            .iter()
-            .map(|p| Toy.encode(&p.text).unwrap()[..4].to_vec())
-            .collect();
-        heads.sort();
-        heads.dedup();
-        assert!(heads.len() <= 3, "{heads:?}"); // the prompts share 3 prefixes at most
-        assert_eq!(prompts, prefix_repetition_prompts(&Toy, &spec).unwrap());
-        let few = PrefixSpec {
-            num_prompts: 2,
-            ..spec
-        };
-        let err = prefix_repetition_prompts(&Toy, &few).unwrap_err();
-        assert!(err.contains("num_prompts (2) must be at least"), "{err}");
-    }
-
-    #[test]
-    fn ids_run_in_vocabulary_order_from_a_random_start_skipping_specials() {
-        let mut rng = SmallRng::seed_from_u64(1);
-        let mut run = IdRun::new(&Toy, &mut rng);
-        let start = run.next;
-        let mut ids = vec![99];
-        run.fill(&Toy, 31, &mut ids);
-        let expected: Vec<u32> = (0..40u32)
-            .map(|k| (start + k) % 12)
-            .filter(|&id| id != 10)
-            .take(30)
-            .collect();
-        assert_eq!(ids[1..], expected[..], "wraps around, never the special id");
-        let starts: std::collections::HashSet<u32> =
-            (0..50).map(|_| IdRun::new(&Toy, &mut rng).next).collect();
-        assert!(starts.len() > 6, "the start is random: {starts:?}");
-    }
-
-    #[test]
-    fn a_vocabulary_of_special_tokens_only_is_an_error() {
-        struct Specials;
-        impl TokenCodec for Specials {
-            fn encode(&self, _: &str) -> Result<Vec<u32>, String> {
-                Ok(Vec::new())
-            }
-            fn decode(&self, _: &[u32]) -> Result<String, String> {
-                Ok(String::new())
-            }
-            fn vocab_size(&self) -> usize {
-                3
-            }
-            fn is_special(&self, _: u32) -> bool {
-                true
-            }
-        }
-        let mut rng = SmallRng::seed_from_u64(1);
-        let err = exact_prompt(&Specials, &mut rng, 5).unwrap_err();
-        assert!(err.contains("special"), "{err}");
-    }
-
-    #[test]
-    fn prompts_have_the_exact_length_despite_merges() {
-        let mut rng = SmallRng::seed_from_u64(7);
-        for target in [1, 2, 3, 17, 100] {
-            let (text, len) = exact_prompt(&Toy, &mut rng, target).unwrap();
-            assert_eq!(len, target);
-            assert_eq!(Toy.encode(&text).unwrap().len(), target, "{text}");
-            assert!(!text.contains("<s>"), "special tokens are never sampled");
-        }
-        assert_eq!(exact_prompt(&Toy, &mut rng, 0).unwrap(), (String::new(), 0));
-    }
-
-    #[test]
-    fn dataset_is_seeded_and_lengths_follow_the_range() {
-        let spec = RandomSpec {
-            input_len: 40,
-            output_len: 10,
-            range_ratio: 0.5,
-            num_prompts: 200,
-            seed: 3,
-        };
-        let a = random_prompts(&Toy, &spec).unwrap();
-        assert_eq!(a, random_prompts(&Toy, &spec).unwrap());
-        assert_eq!(a.len(), 200);
-        assert!(a.iter().all(|p| (20..=60).contains(&p.prompt_len)));
-        assert!(a.iter().all(|p| (5..=15).contains(&p.output_len)));
-        assert!(
-            a.iter().any(|p| p.prompt_len != 40),
-            "lengths vary with a range ratio"
-        );
-        assert!(a
-            .iter()
-            .all(|p| Toy.encode(&p.text).unwrap().len() == p.prompt_len));
-        let other = random_prompts(&Toy, &RandomSpec { seed: 4, ..spec }).unwrap();
-        assert_ne!(a, other);
-        let fixed = random_prompts(
-            &Toy,
-            &RandomSpec {
-                range_ratio: 0.0,
-                ..spec
-            },
-        )
-        .unwrap();
-        assert!(fixed
-            .iter()
-            .all(|p| p.prompt_len == 40 && p.output_len == 10));
-    }
-}
+mod tests;
+#[cfg(test)]
+mod word_model;

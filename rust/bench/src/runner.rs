@@ -17,8 +17,8 @@ use crate::args::DatasetChoice;
 use crate::client::connect::tls_config;
 use crate::client::{parse_uri, request_body, HttpClient};
 use crate::dataset::{
-    file_prompts, load_tokenizer, prefix_repetition_prompts, random_prompts, FileSpec, PrefixSpec,
-    RandomSpec,
+    file_prompts, load_tokenizer, prefix_repetition_prompts, random_prompts, sonnet_prompts,
+    FileSpec, PrefixSpec, RandomSpec, SonnetFormat, SonnetSpec,
 };
 use crate::events;
 use crate::metrics::{Report, RequestRecord};
@@ -193,12 +193,14 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
         input_len: args.random_input_len,
         output_len: args.random_output_len,
         range_ratio: args.random_range_ratio,
+        prefix_len: args.random_prefix_len,
         num_prompts: args.num_prompts,
         seed: args.seed,
     };
     let (num_prompts, seed) = (args.num_prompts, args.seed);
     let dataset = args.dataset.clone();
     let tokenizer_dir = target.tokenizer.clone();
+    let messages = args.backend.sends_messages();
     let prompts = tokio::task::spawn_blocking(move || match dataset {
         DatasetChoice::Random => random_prompts(&load_tokenizer(&tokenizer_dir)?, &spec),
         DatasetChoice::File(kind, path) => {
@@ -209,6 +211,26 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
                 seed,
             };
             file_prompts(&tokenizer_dir, &file)
+        }
+        DatasetChoice::Sonnet {
+            path,
+            shape,
+            chat_template,
+        } => {
+            // vLLM's: a chat request sends the lines (the server templates them).
+            let format = match (messages, chat_template) {
+                (true, _) => SonnetFormat::ServerTemplate,
+                (false, true) => SonnetFormat::Template,
+                (false, false) => SonnetFormat::Raw,
+            };
+            let sonnet = SonnetSpec {
+                path,
+                shape,
+                format,
+                num_prompts,
+                seed,
+            };
+            sonnet_prompts(&tokenizer_dir, &sonnet)
         }
         DatasetChoice::PrefixRepetition {
             prefix_len,
@@ -310,6 +332,7 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
     result.insert("random_input_len".into(), json!(args.random_input_len));
     result.insert("random_output_len".into(), json!(args.random_output_len));
     result.insert("random_range_ratio".into(), json!(args.random_range_ratio));
+    result.insert("random_prefix_len".into(), json!(args.random_prefix_len));
     if let Some(slos) = &args.goodput {
         let slos: Map<String, Value> = slos
             .iter()

@@ -39,6 +39,7 @@ fn prompts_have_exactly_the_asked_token_count() {
             input_len,
             output_len: 16,
             range_ratio: 0.0,
+            prefix_len: 0,
             num_prompts: 48,
             seed: 1,
         };
@@ -57,4 +58,30 @@ fn prompts_have_exactly_the_asked_token_count() {
         let distinct: std::collections::HashSet<_> = prompts.iter().map(|p| &p.text).collect();
         assert!(distinct.len() > 40, "prompts should differ");
     }
+}
+
+#[cfg_attr(not(feature = "python-tests"), ignore = "needs Python")]
+#[test]
+fn random_prefix_len_prompts_share_their_first_tokens() {
+    let tokenizer = load_tokenizer(&demo_model_dir()).unwrap();
+    let spec = RandomSpec {
+        input_len: 64,
+        output_len: 4,
+        range_ratio: 0.0,
+        prefix_len: 32,
+        num_prompts: 24,
+        seed: 2,
+    };
+    let prompts = random_prompts(&tokenizer, &spec).unwrap();
+    let ids: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| TokenCodec::encode(&tokenizer, &p.text).unwrap())
+        .collect();
+    for (p, ids) in prompts.iter().zip(&ids) {
+        assert_eq!((p.prompt_len, ids.len()), (96, 96), "{:?}", p.text);
+    }
+    // the same 32 tokens first (the last may merge with the prompt's own first token)
+    assert!(ids.iter().all(|i| i[..31] == ids[0][..31]));
+    let own: std::collections::HashSet<_> = ids.iter().map(|i| &i[32..]).collect();
+    assert!(own.len() > 20, "each prompt has its own 64 tokens");
 }

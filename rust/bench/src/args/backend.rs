@@ -58,6 +58,15 @@ impl Backend {
         matches!(self, Backend::OpenaiCompletions | Backend::OpenaiChat)
     }
 
+    /// Whether the prompt goes in a user message that the server wraps in the model's chat
+    /// template (chat completions, Responses, Messages), not as the raw prompt text.
+    pub fn sends_messages(self) -> bool {
+        matches!(
+            self,
+            Backend::OpenaiChat | Backend::OpenaiResponses | Backend::AnthropicMessages
+        )
+    }
+
     /// Whether the requests are pooling requests (vLLM's `TaskType.POOLING`): one JSON
     /// answer, nothing generated, so no TTFT, TPOT or ITL; E2EL and input counts only.
     pub fn pooling(self) -> bool {

@@ -1,14 +1,20 @@
 //! The dataset keys of the args-json: `dataset` (vLLM's `--dataset-name`: random,
-//! sharegpt, custom, prefix_repetition), `dataset_path`, `sharegpt_output_len`,
+//! sharegpt, custom, sonnet, prefix_repetition), `dataset_path`, `sharegpt_output_len`,
 //! `custom_output_len` (vLLM's default 256; -1: each line's `output_tokens`),
-//! `skip_chat_template` and the `prefix_repetition_*` lengths.
+//! `skip_chat_template`, the `sonnet_*` and the `prefix_repetition_*` lengths.
 
 use std::path::PathBuf;
 
-use crate::dataset::FileKind;
+use crate::dataset::{FileKind, SonnetShape};
 
 /// The datasets `vrs bench serve` takes.
-pub const DATASETS: &[&str] = &["random", "sharegpt", "custom", "prefix_repetition"];
+pub const DATASETS: &[&str] = &[
+    "random",
+    "sharegpt",
+    "custom",
+    "sonnet",
+    "prefix_repetition",
+];
 
 /// Where the prompts come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +23,13 @@ pub enum DatasetChoice {
     Random,
     /// Read from a file.
     File(FileKind, PathBuf),
+    /// vLLM's sonnet: lines of a text file; `chat_template`: a completions prompt is sent
+    /// in the model's template (not with `skip_chat_template`).
+    Sonnet {
+        path: PathBuf,
+        shape: SonnetShape,
+        chat_template: bool,
+    },
     /// vLLM's prefix_repetition: shared prefixes, then suffixes (token counts).
     PrefixRepetition {
         prefix_len: usize,
@@ -36,6 +49,8 @@ pub struct DatasetKeys {
     pub sharegpt_output_len: Option<usize>,
     pub custom_output_len: i64,
     pub skip_chat_template: bool,
+    /// `sonnet_input_len`, `_output_len`, `_prefix_len`.
+    pub sonnet: [usize; 3],
     /// `prefix_repetition_prefix_len`, `_suffix_len`, `_num_prefixes`, `_output_len`.
     pub prefix_repetition: [usize; 4],
 }
@@ -57,8 +72,8 @@ pub fn dataset_choice(keys: DatasetKeys) -> Result<DatasetChoice, String> {
     }
     let generated = |choice: DatasetChoice| match &path {
         Some(path) => Err(format!(
-            "dataset_path ({}) is for the sharegpt and custom datasets; the {} dataset \
-             reads no file",
+            "dataset_path ({}) is for the sharegpt, custom and sonnet datasets; the {} \
+             dataset reads no file",
             path.display(),
             keys.dataset
         )),
@@ -80,6 +95,28 @@ pub fn dataset_choice(keys: DatasetKeys) -> Result<DatasetChoice, String> {
                 suffix_len,
                 num_prefixes,
                 output_len,
+            });
+        }
+        "sonnet" => {
+            let [input_len, output_len, prefix_len] = keys.sonnet;
+            if output_len == 0 {
+                return Err("sonnet_output_len (--sonnet-output-len) must be at least 1".into());
+            }
+            if prefix_len > input_len {
+                return Err(format!(
+                    "--sonnet-prefix-len ({prefix_len}) must not exceed --sonnet-input-len \
+                     ({input_len}): the shared prefix is part of each prompt"
+                ));
+            }
+            let path = path.ok_or("the sonnet dataset needs dataset_path (--dataset-path FILE)")?;
+            return Ok(DatasetChoice::Sonnet {
+                path,
+                shape: SonnetShape {
+                    input_len,
+                    output_len,
+                    prefix_len,
+                },
+                chat_template: !keys.skip_chat_template,
             });
         }
         "sharegpt" => FileKind::ShareGpt {

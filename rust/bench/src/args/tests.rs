@@ -99,12 +99,31 @@ fn errors_name_the_key() {
             "the sharegpt dataset needs dataset_path",
         ),
         (
-            r#"{"base_url": "http://h", "dataset": "sonnet", "dataset_path": "s.txt"}"#,
-            "dataset must be one of random, sharegpt, custom, prefix_repetition",
+            r#"{"base_url": "http://h", "dataset": "burstgpt", "dataset_path": "b.csv"}"#,
+            "dataset must be one of random, sharegpt, custom, sonnet, prefix_repetition",
         ),
         (
             r#"{"base_url": "http://h", "dataset_path": "d.json"}"#,
-            "dataset_path (d.json) is for the sharegpt and custom datasets",
+            "dataset_path (d.json) is for the sharegpt, custom and sonnet datasets",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "sonnet"}"#,
+            "the sonnet dataset needs dataset_path (--dataset-path FILE)",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "sonnet", "dataset_path": "s.txt",
+                "sonnet_input_len": 100, "sonnet_prefix_len": 101}"#,
+            "--sonnet-prefix-len (101) must not exceed --sonnet-input-len (100)",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "sonnet", "dataset_path": "s.txt",
+                "sonnet_output_len": 0}"#,
+            "sonnet_output_len (--sonnet-output-len) must be at least 1",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "sonnet", "dataset_path": "s.txt",
+                "random_prefix_len": 4}"#,
+            "random_prefix_len (--random-prefix-len) is for the random dataset",
         ),
         (
             r#"{"base_url": "http://h", "dataset": "custom", "dataset_path": "c.jsonl",
@@ -205,6 +224,35 @@ fn datasets_take_vllms_keys() {
             .dataset
     };
     assert_eq!(args(r#""dataset": "random""#), DatasetChoice::Random);
+    let full = |extra: &str| {
+        BenchArgs::from_json(&format!(r#"{{"base_url": "http://h:1", {extra}}}"#)).unwrap()
+    };
+    assert_eq!(full(r#""dataset": "random""#).random_prefix_len, 0);
+    assert_eq!(
+        full(r#""dataset": "random", "random_prefix_len": 32"#).random_prefix_len,
+        32
+    );
+    // vLLM's sonnet defaults: 550 in, 150 out, a 200-token prefix
+    let sonnet = |path: &str, chat_template: bool, shape: [usize; 3]| DatasetChoice::Sonnet {
+        path: PathBuf::from(path),
+        shape: crate::dataset::SonnetShape {
+            input_len: shape[0],
+            output_len: shape[1],
+            prefix_len: shape[2],
+        },
+        chat_template,
+    };
+    assert_eq!(
+        args(r#""dataset": "sonnet", "dataset_path": "s.txt""#),
+        sonnet("s.txt", true, [550, 150, 200])
+    );
+    assert_eq!(
+        args(
+            r#""dataset": "sonnet", "dataset_path": "s.txt", "sonnet_input_len": 64,
+                "sonnet_output_len": 3, "sonnet_prefix_len": 64, "skip_chat_template": true"#
+        ),
+        sonnet("s.txt", false, [64, 3, 64])
+    );
     assert_eq!(
         args(r#""dataset": "sharegpt", "dataset_path": "sg.json", "sharegpt_output_len": 9"#),
         DatasetChoice::File(

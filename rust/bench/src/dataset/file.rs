@@ -226,7 +226,7 @@ fn custom_lines(
 }
 
 /// `prompt` as one user turn of the chat template, the assistant's turn opened.
-fn templated(template: &ChatTemplate, prompt: &str) -> Result<String, String> {
+pub(super) fn templated(template: &ChatTemplate, prompt: &str) -> Result<String, String> {
     let input = ChatTemplateInput {
         messages: vec![serde_json::json!({"role": "user", "content": prompt})],
         add_generation_prompt: true,

@@ -1,46 +1,7 @@
-//! Unit tests of `file.rs`, on a word-level tokenizer written to a temporary directory
-//! (one token per word; `<s>` a special token) with a one-line chat template.
+//! Unit tests of `file.rs`, on the word-level tokenizer of [`crate::dataset::word_model`].
 
 use super::*;
-
-const WORDS: &[&str] = &[
-    "<s>",
-    "</s>",
-    "<unk>",
-    "user",
-    "assistant",
-    "a",
-    "b",
-    "c",
-    "d",
-    "e",
-    "f",
-    "g",
-    "h",
-];
-const TEMPLATE: &str = "{% for m in messages %}<s> user {{ m.content }}{% endfor %}\
-                        {% if add_generation_prompt %} assistant{% endif %}";
-
-fn model_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let vocab: serde_json::Map<String, Value> = WORDS
-        .iter()
-        .enumerate()
-        .map(|(i, w)| ((*w).to_owned(), Value::from(i)))
-        .collect();
-    let tokenizer = serde_json::json!({
-        "version": "1.0", "truncation": null, "padding": null,
-        "added_tokens": [{"id": 0, "content": "<s>", "single_word": false, "lstrip": false,
-                          "rstrip": false, "normalized": false, "special": true}],
-        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null,
-        "decoder": null, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}
-    });
-    std::fs::write(dir.path().join("tokenizer.json"), tokenizer.to_string()).unwrap();
-    let config = serde_json::json!({"bos_token": "<s>", "eos_token": "</s>",
-                                    "chat_template": TEMPLATE});
-    std::fs::write(dir.path().join("tokenizer_config.json"), config.to_string()).unwrap();
-    dir
-}
+use crate::dataset::word_model::model_dir;
 
 fn spec(dir: &Path, name: &str, contents: &str, kind: FileKind, n: usize) -> FileSpec {
     let path = dir.join(name);
