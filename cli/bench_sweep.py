@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -121,7 +122,7 @@ class SweepDisplay:
         if kind == "sweep":
             self.say(f"[bold]vrs bench sweep[/bold]: {event.get('points')} points, "
                      f"{event.get('axis')} x {', '.join(event.get('labels') or [])} -> "
-                     f"{event.get('output_dir')}")
+                     f"{escape(str(event.get('output_dir')))}")
             if self.progress is not None:
                 self.sweep_task = self.progress.add_task("sweep", total=event.get("points"))
         elif kind == "point":
@@ -142,12 +143,14 @@ class SweepDisplay:
             self.say(f"{where}: {headline(event)}{resumed}")
             self._advance()
         elif kind == "point_error":
-            self.say(f"[red]{where}: could not run:[/red] {event.get('message')}")
+            self.say(f"[red]{where}: could not run:[/red] "
+                     f"{escape(str(event.get('message')))}")
             self._advance()
         elif kind == "stop":
             left = int(event.get("skipped") or 0)
+            tail = f" ({left} points left out)" if left else ""
             self.say(f"[yellow]stopped {event.get('label')} at {point_name(event)}:[/yellow] "
-                     f"{event.get('reason')}" + (f" ({left} points left out)" if left else ""))
+                     f"{escape(str(event.get('reason')))}{tail}")
             self._advance(left)
 
     def table(self) -> Table:

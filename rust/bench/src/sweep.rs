@@ -223,6 +223,8 @@ fn point_fields(sweep: &Sweep, index: usize, point: &Point) -> Map<String, Value
 /// Runs the sweep; `Ok(true)` when every server's sweep ran to its end or stopped on its
 /// results, `Ok(false)` when a point could not run.
 pub async fn run(sweep: Sweep) -> Result<bool, String> {
+    std::fs::create_dir_all(&sweep.output_dir)
+        .map_err(|e| format!("cannot create {}: {e}", sweep.output_dir.display()))?;
     let mut plan = Map::new();
     plan.insert("labels".into(), json!(sweep.labels));
     plan.insert("axis".into(), json!(sweep.axis.key()));
