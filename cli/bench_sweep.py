@@ -66,11 +66,16 @@ def _ms(value: Any) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
-def point_name(event: dict[str, Any]) -> str:
-    """`rust c=16` or `rust rate=2.5` (the swept setting of the point)."""
+def load_name(event: dict[str, Any]) -> str:
+    """`c=16` or `rate=2.5`: the swept setting of the point."""
     if event.get("axis") == "request_rate":
-        return f"{event.get('label')} rate={event.get('request_rate')}"
-    return f"{event.get('label')} c={event.get('max_concurrency')}"
+        return f"rate={event.get('request_rate')}"
+    return f"c={event.get('max_concurrency')}"
+
+
+def point_name(event: dict[str, Any]) -> str:
+    """`rust c=16`: the server's label and the load."""
+    return f"{event.get('label')} {load_name(event)}"
 
 
 def headline(event: dict[str, Any]) -> str:
@@ -148,8 +153,8 @@ class SweepDisplay:
             self._advance()
         elif kind == "stop":
             left = int(event.get("skipped") or 0)
-            tail = f" ({left} points left out)" if left else ""
-            self.say(f"[yellow]stopped {event.get('label')} at {point_name(event)}:[/yellow] "
+            tail = f" ({left} point{'s' if left > 1 else ''} left out)" if left else ""
+            self.say(f"[yellow]stopped {event.get('label')} at {load_name(event)}:[/yellow] "
                      f"{escape(str(event.get('reason')))}{tail}")
             self._advance(left)
 

@@ -124,7 +124,7 @@ def test_sweep_stops_each_server_at_an_impossible_slo(servers: dict[str, str],
     assert run.returncode == 0, run.stdout + run.stderr
     assert sorted(out.glob("*/*.json")) == sorted(out / label / "c1.json" for label in servers)
     for label in servers:
-        assert (f"stopped {label} at {label} c=1: median_ttft_ms" in run.stdout), run.stdout
+        assert (f"stopped {label} at c=1: median_ttft_ms" in run.stdout), run.stdout
     assert run.stdout.count("> 0.001 ms (stop-at-slo median_ttft:0.001) (3 points left "
                             "out)") == 2, run.stdout
     assert [r["label"] for r in csv_rows(out)] == list(servers)
@@ -140,7 +140,8 @@ def test_sweep_of_an_unreachable_server_stops_and_fails(tmp_path: Path) -> None:
     run = sweep({"down": f"http://127.0.0.1:{free_port()}"}, out)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "[1/4] down c=1: could not run: cannot reach" in run.stdout, run.stdout
-    assert "stopped down at down c=1" in run.stdout and "(3 points left out)" in run.stdout
+    assert "stopped down at c=1: the point could not run" in run.stdout
+    assert "(3 points left out)" in run.stdout
     assert list(out.glob("*/*.json")) == []
     assert csv_rows(out) == []
 

@@ -292,3 +292,17 @@ fn utc_dates_are_civil() {
     let later = UNIX_EPOCH + Duration::from_secs(1_796_644_800);
     assert_eq!(utc_date(later), "20261207-120000");
 }
+
+#[test]
+fn stored_numbers_come_back_exactly() {
+    // without serde_json's float_roundtrip this reads back one ulp off
+    let dir = tempfile::tempdir().unwrap();
+    let mut stored = result("rust", 4, 1.5);
+    let throughput = 407.509_171_503_291_16_f64;
+    stored.insert("request_throughput".into(), json!(throughput));
+    write_json(&dir.path().join("rust").join("c4.json"), &stored).unwrap();
+    let rows = results(dir.path(), &[]);
+    assert_eq!(rows[0]["request_throughput"].as_f64(), Some(throughput));
+    let text = csv(&rows);
+    assert!(text.contains(&format!(",{},", json!(throughput))), "{text}");
+}
