@@ -109,9 +109,11 @@ def serve(
 @app.command("sweep", cls=VllmFlagsCommand)
 def sweep(
     base_url: Annotated[list[str], typer.Option(
+        metavar="URL",
         help="A server to sweep, e.g. http://127.0.0.1:8000 (repeat for several; each is "
              "swept in turn).")],
     label: Annotated[list[str] | None, typer.Option(
+        metavar="NAME",
         help="A name per --base-url, in the same order (letters, digits, . _ -): the "
              "result directory and the CSV's label. Default: HOST_PORT.")] = None,
     max_concurrency: Annotated[str | None, typer.Option(
@@ -122,8 +124,9 @@ def sweep(
                                 "at once), e.g. 1,2,4 (or one value, kept while "
                                 "--max-concurrency is swept).")] = None,
     output_dir: Annotated[Path, typer.Option(
-        file_okay=False, help="Where results go: OUTPUT_DIR/LABEL/c16.json (or r2.5.json) "
-                              "per point and OUTPUT_DIR/summary.csv.")] = Path("sweep-results"),
+        file_okay=False, metavar="DIR",
+        help="Where results go: OUTPUT_DIR/LABEL/c16.json (or r2.5.json) per point and "
+             "OUTPUT_DIR/summary.csv.")] = Path("sweep-results"),
     no_resume: Annotated[bool, typer.Option(
         "--no-resume", help="Run every point again; by default a point whose complete "
                             "result file exists is kept.")] = False,
@@ -132,8 +135,9 @@ def sweep(
         "this latency: ttft:500 (median TTFT > 500 ms), p99_itl:50, mean_tpot:20; METRIC: "
         "ttft, tpot, itl, e2el; STAT: median (default), mean, pN (repeatable).")] = None,
     max_failed_ratio: Annotated[float, typer.Option(
-        min=0.0, max=1.0, help="Stop a server's sweep after a point where more than this "
-                               "share of the requests failed.")] = 0.05,
+        min=0.0, max=1.0, metavar="RATIO",
+        help="Stop a server's sweep after a point where more than this share of the "
+             "requests failed.")] = 0.05,
     disable_tqdm: Annotated[bool, typer.Option(
         "--disable-tqdm", help="No live progress display (plain lines instead).")] = False,
     endpoint: opt.EndpointOption = None,
