@@ -116,6 +116,16 @@ def test_sweep_over_two_servers_then_resume(servers: dict[str, str], tmp_path: P
     assert {path: path.stat().st_mtime_ns for path in files} == before
     assert (out / "summary.csv").read_text() == csv_before
 
+    # --no-resume on one server: its points run again; the CSV still has every file's row
+    redo = sweep({"rust": servers["rust"]}, out, "--no-resume")
+    assert redo.returncode == 0, redo.stdout + redo.stderr
+    assert redo.stdout.count(": running") == 4
+    for path in files:
+        changed = path.stat().st_mtime_ns != before[path]
+        assert changed == (path.parent.name == "rust"), path
+    assert [(r["label"], int(r["max_concurrency"])) for r in csv_rows(out)] == [
+        (label, c) for label in servers for c in CONCURRENCIES]
+
 
 def test_sweep_stops_each_server_at_an_impossible_slo(servers: dict[str, str],
                                                       tmp_path: Path) -> None:
