@@ -7,7 +7,7 @@ _vrs() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in -*) continue ;; esac
         case "${path:+$path }${COMP_WORDS[i]}" in
-        "bench"|"bench serve"|"frontend"|"render"|"serve") path="${path:+$path }${COMP_WORDS[i]}" ;;
+        "bench"|"bench serve"|"bench sweep"|"frontend"|"render"|"serve") path="${path:+$path }${COMP_WORDS[i]}" ;;
         *) break ;;
         esac
     done
@@ -16,7 +16,7 @@ _vrs() {
         COMPREPLY=($(compgen -W "bench frontend render serve --version --help" -- "$cur"))
         return ;;
     "bench")
-        COMPREPLY=($(compgen -W "serve --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "serve sweep --help" -- "$cur"))
         return ;;
     "bench serve")
         case "$prev" in
@@ -31,13 +31,13 @@ _vrs() {
         --dataset-path) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --sharegpt-output-len) return ;;
         --custom-output-len) return ;;
-        --sonnet-input-len) return ;;
-        --sonnet-output-len) return ;;
-        --sonnet-prefix-len) return ;;
         --prefix-repetition-prefix-len) return ;;
         --prefix-repetition-suffix-len) return ;;
         --prefix-repetition-num-prefixes) return ;;
         --prefix-repetition-output-len) return ;;
+        --sonnet-input-len) return ;;
+        --sonnet-output-len) return ;;
+        --sonnet-prefix-len) return ;;
         --random-input-len|--input-len) return ;;
         --random-output-len|--output-len) return ;;
         --random-range-ratio) return ;;
@@ -56,7 +56,45 @@ _vrs() {
         --label) return ;;
         --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --insecure --ca-cert --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --insecure --ca-cert --help" -- "$cur"))
+        return ;;
+    "bench sweep")
+        case "$prev" in
+        --base-url) return ;;
+        --label) return ;;
+        --max-concurrency) return ;;
+        --request-rate) return ;;
+        --output-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --stop-at-slo) return ;;
+        --max-failed-ratio) return ;;
+        --endpoint) return ;;
+        --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages openai-embeddings vllm openai" -- "$cur")); return ;;
+        --model) return ;;
+        --tokenizer) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom sonnet prefix_repetition" -- "$cur")); return ;;
+        --dataset-path) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --sharegpt-output-len) return ;;
+        --custom-output-len) return ;;
+        --prefix-repetition-prefix-len) return ;;
+        --prefix-repetition-suffix-len) return ;;
+        --prefix-repetition-num-prefixes) return ;;
+        --prefix-repetition-output-len) return ;;
+        --sonnet-input-len) return ;;
+        --sonnet-output-len) return ;;
+        --sonnet-prefix-len) return ;;
+        --random-input-len|--input-len) return ;;
+        --random-output-len|--output-len) return ;;
+        --random-range-ratio) return ;;
+        --random-prefix-len) return ;;
+        --seed) return ;;
+        --num-prompts) return ;;
+        --warmup-requests|--num-warmups) return ;;
+        --percentile-metrics) return ;;
+        --metric-percentiles) return ;;
+        --goodput) return ;;
+        --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        esac
+        COMPREPLY=($(compgen -W "--base-url --label --max-concurrency --request-rate --output-dir --no-resume --stop-at-slo --max-failed-ratio --disable-tqdm --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --insecure --ca-cert --help" -- "$cur"))
         return ;;
     "frontend")
         case "$prev" in

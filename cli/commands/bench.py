@@ -1,15 +1,16 @@
-"""`vrs bench serve`: load-test an OpenAI-compatible server (the load generator is vrs-rs)."""
+"""`vrs bench serve` and `vrs bench sweep`: load-test OpenAI-compatible servers (the load
+generator is vrs-rs)."""
 
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cli.bench_vllm import BACKENDS, VllmFlagsCommand
+import cli.bench_options as opt
+from cli.bench_vllm import VllmFlagsCommand
 
 app = typer.Typer(
     name="bench",
@@ -21,29 +22,6 @@ app = typer.Typer(
 )
 
 
-class Backend(StrEnum):
-    openai_completions = "openai-completions"
-    openai_chat = "openai-chat"
-    openai_responses = "openai-responses"
-    anthropic_messages = "anthropic-messages"
-    openai_embeddings = "openai-embeddings"
-    vllm = "vllm"  # vLLM's names of openai-completions
-    openai = "openai"
-
-
-class Dataset(StrEnum):
-    random = "random"
-    sharegpt = "sharegpt"
-    custom = "custom"
-    sonnet = "sonnet"
-    prefix_repetition = "prefix_repetition"
-
-
-def vrs_backend(backend: Backend) -> Backend:
-    """vLLM's names (vllm, openai) become the vrs backend that sends the same requests."""
-    return Backend(BACKENDS[backend.value])
-
-
 @app.command("serve", cls=VllmFlagsCommand)
 def serve(
     base_url: Annotated[str | None, typer.Option(
@@ -53,96 +31,38 @@ def serve(
         = "127.0.0.1",
     port: Annotated[int, typer.Option(
         min=1, max=65535, help="Server port (when --base-url is not given).")] = 8000,
-    endpoint: Annotated[str | None, typer.Option(
-        help="Request path. Default: /v1/completions; /v1/chat/completions, /v1/responses, "
-             "/v1/messages or /v1/embeddings for openai-chat, openai-responses, "
-             "anthropic-messages or openai-embeddings.")] = None,
-    backend: Annotated[Backend, typer.Option(
-        callback=vrs_backend, metavar="API",
-        help="Which API the requests use: openai-completions (vLLM's vllm and openai name "
-             "it too), openai-chat, openai-responses (the Responses API), anthropic-messages "
-             "(Anthropic's Messages API; no --ignore-eos for these two) or openai-embeddings "
-             "(each prompt embedded: E2EL and input tokens only).")]
-        = Backend.openai_completions,
-    model: Annotated[str | None, typer.Option(
-        help="Model name sent in requests. Default: the first model of GET /v1/models.")]
-        = None,
-    tokenizer: Annotated[Path | None, typer.Option(
-        exists=True, file_okay=False, help="Tokenizer directory (with tokenizer.json). "
-        "Default: the served model's directory, when the server reports a local one.")]
-        = None,
-    dataset: Annotated[Dataset, typer.Option(
-        "--dataset-name", "--dataset",
-        help="Where prompts come from: random (generated), sharegpt (a ShareGPT JSON "
-             "file), custom (a JSONL file of {\"prompt\", \"output_tokens\"?}), sonnet "
-             "(lines of a text file: shared first lines, then random ones) or "
-             "prefix_repetition (shared random prefixes, then random suffixes), as vLLM "
-             "makes them.")] = Dataset.random,
-    dataset_path: Annotated[Path | None, typer.Option(
-        metavar="FILE", help="The sharegpt, custom or sonnet dataset's file.")] = None,
-    sharegpt_output_len: Annotated[int | None, typer.Option(
-        min=1, help="ShareGPT: max_tokens of each request. Default: the length of the "
-                    "conversation's answer.")] = None,
-    custom_output_len: Annotated[int, typer.Option(
-        min=-1, help="Custom: max_tokens of each request; -1: each line's "
-                     "output_tokens.")] = 256,
-    sonnet_input_len: Annotated[int, typer.Option(
-        min=1, help="Sonnet: most tokens of each prompt (in the chat template), the "
-                    "instruction and shared lines included.")] = 550,
-    sonnet_output_len: Annotated[int, typer.Option(
-        min=1, help="Sonnet: max_tokens of each request.")] = 150,
-    sonnet_prefix_len: Annotated[int, typer.Option(
-        min=0, help="Sonnet: tokens of the shared prefix (the instruction and the file's "
-                    "first lines).")] = 200,
-    prefix_repetition_prefix_len: Annotated[int, typer.Option(
-        min=0, help="Prefix repetition: tokens of each shared prefix.")] = 256,
-    prefix_repetition_suffix_len: Annotated[int, typer.Option(
-        min=0, help="Prefix repetition: tokens of each prompt's own suffix.")] = 256,
-    prefix_repetition_num_prefixes: Annotated[int, typer.Option(
-        min=1, help="Prefix repetition: distinct prefixes (each gets num-prompts / this "
-                    "suffixes).")] = 10,
-    prefix_repetition_output_len: Annotated[int, typer.Option(
-        min=1, help="Prefix repetition: max_tokens of each request.")] = 128,
-    skip_chat_template: Annotated[bool, typer.Option(
-        "--skip-chat-template", help="Custom, and sonnet over completions: send each prompt "
-                                     "as it is, not wrapped in the model's chat "
-                                     "template.")] = False,
-    random_input_len: Annotated[int, typer.Option(
-        "--random-input-len", "--input-len", min=0,
-        help="Random dataset: prompt length in tokens (exact for the tokenizer).")]
-        = 1024,
-    random_output_len: Annotated[int, typer.Option(
-        "--random-output-len", "--output-len", min=1,
-        help="Random dataset: max_tokens of each request.")] = 128,
-    random_range_ratio: Annotated[float, typer.Option(
-        min=0.0, max=1.0,
-        help="Random dataset: lengths vary uniformly within len*(1-r) .. len*(1+r).")] = 0.0,
-    random_prefix_len: Annotated[int, typer.Option(
-        min=0, help="Random dataset: tokens every prompt starts with (the same ones), "
-                    "before its own --random-input-len.")] = 0,
-    seed: Annotated[int, typer.Option(help="Seed of the prompts and arrival times.")] = 0,
-    num_prompts: Annotated[int, typer.Option(min=1, help="Requests to send.")] = 1000,
+    endpoint: opt.EndpointOption = None,
+    backend: opt.BackendOption = opt.Backend.openai_completions,
+    model: opt.ModelOption = None,
+    tokenizer: opt.TokenizerOption = None,
+    dataset: opt.DatasetOption = opt.Dataset.random,
+    dataset_path: opt.DatasetPathOption = None,
+    sharegpt_output_len: opt.SharegptOutputLenOption = None,
+    custom_output_len: opt.CustomOutputLenOption = 256,
+    prefix_repetition_prefix_len: opt.PrefixRepetitionPrefixLenOption = 256,
+    prefix_repetition_suffix_len: opt.PrefixRepetitionSuffixLenOption = 256,
+    prefix_repetition_num_prefixes: opt.PrefixRepetitionNumPrefixesOption = 10,
+    prefix_repetition_output_len: opt.PrefixRepetitionOutputLenOption = 128,
+    sonnet_input_len: opt.SonnetInputLenOption = 550,
+    sonnet_output_len: opt.SonnetOutputLenOption = 150,
+    sonnet_prefix_len: opt.SonnetPrefixLenOption = 200,
+    skip_chat_template: opt.SkipChatTemplateOption = False,
+    random_input_len: opt.RandomInputLenOption = 1024,
+    random_output_len: opt.RandomOutputLenOption = 128,
+    random_range_ratio: opt.RandomRangeRatioOption = 0.0,
+    random_prefix_len: opt.RandomPrefixLenOption = 0,
+    seed: opt.SeedOption = 0,
+    num_prompts: opt.NumPromptsOption = 1000,
     max_concurrency: Annotated[int | None, typer.Option(
         min=1, help="Most requests in flight at once. Default: no limit.")] = None,
     request_rate: Annotated[float, typer.Option(
         min=0.0,
         help="Requests per second, Poisson arrivals; inf sends all at once.")] = math.inf,
-    ignore_eos: Annotated[bool, typer.Option(
-        "--ignore-eos", help="Ask the server to ignore EOS, so every request generates "
-                             "exactly its max_tokens.")] = False,
-    warmup_requests: Annotated[int, typer.Option(
-        "--warmup-requests", "--num-warmups", min=0,
-        help="Requests sent (and not measured) before the run.")] = 0,
-    percentile_metrics: Annotated[str | None, typer.Option(
-        help="Comma-separated metrics to report: ttft, tpot, itl, e2el (vLLM's default "
-             "leaves out e2el). Default: all four; e2el for openai-embeddings, which "
-             "measures nothing else.")]
-        = None,
-    metric_percentiles: Annotated[str, typer.Option(
-        help="Comma-separated percentiles to report, e.g. 50,90,99.")] = "99",
-    goodput: Annotated[list[str] | None, typer.Option(
-        help="Service level objectives in ms, e.g. ttft:500 or 'ttft:500 tpot:50' "
-             "(repeatable); adds request_goodput.")] = None,
+    ignore_eos: opt.IgnoreEosOption = False,
+    warmup_requests: opt.WarmupRequestsOption = 0,
+    percentile_metrics: opt.PercentileMetricsOption = None,
+    metric_percentiles: opt.MetricPercentilesOption = "99",
+    goodput: opt.GoodputOption = None,
     result_file: Annotated[Path | None, typer.Option(
         dir_okay=False, help="Write the result JSON (vLLM's key names) to this file.")]
         = None,
@@ -156,13 +76,8 @@ def serve(
         help="With --save-result: the result file's name instead of vLLM's.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run, kept in the "
                                                       "result.")] = None,
-    insecure: Annotated[bool, typer.Option(
-        "--insecure", help="https: accept any server certificate (a self-signed test "
-                           "server); nothing is checked.")] = False,
-    ca_cert: Annotated[Path | None, typer.Option(
-        exists=True, dir_okay=False, metavar="PATH",
-        help="https: PEM file of the CA certificates the server's certificate must chain "
-             "to. Default: the system's trust store.")] = None,
+    insecure: opt.InsecureOption = False,
+    ca_cert: opt.CaCertOption = None,
 ) -> None:
     """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
 
@@ -194,4 +109,105 @@ def serve(
         metric_percentiles=metric_percentiles, goodput=goodput or [],
         result_file=result_file, save_result=save_result, result_dir=result_dir,
         result_filename=result_filename, label=label, insecure=insecure, ca_cert=ca_cert,
+    ))
+
+
+@app.command("sweep", cls=VllmFlagsCommand)
+def sweep(
+    base_url: Annotated[list[str], typer.Option(
+        metavar="URL",
+        help="A server to sweep, e.g. http://127.0.0.1:8000 (repeat for several; each is "
+             "swept in turn).")],
+    label: Annotated[list[str] | None, typer.Option(
+        metavar="NAME",
+        help="A name per --base-url, in the same order (letters, digits, . _ -): the "
+             "result directory and the CSV's label. Default: HOST_PORT.")] = None,
+    max_concurrency: Annotated[str | None, typer.Option(
+        metavar="N,N,...", help="Concurrencies to sweep, e.g. 1,4,16,64 (or one value, "
+                                "kept while --request-rate is swept).")] = None,
+    request_rate: Annotated[str | None, typer.Option(
+        metavar="R,R,...", help="Request rates to sweep (req/s, Poisson arrivals; inf: all "
+                                "at once), e.g. 1,2,4 (or one value, kept while "
+                                "--max-concurrency is swept).")] = None,
+    output_dir: Annotated[Path, typer.Option(
+        file_okay=False, metavar="DIR",
+        help="Where results go: OUTPUT_DIR/LABEL/c16.json (or r2.5.json) per point and "
+             "OUTPUT_DIR/summary.csv.")] = Path("sweep-results"),
+    no_resume: Annotated[bool, typer.Option(
+        "--no-resume", help="Run every point again; by default a point whose complete "
+                            "result file exists is kept.")] = False,
+    stop_at_slo: Annotated[list[str] | None, typer.Option(
+        metavar="[STAT_]METRIC:MS", help="Stop a server's sweep after the first point past "
+        "this latency: ttft:500 (median TTFT > 500 ms), p99_itl:50, mean_tpot:20; METRIC: "
+        "ttft, tpot, itl, e2el; STAT: median (default), mean, pN (repeatable).")] = None,
+    max_failed_ratio: Annotated[float, typer.Option(
+        min=0.0, max=1.0, metavar="RATIO",
+        help="Stop a server's sweep after a point where more than this share of the "
+             "requests failed.")] = 0.05,
+    disable_tqdm: Annotated[bool, typer.Option(
+        "--disable-tqdm", help="No live progress display (plain lines instead).")] = False,
+    endpoint: opt.EndpointOption = None,
+    backend: opt.BackendOption = opt.Backend.openai_completions,
+    model: opt.ModelOption = None,
+    tokenizer: opt.TokenizerOption = None,
+    dataset: opt.DatasetOption = opt.Dataset.random,
+    dataset_path: opt.DatasetPathOption = None,
+    sharegpt_output_len: opt.SharegptOutputLenOption = None,
+    custom_output_len: opt.CustomOutputLenOption = 256,
+    prefix_repetition_prefix_len: opt.PrefixRepetitionPrefixLenOption = 256,
+    prefix_repetition_suffix_len: opt.PrefixRepetitionSuffixLenOption = 256,
+    prefix_repetition_num_prefixes: opt.PrefixRepetitionNumPrefixesOption = 10,
+    prefix_repetition_output_len: opt.PrefixRepetitionOutputLenOption = 128,
+    sonnet_input_len: opt.SonnetInputLenOption = 550,
+    sonnet_output_len: opt.SonnetOutputLenOption = 150,
+    sonnet_prefix_len: opt.SonnetPrefixLenOption = 200,
+    skip_chat_template: opt.SkipChatTemplateOption = False,
+    random_input_len: opt.RandomInputLenOption = 1024,
+    random_output_len: opt.RandomOutputLenOption = 128,
+    random_range_ratio: opt.RandomRangeRatioOption = 0.0,
+    random_prefix_len: opt.RandomPrefixLenOption = 0,
+    seed: opt.SeedOption = 0,
+    num_prompts: opt.NumPromptsOption = 1000,
+    ignore_eos: opt.IgnoreEosOption = False,
+    warmup_requests: opt.WarmupRequestsOption = 0,
+    percentile_metrics: opt.PercentileMetricsOption = None,
+    metric_percentiles: opt.MetricPercentilesOption = "99",
+    goodput: opt.GoodputOption = None,
+    insecure: opt.InsecureOption = False,
+    ca_cert: opt.CaCertOption = None,
+) -> None:
+    """Run `bench serve` over a list of concurrencies or request rates, on one or more
+    servers.
+
+    Each point's result (bench serve's keys) goes to OUTPUT_DIR/LABEL/c16.json (r2.5.json
+    for a rate), and OUTPUT_DIR/summary.csv is rebuilt from every result file there, one
+    row per point. Run the same command again to resume: points with a complete result
+    are kept (--no-resume runs them again). A server's sweep stops early when a point
+    cannot run, fails more than --max-failed-ratio of its requests, or passes a
+    --stop-at-slo bound. Every other option is bench serve's, applied at each point.
+    """
+    from cli.bench_args import BenchOptions
+    from cli.bench_sweep import SweepOptions, run_sweep
+
+    serve_options = BenchOptions(
+        base_url=None, host="127.0.0.1", port=8000, endpoint=endpoint,
+        backend=backend.value, model=model, tokenizer=tokenizer, dataset=dataset.value,
+        dataset_path=dataset_path, sharegpt_output_len=sharegpt_output_len,
+        custom_output_len=custom_output_len, skip_chat_template=skip_chat_template,
+        sonnet=(sonnet_input_len, sonnet_output_len, sonnet_prefix_len),
+        random_prefix_len=random_prefix_len,
+        prefix_repetition=(prefix_repetition_prefix_len, prefix_repetition_suffix_len,
+                           prefix_repetition_num_prefixes, prefix_repetition_output_len),
+        random_input_len=random_input_len, random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio, seed=seed, num_prompts=num_prompts,
+        max_concurrency=None, request_rate=math.inf, ignore_eos=ignore_eos,
+        warmup_requests=warmup_requests, percentile_metrics=percentile_metrics,
+        metric_percentiles=metric_percentiles, goodput=goodput or [], result_file=None,
+        label=None, insecure=insecure, ca_cert=ca_cert,
+    )
+    run_sweep(serve_options, SweepOptions(
+        base_urls=base_url, labels=label or [], max_concurrency=max_concurrency,
+        request_rate=request_rate, output_dir=output_dir, resume=not no_resume,
+        stop_at_slo=stop_at_slo or [], max_failed_ratio=max_failed_ratio,
+        disable_tqdm=disable_tqdm,
     ))

@@ -249,12 +249,13 @@ def test_bash_completion_reaches_nested_commands() -> None:
     script = ROOT / "completions" / "vrs.bash"
     probe = (f'source {script}; c() {{ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _vrs; '
              'echo "${COMPREPLY[*]}"; }; c vrs bench ""; c vrs bench serve --backend ""; '
-             'c vrs bench serve --port 80 --ignore; c vrs serve --dev')
+             'c vrs bench serve --port 80 --ignore; c vrs serve --dev; '
+             'c vrs bench sweep --stop')
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["serve --help",
+    assert out.stdout.splitlines() == ["serve sweep --help",
                                        "openai-completions openai-chat openai-responses "
                                        "anthropic-messages openai-embeddings vllm openai",
-                                       "--ignore-eos", "--device"]
+                                       "--ignore-eos", "--device", "--stop-at-slo"]
 
 
 class MockServer:

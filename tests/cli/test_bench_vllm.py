@@ -79,7 +79,7 @@ def flag_groups(argv: list[str]) -> list[tuple[str, str | None]]:
 
 def serve_command() -> Any:
     """The click command of `vrs bench serve`, as the vrs app builds it."""
-    return typer.main.get_command(app)
+    return typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
 
 
 def parse(args: list[str]) -> dict[str, Any]:

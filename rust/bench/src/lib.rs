@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod payload;
 pub mod runner;
 pub mod sse;
+pub mod sweep;
 
 use std::process::ExitCode;
 
@@ -40,13 +41,46 @@ pub enum BenchCommand {
         #[arg(long, value_name = "JSON")]
         args_json: String,
     },
+    /// Run `bench serve` over a list of concurrencies or request rates, against one or
+    /// more servers; writes a result JSON per point and a summary CSV (JSON-lines events
+    /// to stdout).
+    ///
+    /// Normally run by `vrs bench sweep`, which builds the settings document.
+    Sweep {
+        /// Every setting as one JSON object (keys: base_urls, labels, max_concurrency,
+        /// request_rate, output_dir, resume, stop_at_slo, max_failed_ratio, and serve:
+        /// the `bench serve` keys but base_url, label, max_concurrency, request_rate).
+        #[arg(long, value_name = "JSON")]
+        args_json: String,
+    },
 }
 
 /// Runs a `bench` subcommand; failures are an error event and a non-zero exit code.
 pub fn run(cli: BenchCli) -> ExitCode {
     match cli.command {
         BenchCommand::Serve { args_json } => serve(&args_json),
+        BenchCommand::Sweep { args_json } => sweep(&args_json),
     }
+}
+
+/// Runs `future` on a new multi-threaded runtime; `None` (after an error event) when the
+/// runtime cannot start.
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> Option<T> {
+    raise_open_file_limit();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("vrs-bench")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            events::error(&format!("cannot start the async runtime: {e}"));
+            return None;
+        }
+    };
+    let outcome = runtime.block_on(future);
+    runtime.shutdown_background();
+    Some(outcome)
 }
 
 /// `bench serve --args-json JSON`.
@@ -58,26 +92,35 @@ pub fn serve(args_json: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    raise_open_file_limit();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("vrs-bench")
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            events::error(&format!("cannot start the async runtime: {e}"));
-            return ExitCode::FAILURE;
-        }
+    let Some(outcome) = block_on(runner::bench(args)) else {
+        return ExitCode::FAILURE;
     };
-    let outcome = runtime.block_on(runner::bench(args));
-    runtime.shutdown_background();
     match outcome {
         Ok(result) => {
             events::emit("result", result);
             ExitCode::SUCCESS
         }
         Err(message) => {
+            events::error(&message);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `bench sweep --args-json JSON`: exit 0 when every server's sweep ran (or stopped on
+/// its results), 1 when a point could not run, 2 for invalid settings.
+pub fn sweep(args_json: &str) -> ExitCode {
+    let plan = match sweep::Sweep::from_json(args_json) {
+        Ok(plan) => plan,
+        Err(message) => {
+            events::error(&message);
+            return ExitCode::from(2);
+        }
+    };
+    match block_on(sweep::run(plan)) {
+        Some(Ok(true)) => ExitCode::SUCCESS,
+        Some(Ok(false)) | None => ExitCode::FAILURE,
+        Some(Err(message)) => {
             events::error(&message);
             ExitCode::FAILURE
         }
