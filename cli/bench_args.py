@@ -57,6 +57,19 @@ class BenchOptions:
     prefix_repetition: tuple[int, int, int, int] = (256, 256, 10, 128)
 
 
+def workload(shared: dict[str, Any]) -> dict[str, Any]:
+    """BenchOptions' fields from the options of ``cli.bench_options.workload_options``
+    (as typer passes them: enums, the grouped dataset lengths)."""
+    values = dict(shared)
+    values["backend"] = values["backend"].value
+    values["dataset"] = values["dataset"].value
+    values["goodput"] = values["goodput"] or []
+    values["sonnet"] = tuple(values.pop(f"sonnet_{k}_len") for k in ("input", "output", "prefix"))
+    values["prefix_repetition"] = tuple(values.pop(f"prefix_repetition_{k}") for k in (
+        "prefix_len", "suffix_len", "num_prefixes", "output_len"))
+    return values
+
+
 def _items(text: str) -> list[str]:
     return [item for item in re.split(r"[,\s]+", text.strip()) if item]
 

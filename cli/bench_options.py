@@ -149,3 +149,39 @@ CaCertOption = Annotated[Path | None, typer.Option(
     exists=True, dir_okay=False, metavar="PATH",
     help="https: PEM file of the CA certificates the server's certificate must chain "
          "to. Default: the system's trust store.")]
+
+
+def workload_options(
+    endpoint: EndpointOption = None,
+    backend: BackendOption = Backend.openai_completions,
+    model: ModelOption = None,
+    tokenizer: TokenizerOption = None,
+    dataset: DatasetOption = Dataset.random,
+    dataset_path: DatasetPathOption = None,
+    sharegpt_output_len: SharegptOutputLenOption = None,
+    custom_output_len: CustomOutputLenOption = 256,
+    prefix_repetition_prefix_len: PrefixRepetitionPrefixLenOption = 256,
+    prefix_repetition_suffix_len: PrefixRepetitionSuffixLenOption = 256,
+    prefix_repetition_num_prefixes: PrefixRepetitionNumPrefixesOption = 10,
+    prefix_repetition_output_len: PrefixRepetitionOutputLenOption = 128,
+    sonnet_input_len: SonnetInputLenOption = 550,
+    sonnet_output_len: SonnetOutputLenOption = 150,
+    sonnet_prefix_len: SonnetPrefixLenOption = 200,
+    skip_chat_template: SkipChatTemplateOption = False,
+    random_input_len: RandomInputLenOption = 1024,
+    random_output_len: RandomOutputLenOption = 128,
+    random_range_ratio: RandomRangeRatioOption = 0.0,
+    random_prefix_len: RandomPrefixLenOption = 0,
+    seed: SeedOption = 0,
+    num_prompts: NumPromptsOption = 1000,
+    ignore_eos: IgnoreEosOption = False,
+    warmup_requests: WarmupRequestsOption = 0,
+    percentile_metrics: PercentileMetricsOption = None,
+    metric_percentiles: MetricPercentilesOption = "99",
+    goodput: GoodputOption = None,
+    insecure: InsecureOption = False,
+    ca_cert: CaCertOption = None,
+) -> None:
+    """The options of `bench serve` and `bench sweep` (what is sent, and how it is
+    measured): a declaration, read by ``cli.server_options.with_options``; calling it does
+    nothing."""

@@ -92,9 +92,11 @@ def shared_parameters(declaration: Callable[..., None]) -> list[inspect.Paramete
     return list(inspect.signature(declaration, eval_str=True).parameters.values())
 
 
-def with_options(declaration: Callable[..., None]) -> Callable[[Command], Command]:
+def with_options(declaration: Callable[..., None],
+                 own_first: bool = False) -> Callable[[Command], Command]:
     """A decorator giving a command the parameters of ``declaration`` first, then its
-    own (all but its ``**shared``, which receives the declared ones when typer calls it)."""
+    own (all but its ``**shared``, which receives the declared ones when typer calls it);
+    ``own_first``: its own first."""
     shared = shared_parameters(declaration)
 
     def decorate(command: Command) -> Command:
@@ -107,8 +109,8 @@ def with_options(declaration: Callable[..., None]) -> Callable[[Command], Comman
         if twice:
             raise TypeError(f"{command.__name__} declares {', '.join(twice)}, which "
                             f"{declaration.__name__} declares already; drop its own")
-        vars(command)["__signature__"] = inspect.Signature(
-            [*shared, *own], return_annotation=None)
+        ordered = [*own, *shared] if own_first else [*shared, *own]
+        vars(command)["__signature__"] = inspect.Signature(ordered, return_annotation=None)
         return command
 
     return decorate

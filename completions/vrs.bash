@@ -23,6 +23,12 @@ _vrs() {
         --base-url) return ;;
         --host) return ;;
         --port) return ;;
+        --max-concurrency) return ;;
+        --request-rate) return ;;
+        --result-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --result-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --result-filename) return ;;
+        --label) return ;;
         --endpoint) return ;;
         --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages openai-embeddings vllm openai" -- "$cur")); return ;;
         --model) return ;;
@@ -44,19 +50,13 @@ _vrs() {
         --random-prefix-len) return ;;
         --seed) return ;;
         --num-prompts) return ;;
-        --max-concurrency) return ;;
-        --request-rate) return ;;
         --warmup-requests|--num-warmups) return ;;
         --percentile-metrics) return ;;
         --metric-percentiles) return ;;
         --goodput) return ;;
-        --result-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --result-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --result-filename) return ;;
-        --label) return ;;
         --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --host --port --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --max-concurrency --request-rate --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --result-file --save-result --result-dir --result-filename --label --insecure --ca-cert --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --host --port --max-concurrency --request-rate --result-file --save-result --result-dir --result-filename --label --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --insecure --ca-cert --help" -- "$cur"))
         return ;;
     "bench sweep")
         case "$prev" in

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 import cli.bench_options as opt
 from cli.bench_vllm import VllmFlagsCommand
+from cli.server_options import with_options
 
 app = typer.Typer(
     name="bench",
@@ -23,6 +24,7 @@ app = typer.Typer(
 
 
 @app.command("serve", cls=VllmFlagsCommand)
+@with_options(opt.workload_options, own_first=True)
 def serve(
     base_url: Annotated[str | None, typer.Option(
         help="Server address, e.g. http://127.0.0.1:8000 or https://host:8443. "
@@ -31,38 +33,11 @@ def serve(
         = "127.0.0.1",
     port: Annotated[int, typer.Option(
         min=1, max=65535, help="Server port (when --base-url is not given).")] = 8000,
-    endpoint: opt.EndpointOption = None,
-    backend: opt.BackendOption = opt.Backend.openai_completions,
-    model: opt.ModelOption = None,
-    tokenizer: opt.TokenizerOption = None,
-    dataset: opt.DatasetOption = opt.Dataset.random,
-    dataset_path: opt.DatasetPathOption = None,
-    sharegpt_output_len: opt.SharegptOutputLenOption = None,
-    custom_output_len: opt.CustomOutputLenOption = 256,
-    prefix_repetition_prefix_len: opt.PrefixRepetitionPrefixLenOption = 256,
-    prefix_repetition_suffix_len: opt.PrefixRepetitionSuffixLenOption = 256,
-    prefix_repetition_num_prefixes: opt.PrefixRepetitionNumPrefixesOption = 10,
-    prefix_repetition_output_len: opt.PrefixRepetitionOutputLenOption = 128,
-    sonnet_input_len: opt.SonnetInputLenOption = 550,
-    sonnet_output_len: opt.SonnetOutputLenOption = 150,
-    sonnet_prefix_len: opt.SonnetPrefixLenOption = 200,
-    skip_chat_template: opt.SkipChatTemplateOption = False,
-    random_input_len: opt.RandomInputLenOption = 1024,
-    random_output_len: opt.RandomOutputLenOption = 128,
-    random_range_ratio: opt.RandomRangeRatioOption = 0.0,
-    random_prefix_len: opt.RandomPrefixLenOption = 0,
-    seed: opt.SeedOption = 0,
-    num_prompts: opt.NumPromptsOption = 1000,
     max_concurrency: Annotated[int | None, typer.Option(
         min=1, help="Most requests in flight at once. Default: no limit.")] = None,
     request_rate: Annotated[float, typer.Option(
         min=0.0,
         help="Requests per second, Poisson arrivals; inf sends all at once.")] = math.inf,
-    ignore_eos: opt.IgnoreEosOption = False,
-    warmup_requests: opt.WarmupRequestsOption = 0,
-    percentile_metrics: opt.PercentileMetricsOption = None,
-    metric_percentiles: opt.MetricPercentilesOption = "99",
-    goodput: opt.GoodputOption = None,
     result_file: Annotated[Path | None, typer.Option(
         dir_okay=False, help="Write the result JSON (vLLM's key names) to this file.")]
         = None,
@@ -76,8 +51,7 @@ def serve(
         help="With --save-result: the result file's name instead of vLLM's.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run, kept in the "
                                                       "result.")] = None,
-    insecure: opt.InsecureOption = False,
-    ca_cert: opt.CaCertOption = None,
+    **shared: Any,
 ) -> None:
     """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
 
@@ -90,29 +64,19 @@ def serve(
     --save-result, --backend vllm...); the others are refused with what vrs offers
     instead.
     """
-    from cli.bench_args import BenchOptions
+    from cli.bench_args import BenchOptions, workload
     from cli.bench_runner import run_bench
 
     run_bench(BenchOptions(
-        base_url=base_url, host=host, port=port, endpoint=endpoint, backend=backend.value,
-        model=model, tokenizer=tokenizer, dataset=dataset.value, dataset_path=dataset_path,
-        sharegpt_output_len=sharegpt_output_len, custom_output_len=custom_output_len,
-        skip_chat_template=skip_chat_template,
-        sonnet=(sonnet_input_len, sonnet_output_len, sonnet_prefix_len),
-        random_prefix_len=random_prefix_len,
-        prefix_repetition=(prefix_repetition_prefix_len, prefix_repetition_suffix_len,
-                           prefix_repetition_num_prefixes, prefix_repetition_output_len),
-        random_input_len=random_input_len, random_output_len=random_output_len,
-        random_range_ratio=random_range_ratio, seed=seed, num_prompts=num_prompts,
-        max_concurrency=max_concurrency, request_rate=request_rate, ignore_eos=ignore_eos,
-        warmup_requests=warmup_requests, percentile_metrics=percentile_metrics,
-        metric_percentiles=metric_percentiles, goodput=goodput or [],
-        result_file=result_file, save_result=save_result, result_dir=result_dir,
-        result_filename=result_filename, label=label, insecure=insecure, ca_cert=ca_cert,
+        base_url=base_url, host=host, port=port, max_concurrency=max_concurrency,
+        request_rate=request_rate, result_file=result_file, save_result=save_result,
+        result_dir=result_dir, result_filename=result_filename, label=label,
+        **workload(shared),
     ))
 
 
 @app.command("sweep", cls=VllmFlagsCommand)
+@with_options(opt.workload_options, own_first=True)
 def sweep(
     base_url: Annotated[list[str], typer.Option(
         metavar="URL",
@@ -146,35 +110,7 @@ def sweep(
              "requests failed.")] = 0.05,
     disable_tqdm: Annotated[bool, typer.Option(
         "--disable-tqdm", help="No live progress display (plain lines instead).")] = False,
-    endpoint: opt.EndpointOption = None,
-    backend: opt.BackendOption = opt.Backend.openai_completions,
-    model: opt.ModelOption = None,
-    tokenizer: opt.TokenizerOption = None,
-    dataset: opt.DatasetOption = opt.Dataset.random,
-    dataset_path: opt.DatasetPathOption = None,
-    sharegpt_output_len: opt.SharegptOutputLenOption = None,
-    custom_output_len: opt.CustomOutputLenOption = 256,
-    prefix_repetition_prefix_len: opt.PrefixRepetitionPrefixLenOption = 256,
-    prefix_repetition_suffix_len: opt.PrefixRepetitionSuffixLenOption = 256,
-    prefix_repetition_num_prefixes: opt.PrefixRepetitionNumPrefixesOption = 10,
-    prefix_repetition_output_len: opt.PrefixRepetitionOutputLenOption = 128,
-    sonnet_input_len: opt.SonnetInputLenOption = 550,
-    sonnet_output_len: opt.SonnetOutputLenOption = 150,
-    sonnet_prefix_len: opt.SonnetPrefixLenOption = 200,
-    skip_chat_template: opt.SkipChatTemplateOption = False,
-    random_input_len: opt.RandomInputLenOption = 1024,
-    random_output_len: opt.RandomOutputLenOption = 128,
-    random_range_ratio: opt.RandomRangeRatioOption = 0.0,
-    random_prefix_len: opt.RandomPrefixLenOption = 0,
-    seed: opt.SeedOption = 0,
-    num_prompts: opt.NumPromptsOption = 1000,
-    ignore_eos: opt.IgnoreEosOption = False,
-    warmup_requests: opt.WarmupRequestsOption = 0,
-    percentile_metrics: opt.PercentileMetricsOption = None,
-    metric_percentiles: opt.MetricPercentilesOption = "99",
-    goodput: opt.GoodputOption = None,
-    insecure: opt.InsecureOption = False,
-    ca_cert: opt.CaCertOption = None,
+    **shared: Any,
 ) -> None:
     """Run `bench serve` over a list of concurrencies or request rates, on one or more
     servers.
@@ -186,25 +122,12 @@ def sweep(
     cannot run, fails more than --max-failed-ratio of its requests, or passes a
     --stop-at-slo bound. Every other option is bench serve's, applied at each point.
     """
-    from cli.bench_args import BenchOptions
+    from cli.bench_args import BenchOptions, workload
     from cli.bench_sweep import SweepOptions, run_sweep
 
     serve_options = BenchOptions(
-        base_url=None, host="127.0.0.1", port=8000, endpoint=endpoint,
-        backend=backend.value, model=model, tokenizer=tokenizer, dataset=dataset.value,
-        dataset_path=dataset_path, sharegpt_output_len=sharegpt_output_len,
-        custom_output_len=custom_output_len, skip_chat_template=skip_chat_template,
-        sonnet=(sonnet_input_len, sonnet_output_len, sonnet_prefix_len),
-        random_prefix_len=random_prefix_len,
-        prefix_repetition=(prefix_repetition_prefix_len, prefix_repetition_suffix_len,
-                           prefix_repetition_num_prefixes, prefix_repetition_output_len),
-        random_input_len=random_input_len, random_output_len=random_output_len,
-        random_range_ratio=random_range_ratio, seed=seed, num_prompts=num_prompts,
-        max_concurrency=None, request_rate=math.inf, ignore_eos=ignore_eos,
-        warmup_requests=warmup_requests, percentile_metrics=percentile_metrics,
-        metric_percentiles=metric_percentiles, goodput=goodput or [], result_file=None,
-        label=None, insecure=insecure, ca_cert=ca_cert,
-    )
+        base_url=None, host="127.0.0.1", port=8000, max_concurrency=None,
+        request_rate=math.inf, result_file=None, label=None, **workload(shared))
     run_sweep(serve_options, SweepOptions(
         base_urls=base_url, labels=label or [], max_concurrency=max_concurrency,
         request_rate=request_rate, output_dir=output_dir, resume=not no_resume,
