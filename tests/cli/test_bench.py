@@ -66,11 +66,12 @@ def demo_model() -> Path:
     return ensure_demo_model()
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """Streams `max_tokens` one-word chunks, TOKEN_GAP_S apart, then usage and [DONE]."""
+class FakeServer(BaseHTTPRequestHandler):
+    """A quiet stdlib handler whose GET /v1/models lists one model, MODEL_ID, rooted at
+    `model_root` (its tokenizer makes the prompts); JSON answers through `_json`."""
 
+    MODEL_ID = "fake-model"
     model_root = ""
-    bodies: list[dict[str, Any]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -88,7 +89,13 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"no route {self.path}"}})
             return
         self._json(200, {"object": "list", "data": [
-            {"id": "fake-model", "object": "model", "root": self.model_root}]})
+            {"id": self.MODEL_ID, "object": "model", "root": self.model_root}]})
+
+
+class FakeOpenAI(FakeServer):
+    """Streams `max_tokens` one-word chunks, TOKEN_GAP_S apart, then usage and [DONE]."""
+
+    bodies: list[dict[str, Any]] = []
 
     def do_POST(self) -> None:
         chat = self.path == "/v1/chat/completions"

@@ -10,13 +10,14 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli.test_bench import (  # noqa: F401
+    FakeServer,
     MockServer,
     bench,
     demo_model,
@@ -35,35 +36,17 @@ def server_tokens(text: str) -> int:
     return len(text.split()) + EXTRA_TOKENS
 
 
-class FakeEmbeddings(BaseHTTPRequestHandler):
+class FakeEmbeddings(FakeServer):
     """GET /v1/models lists one model rooted at the demo model (its tokenizer makes the
     prompts); POST /v1/embeddings answers each input with a 4-dim vector. The POSTs whose
     index is in `fail_status` get that status, those in `no_data` a body without `data`."""
 
-    model_root = ""
+    MODEL_ID = "fake-embed"
     bodies: list[dict[str, Any]] = []
     answered_ok: list[bool] = []
     fail_status: dict[int, int] = {}
     no_data: set[int] = set()
     lock = threading.Lock()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _json(self, status: int, value: Any) -> None:
-        data = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        if self.path != "/v1/models":
-            self._json(404, {"error": {"message": f"no route {self.path}"}})
-            return
-        self._json(200, {"object": "list", "data": [
-            {"id": "fake-embed", "object": "model", "root": self.model_root}]})
 
     def do_POST(self) -> None:
         if self.path != "/v1/embeddings":
