@@ -59,7 +59,9 @@ def unsupported_message(hf_config: dict[str, Any]) -> str:
         message += ("; its config.json points at code in the model repository (auto_map), "
                     "and vrs does not run model-repository code, with or without "
                     "--trust-remote-code")
-    return (f"{message}. Supported architectures: {', '.join(supported_architectures())} "
+    return (f"{message}. Supported architectures: {', '.join(supported_architectures())}; "
+            "and, pooling only, the encoders BERT, RoBERTa, XLM-RoBERTa and ModernBERT "
+            "(*Model, *ForMaskedLM, *ForSequenceClassification) "
             "(--mock serves any model with a tokenizer, without its weights)")
 
 
