@@ -282,7 +282,7 @@ class ModelEngine:
         """Run and sample the batch; if that raises, isolate the culprit: rerun one request
         at a time, so only the failing request ends (the others' results are kept)."""
         failed: list[_Failure] = []
-        pooled_state = [(req, req.pooled) for req in requests if req.pooling is not None]
+        pooled_state = [] if self.pooler is None else [(req, req.pooled) for req in requests]
         try:
             run = self._run(requests, num_new)
             return self._sample(run), run.prompt_logprobs, run.pooled, failed

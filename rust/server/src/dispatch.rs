@@ -310,13 +310,14 @@ async fn search(
 }
 
 /// Counts a refusal for overload (`vrs:requests_rejected_total`).
-fn rejected(state: &AppState, err: &ApiError) {
+pub(crate) fn rejected(state: &AppState, err: &ApiError) {
     if let Some(reason) = err.rejection() {
         state.metrics.rejected(reason);
     }
 }
 
-fn now_f64() -> f64 {
+/// Unix time in seconds (the engine request's `arrival_time`).
+pub(crate) fn now_f64() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

@@ -15,6 +15,7 @@ use serde_json::Value;
 use vrs_engine_client::{EngineEvent, RequestHandle};
 use vrs_wire::{EngineCoreOutput, PoolingParams, SamplingParams};
 
+use crate::dispatch::{now_f64, rejected};
 use crate::edge::admission::Permit;
 use crate::edge::body::request_body;
 use crate::edge::error::ApiError;
@@ -274,17 +275,4 @@ fn report(
             generation_tokens: 0,
         },
     );
-}
-
-/// Counts a refusal for overload (`vrs:requests_rejected_total`).
-fn rejected(state: &AppState, err: &ApiError) {
-    if let Some(reason) = err.rejection() {
-        state.metrics.rejected(reason);
-    }
-}
-
-fn now_f64() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
