@@ -60,6 +60,12 @@ class Convert(StrEnum):
     score = "score"
 
 
+class ModelImpl(StrEnum):
+    auto = "auto"
+    vrs = "vrs"
+    transformers = "transformers"
+
+
 class FrontendKind(StrEnum):
     rust = "rust"
     python = "python"
@@ -127,6 +133,12 @@ ConvertOpt = Annotated[Convert, typer.Option(
          "encoder). classify: its classification head. score: a cross-encoder, or a "
          "decoder's yes/no reranker (Qwen3-Reranker). auto: read from the checkpoint; "
          "none: no conversion.")]
+ModelImplOpt = Annotated[ModelImpl, typer.Option(
+    help="vLLM's: which implementation runs the model. vrs: vrs's own decoder (Llama, "
+         "Qwen2, Qwen3). transformers: the model class transformers ships, on vrs's paged "
+         "KV cache and attention (any text decoder-only causal LM; never code from the "
+         "model repository). auto: vrs's decoder where it has the family, else "
+         "transformers.")]
 MaxNumBatchedTokens = Annotated[int, typer.Option(
     min=1, help="Token budget of one engine step (long prompts are chunked).")]
 KvCacheMemory = Annotated[str | None, typer.Option(

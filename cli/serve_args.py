@@ -51,6 +51,7 @@ class ServeOptions:
     scheduling_policy: str = "fcfs"
     runner: str = "auto"
     convert: str = "auto"
+    model_impl: str = "auto"
     chat_template_content_format: str = "auto"
     mock_replies: Path | None = None
     api_key: str | None = None
@@ -202,6 +203,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "enforce_eager": options.enforce_eager,
         "runner": options.runner,
         "convert": options.convert,
+        "model_impl": options.model_impl,
         "mock_step_delay_ms": options.mock_step_delay_ms,
         "mock_replies": _mock_replies(options.mock_replies),
         "structured_outputs_compile_timeout": options.structured_outputs_compile_timeout,

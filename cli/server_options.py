@@ -40,6 +40,7 @@ def server_options(
     scheduling_policy: o.SchedulingPolicyOpt = o.SchedulingPolicy.fcfs,
     runner: o.RunnerOpt = o.Runner.auto,
     convert: o.ConvertOpt = o.Convert.auto,
+    model_impl: o.ModelImplOpt = o.ModelImpl.auto,
     kv_cache_memory: o.KvCacheMemory = None,
     gpu_memory_utilization: o.GpuMemoryUtilization = 0.9,
     enable_prefix_caching: o.EnablePrefixCaching = True,

@@ -20,6 +20,9 @@ RUNNERS = ("auto", "generate", "pooling")
 # sentence embeddings; classify: its classification head; score: a cross-encoder or a
 # yes/no reranker's relevance score).
 CONVERTS = ("auto", "none", "embed", "classify", "score")
+# vLLM's --model-impl: auto (vrs's own decoder where it has the family, else the
+# transformers backend), vrs, or transformers.
+MODEL_IMPLS = ("auto", "vrs", "transformers")
 
 
 class ConfigError(ValueError):
@@ -69,6 +72,7 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     log_level: str = "info"
     runner: str = "auto"
     convert: str = "auto"
+    model_impl: str = "auto"
 
     def validate(self) -> EngineConfig:
         _check(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
@@ -84,6 +88,8 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
         _check(self.runner != "generate" or self.convert in ("auto", "none"), "convert",
                "auto or none with runner generate (embed, classify and score need a "
                "pooling runner)", self.convert)
+        _check(self.model_impl in MODEL_IMPLS, "model_impl",
+               f"one of {', '.join(MODEL_IMPLS)}", self.model_impl)
         _check(self.scheduling_policy in SCHEDULING_POLICIES, "scheduling_policy",
                f"one of {', '.join(SCHEDULING_POLICIES)}", self.scheduling_policy)
         _check(self.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",

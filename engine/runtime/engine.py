@@ -38,8 +38,10 @@ from engine.runtime.model_runner import (
     ModelRunner,
     RunOutput,
 )
-from engine.runtime.models import load_model, resolve_config
+from engine.runtime.models import load_model, max_positions, pick_impl
+from engine.runtime.models.base import Model
 from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.models.transformers_model import TransformersModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
 from engine.runtime.pooling.decoder_pooler import DecoderPooler, converts_lm, rerank_token_ids
 from engine.runtime.pooling.task import pooling_convert
@@ -61,7 +63,7 @@ class ModelEngine:
     def __init__(
         self,
         config: EngineConfig,
-        model: DecoderModel,
+        model: Model,
         model_name: str,
         eos_token_ids: list[int],
         max_model_len: int,
@@ -114,8 +116,8 @@ class ModelEngine:
         torch.manual_seed(config.seed)
         model_dir = resolve_model_dir(config.model)
         hf_config = read_config(model_dir)
-        decoder_config = resolve_config(hf_config)  # unsupported architecture: fail early
-        model_limit = decoder_config.max_position_embeddings
+        impl = pick_impl(hf_config, config.model_impl)  # unsupported model: fail early
+        model_limit = max_positions(hf_config)
         if config.max_model_len is not None and config.max_model_len > model_limit:
             raise ConfigError(
                 f"invalid engine config: max_model_len={config.max_model_len}; allowed: "
@@ -123,20 +125,26 @@ class ModelEngine:
             )
         max_model_len = config.max_model_len or model_limit
         logger.info(
-            "loading %s (%s) on %s as %s",
+            "loading %s (%s) on %s as %s, %s",
             model_dir,
-            decoder_config.architecture,
+            (hf_config.get("architectures") or ["?"])[0],
             device,
             str(dtype).removeprefix("torch."),
+            "vrs's decoder" if impl == "vrs" else "transformers backend",
         )
         convert = pooling_convert(config.runner, config.convert, hf_config, model_dir)
+        if convert is not None and impl != "vrs":
+            raise ConfigError(
+                "invalid engine config: runner=pooling with the transformers backend; "
+                "allowed: pooling with vrs's own decoders (Llama, Qwen2, Qwen3) or the "
+                "encoders; the transformers backend serves generation (--runner generate)")
         tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
         lm_rows = None
         if convert is not None and converts_lm(hf_config, convert):
             lm_rows = rerank_token_ids(tokenizer_dir)
         start = time.perf_counter()
         model = load_model(model_dir, hf_config, dtype, device, max_model_len,
-                           need_lm_head=convert is None, lm_rows=lm_rows)
+                           need_lm_head=convert is None, lm_rows=lm_rows, impl=impl)
         logger.info(
             "model loaded in %.1fs (matmuls: %s: %s, torch threads: %d)",
             time.perf_counter() - start,
@@ -145,7 +153,9 @@ class ModelEngine:
             torch.get_num_threads(),
         )
 
-        attention = select_backend(device, config.enforce_eager)
+        attention = select_backend(
+            device, config.enforce_eager,
+            model.feature_summary() if isinstance(model, TransformersModel) else None)
         num_blocks, max_model_len = size_kv_cache(
             config, model, device, max_model_len, attention.kv_copies
         )
@@ -153,12 +163,14 @@ class ModelEngine:
         name = config.served_model_name or model_dir.name
         pooler = None
         if convert is not None:
+            assert isinstance(model, DecoderModel)  # pooling with transformers is refused
             pooler = DecoderPooler.build(model, model_dir, hf_config, convert, name)
             logger.info("pooling model: %s, %s pooling", ", ".join(pooler.spec.tasks),
                         pooler.spec.method)
         else:
             load_xgrammar()  # here, on one thread: the grammar threads only use it
-        forward = build_forward(config, model, config.max_num_batched_tokens)
+        forward = (build_forward(config, model, config.max_num_batched_tokens)
+                   if isinstance(model, DecoderModel) else None)
         return cls(
             config, model, name, eos, max_model_len, num_blocks, attention,
             tokenizer_dir if pooler is None else None, forward, pooler,

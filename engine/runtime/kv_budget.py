@@ -20,7 +20,7 @@ from engine.config import ConfigError, EngineConfig
 from engine.runtime.attention.sdpa import SdpaBackend
 from engine.runtime.kv_cache import cdiv
 from engine.runtime.model_runner import ModelRunner, kv_cache_bytes_per_block
-from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.models.base import Model
 from engine.runtime.prompt_logprobs import ROWS_PER_SLICE
 from engine.runtime.request import Request
 
@@ -31,7 +31,7 @@ CPU_DEFAULT_KV_BYTES = 1 << 30
 
 def size_kv_cache(
     config: EngineConfig,
-    model: DecoderModel,
+    model: Model,
     device: torch.device,
     max_model_len: int,
     kv_copies: int,
@@ -78,7 +78,7 @@ def size_kv_cache(
 
 def kv_budget(
     config: EngineConfig,
-    model: DecoderModel,
+    model: Model,
     device: torch.device,
     bytes_per_block: int,
     max_model_len: int,

@@ -23,7 +23,7 @@ import torch
 
 from engine import protocol as p
 from engine.runtime.attention.base import AttentionBackend, AttentionMetadata, StepBatch
-from engine.runtime.models.decoder import DecoderModel
+from engine.runtime.models.base import Model
 from engine.runtime.prompt_logprobs import PromptSpan, compute_prompt_logprobs
 from engine.runtime.request import Request
 
@@ -69,7 +69,7 @@ Forward = Callable[[torch.Tensor, torch.Tensor, AttentionMetadata, list[torch.Te
                    torch.Tensor]
 
 
-def kv_cache_bytes_per_block(model: DecoderModel, block_size: int) -> int:
+def kv_cache_bytes_per_block(model: Model, block_size: int) -> int:
     cfg = model.config
     elem = torch.empty((), dtype=model.dtype).element_size()
     return 2 * cfg.num_layers * block_size * cfg.num_kv_heads * cfg.head_dim * elem
@@ -78,7 +78,7 @@ def kv_cache_bytes_per_block(model: DecoderModel, block_size: int) -> int:
 class ModelRunner:
     def __init__(
         self,
-        model: DecoderModel,
+        model: Model,
         num_blocks: int,
         block_size: int,
         attention: AttentionBackend,

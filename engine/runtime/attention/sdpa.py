@@ -15,13 +15,14 @@ Each group of the step is one ``scaled_dot_product_attention`` call:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from engine.runtime.attention.base import AttentionBackend, AttentionMetadata, StepBatch, write_kv
+from engine.runtime.attention.features import LayerFeatures, attend, visible
 from engine.runtime.kv_cache import cdiv
 
 
@@ -85,6 +86,10 @@ class SdpaMetadata(AttentionMetadata):
     chunk_blocks: torch.Tensor | None  # [num_chunks * nb]; None: keys are the chunk itself
     chunk_num_blocks: int
     chunk_mask: torch.Tensor | None  # [num_chunks, 1, chunk_len, nb * block_size] bool
+    # Host-side positions, for ``forward_features`` only (turned into tensors once a step).
+    single_ctx: list[int] = field(default_factory=list)
+    chunk_starts: np.ndarray | None = None
+    _positions: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(
         self, layer: int, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
@@ -98,6 +103,59 @@ class SdpaMetadata(AttentionMetadata):
         if len(outputs) == 1:
             return outputs[0]
         return torch.cat(outputs, dim=0)
+
+    def forward_features(
+        self, layer: int, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor,
+        scale: float, features: LayerFeatures,
+    ) -> torch.Tensor:
+        """``forward`` for a layer with a sliding window, soft-capping or sinks
+        (engine/runtime/attention/features.py): the same groups and gathers, and the
+        scores computed in float32 with the layer's features."""
+        write_kv(kv_cache, kv, self.slot_mapping)
+        single_pos, chunk_pos = self.positions(q.device)
+        window = features.sliding_window
+        n, num_heads, head_dim = self.num_single, q.shape[1], q.shape[2]
+        outputs: list[torch.Tensor] = []
+        if n:
+            assert self.single_blocks is not None
+            keys, values = self.gather.gather(kv_cache, self.single_blocks, n,
+                                              self.single_num_blocks)
+            seen = visible(single_pos[:, None], keys.shape[2], window)
+            out = attend(q[:n].unsqueeze(2), keys, values, seen, scale, features)
+            outputs.append(out.reshape(n, num_heads * head_dim))
+        if self.num_chunks:
+            c, qlen, kv_heads = self.num_chunks, self.chunk_len, kv.shape[2]
+            qc = q[n:]
+            if self.chunk_index is not None:
+                qc = qc.index_select(0, self.chunk_index)
+            queries = qc.reshape(c, qlen, num_heads, head_dim).transpose(1, 2)
+            if self.chunk_blocks is None:  # fresh prompts: the keys are the chunk's own
+                kvc = kv[n:]
+                if self.chunk_index is not None:
+                    kvc = kvc.index_select(0, self.chunk_index)
+                kvc = kvc.view(c, qlen, 2, kv_heads, head_dim)
+                keys, values = kvc[:, :, 0].transpose(1, 2), kvc[:, :, 1].transpose(1, 2)
+            else:
+                keys, values = self.gather.gather(kv_cache, self.chunk_blocks, c,
+                                                  self.chunk_num_blocks)
+            seen = visible(chunk_pos, keys.shape[2], window)
+            out = attend(queries, keys, values, seen, scale, features)
+            out = out.transpose(1, 2).reshape(c * qlen, num_heads * head_dim)
+            if self.chunk_out_index is not None:
+                out = out.index_select(0, self.chunk_out_index)
+            outputs.append(out)
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=0)
+
+    def positions(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The position of each single query ``[n]`` and of each padded chunk row
+        ``[c, chunk_len]`` (a chunk without earlier context starts at 0)."""
+        if self._positions is None:
+            single = torch.tensor(self.single_ctx, dtype=torch.long) - 1
+            starts = self.chunk_starts if self.chunk_starts is not None else np.zeros(0)
+            chunk = torch.from_numpy(
+                starts.astype(np.int64)[:, None] + np.arange(self.chunk_len)[None, :])
+            self._positions = (single.to(device), chunk.to(device))
+        return self._positions
 
     def single_forward(self, q: torch.Tensor, kv_cache: torch.Tensor, scale: float) -> torch.Tensor:
         """The single-token queries (the first ``num_single`` rows of ``q``)."""
@@ -209,4 +267,6 @@ class SdpaBackend(AttentionBackend):
             chunk_blocks=to_dev(chunk_blocks),
             chunk_num_blocks=chunk_nb,
             chunk_mask=to_dev(chunk_mask),
+            single_ctx=batch.single_ctx if singles else [],
+            chunk_starts=batch.chunk_starts,
         )

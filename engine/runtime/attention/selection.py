@@ -21,11 +21,22 @@ logger = logging.getLogger("vrs.engine")
 CHOICES = ("auto", "resident", "sdpa", "flex")
 
 
-def select_backend(device: torch.device, enforce_eager: bool) -> AttentionBackend:
-    """The backend for this engine; the choice and the reason are logged."""
+def select_backend(device: torch.device, enforce_eager: bool,
+                   features: str | None = None) -> AttentionBackend:
+    """The backend for this engine; the choice and the reason are logged. ``features``:
+    what the model's layers ask beyond plain causal attention (a sliding window,
+    soft-capping, sinks; engine/runtime/attention/features.py), which only the gather +
+    SDPA backend computes."""
     wanted = os.environ.get("VRS_ATTENTION", "auto")
     if wanted not in CHOICES:
         raise ValueError(f"VRS_ATTENTION={wanted!r}; allowed: {', '.join(CHOICES)}")
+    if features is not None:
+        if wanted not in ("auto", "sdpa"):
+            raise ValueError(f"VRS_ATTENTION={wanted} cannot compute what this model's "
+                             f"layers ask: {features}; use sdpa or auto")
+        backend: AttentionBackend = SdpaBackend(device)
+        logger.info("attention backend: %s (the layers ask for %s)", backend.name, features)
+        return backend
     backend, reason = _choose(wanted, device, enforce_eager)
     logger.info("attention backend: %s (%s)", backend.name, reason)
     return backend

@@ -1,4 +1,6 @@
-"""Model registry: HF ``architectures`` name -> decoder options of its family."""
+"""Model registry: HF ``architectures`` name -> decoder options of its family, and which
+implementation serves a checkpoint (``--model-impl``): vrs's own decoder, or the
+transformers backend for every other decoder-only family transformers ships."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import torch
 
 from engine.runtime.loader import ModelLoadError, iter_weights
 from engine.runtime.models import llama, qwen2, qwen3
+from engine.runtime.models.base import Model
 from engine.runtime.models.decoder import DecoderConfig, DecoderModel, DecoderOptions
+from engine.runtime.models.transformers_support import transformers_refusal
 
 _FAMILIES = (llama, qwen2, qwen3)
 
@@ -33,14 +37,42 @@ class UnsupportedArchitectureError(ModelLoadError):
     pass
 
 
-def resolve_config(hf_config: dict[str, Any]) -> DecoderConfig:
-    """The decoder config of a checkpoint; a clear error for unsupported models."""
-    archs = hf_config.get("architectures") or []
+def _refuse_bidirectional(hf_config: dict[str, Any]) -> None:
     if hf_config.get("is_causal") is False or hf_config.get("use_bidirectional_attention"):
         raise UnsupportedArchitectureError(
             "this checkpoint's config.json asks for bidirectional attention (is_causal false "
             "or use_bidirectional_attention), and vrs's decoder attends causally only: its "
             "answers would be wrong")
+
+
+def pick_impl(hf_config: dict[str, Any], wanted: str) -> str:
+    """``vrs`` or ``transformers``: which implementation serves this checkpoint under
+    ``--model-impl wanted``; a clear error when none can."""
+    _refuse_bidirectional(hf_config)
+    own = any(arch in REGISTRY for arch in hf_config.get("architectures") or [])
+    if wanted == "vrs" or (wanted == "auto" and own):
+        resolve_config(hf_config)
+        return "vrs"
+    refusal = transformers_refusal(hf_config)
+    if refusal is None:
+        return "transformers"
+    if wanted == "transformers":
+        raise UnsupportedArchitectureError(
+            f"--model-impl transformers cannot serve this model: {refusal}")
+    raise UnsupportedArchitectureError(f"{unsupported_message(hf_config)}. The transformers "
+                                       f"backend cannot serve it either: {refusal}")
+
+
+def max_positions(hf_config: dict[str, Any]) -> int:
+    """The model's own length limit (``max_position_embeddings``, else 2048)."""
+    text = hf_config.get("text_config") or hf_config
+    return int(text.get("max_position_embeddings") or 2048)
+
+
+def resolve_config(hf_config: dict[str, Any]) -> DecoderConfig:
+    """The decoder config of a checkpoint; a clear error for unsupported models."""
+    archs = hf_config.get("architectures") or []
+    _refuse_bidirectional(hf_config)
     for arch in archs:
         if arch in REGISTRY:
             return DecoderConfig.from_hf(hf_config, REGISTRY[arch](hf_config))
@@ -59,7 +91,9 @@ def unsupported_message(hf_config: dict[str, Any]) -> str:
         message += ("; its config.json points at code in the model repository (auto_map), "
                     "and vrs does not run model-repository code, with or without "
                     "--trust-remote-code")
-    return (f"{message}. Supported architectures: {', '.join(supported_architectures())}; "
+    return (f"{message}. vrs's own decoder serves {', '.join(supported_architectures())}; "
+            "the transformers backend (--model-impl auto or transformers) every text "
+            "decoder-only causal LM transformers ships; "
             "and, pooling only, the encoders BERT, RoBERTa, XLM-RoBERTa and ModernBERT "
             "(*Model, *ForMaskedLM, *ForSequenceClassification) "
             "(--mock serves any model with a tokenizer, without its weights)")
@@ -73,8 +107,14 @@ def load_model(
     max_len: int,
     need_lm_head: bool = True,
     lm_rows: list[int] | None = None,
-) -> DecoderModel:
-    """Build the decoder for ``model_dir`` and load its safetensors weights."""
+    impl: str = "vrs",
+) -> Model:
+    """Build the model for ``model_dir`` (``impl`` from ``pick_impl``) and load its
+    safetensors weights."""
+    if impl == "transformers":
+        from engine.runtime.models.transformers_model import TransformersModel
+
+        return TransformersModel(model_dir, hf_config, dtype, device)
     config = resolve_config(hf_config)
     model = DecoderModel(config, dtype, device)
     model.load_weights(dict(iter_weights(model_dir, dtype, device)), need_lm_head, lm_rows)

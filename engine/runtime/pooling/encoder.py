@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,41 +19,11 @@ from typing import Any
 import torch
 
 from engine.runtime.loader import ModelLoadError, read_config, resolve_model_dir
-from engine.runtime.models.decoder import Linear, pick_linear
+from engine.runtime.models.linear import pack_linears
 from engine.runtime.pooling.head import EmbedHead, pool_padded
 from engine.runtime.pooling.spec import PoolingSpec
 
 logger = logging.getLogger("vrs.engine")
-
-
-class PackedLinear(torch.nn.Module):
-    """A transformers ``nn.Linear`` on the decoder's CPU matmul (``pick_linear``: oneDNN
-    with the weight packed once), over any leading dimensions."""
-
-    def __init__(self, linear: torch.nn.Linear, matmul: Linear,
-                 pack: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.weight = pack(linear.weight.detach())
-        self.bias = None if linear.bias is None else linear.bias.detach()
-        self.matmul = matmul
-        self.out_features = linear.out_features
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, x.shape[-1])
-        return self.matmul(rows, self.weight, self.bias).reshape(*x.shape[:-1],
-                                                                 self.out_features)
-
-
-def pack_linears(model: torch.nn.Module, device: torch.device, dtype: torch.dtype) -> str:
-    """Put every ``nn.Linear`` of ``model`` on the CPU matmul ``pick_linear`` chooses
-    (``VRS_CPU_MATMUL`` as for the decoder); returns "name: reason" for the log."""
-    backend = pick_linear(device, dtype)
-    if backend.name != "torch":
-        for module in list(model.modules()):
-            for name, child in list(module.named_children()):
-                if isinstance(child, torch.nn.Linear):
-                    setattr(module, name, PackedLinear(child, backend.linear, backend.pack))
-    return f"{backend.name}: {backend.reason}"
 
 
 @dataclass(frozen=True)
@@ -147,7 +116,7 @@ class EncoderModel:
         start = time.perf_counter()
         self.model = self._load(model_dir, family)
         self.head = EmbedHead(spec, device) if not self.classify else None
-        self.matmuls = pack_linears(self.model, device, dtype)
+        self.matmuls = ": ".join(pack_linears(self.model, device, dtype))
         logger.info("encoder loaded in %.1fs (attention: %s, matmuls: %s, torch threads: %d)",
                     time.perf_counter() - start, self.attention, self.matmuls,
                     torch.get_num_threads())
