@@ -115,8 +115,9 @@ def test_model_needing_its_own_code_is_refused(trust: bool, demo_model: Path,
         log = " ".join(server.log().split())
         assert "FooForCausalLM, model_type 'foo'" in log
         assert "vrs does not run model-repository code" in log
-        assert ("Supported architectures: LlamaForCausalLM, LlamaForSequenceClassification, "
+        assert ("vrs's own decoder serves LlamaForCausalLM, LlamaForSequenceClassification, "
                 "LlamaModel, Qwen2ForCausalLM") in log
+        assert "transformers ships no causal LM named FooForCausalLM" in log
         assert "the encoders BERT, RoBERTa, XLM-RoBERTa and ModernBERT" in log
     finally:
         server.stop()

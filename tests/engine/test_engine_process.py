@@ -69,11 +69,11 @@ def test_unsupported_architecture_logs_the_message_without_a_traceback(
     bad = tmp_path / "gpt2ish"
     shutil.copytree(model_dirs["llama"], bad)
     config = json.loads((bad / "config.json").read_text())
-    config["architectures"] = ["GPT2LMHeadModel"]
+    config["architectures"] = ["FooForCausalLM"]
     (bad / "config.json").write_text(json.dumps(config))
     frontend = Frontend(tmp_path)
     try:
-        with pytest.raises(EngineStartError, match="GPT2LMHeadModel"):
+        with pytest.raises(EngineStartError, match="FooForCausalLM"):
             start_engines(
                 {"model": str(bad), "device": "cpu", "dtype": "float32"},
                 frontend.input_address,
@@ -82,8 +82,9 @@ def test_unsupported_architecture_logs_the_message_without_a_traceback(
     finally:
         frontend.close()
     stderr = capfd.readouterr().err
-    assert "vrs has no implementation of this model's architecture (GPT2LMHeadModel" in stderr
-    assert "Supported architectures: LlamaForCausalLM" in stderr
+    assert "vrs has no implementation of this model's architecture (FooForCausalLM" in stderr
+    assert "vrs's own decoder serves LlamaForCausalLM" in stderr
+    assert "transformers ships no causal LM named FooForCausalLM" in stderr
     assert "Traceback" not in stderr
 
 

@@ -161,12 +161,18 @@ class TransformersModel:
         self.dtype = dtype
         self.device = device
         try:
-            self.hf = cls.from_pretrained(str(model_dir), dtype=dtype,
-                                          attn_implementation=ATTN_IMPLEMENTATION,
-                                          trust_remote_code=False)
+            self.hf, info = cls.from_pretrained(str(model_dir), dtype=dtype,
+                                                attn_implementation=ATTN_IMPLEMENTATION,
+                                                trust_remote_code=False,
+                                                output_loading_info=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"transformers could not load {model_dir} as {cls.__name__}: "
                                  f"{exc}") from exc
+        for kind in ("missing_keys", "mismatched_keys"):
+            if info.get(kind):  # transformers would fill them with random weights
+                names = ", ".join(sorted(str(k) for k in info[kind])[:5])
+                raise ModelLoadError(f"the checkpoint in {model_dir} does not fit "
+                                     f"{cls.__name__} ({kind.replace('_', ' ')}: {names})")
         self.hf.to(device).eval().requires_grad_(False)
         text = self.hf.config.get_text_config()
         self.logit_scale = float(getattr(text, "logit_scale", None) or 1.0)

@@ -59,4 +59,9 @@ def model_class(hf_config: dict[str, Any]) -> Any:
     cls = getattr(transformers, arch, None)
     if cls is None:
         raise ModelLoadError(f"transformers {transformers.__version__} has no class {arch}")
+    expected = getattr(cls.config_class, "model_type", None)
+    model_type = hf_config.get("model_type")
+    if expected and model_type != expected:
+        raise ModelLoadError(f"config.json's model_type {model_type!r} is not {arch}'s "
+                             f"({expected!r}): the checkpoint does not fit the architecture")
     return cls
