@@ -116,6 +116,7 @@ _vrs() {
         --scheduling-policy) COMPREPLY=($(compgen -W "fcfs priority" -- "$cur")); return ;;
         --runner) COMPREPLY=($(compgen -W "auto generate pooling" -- "$cur")); return ;;
         --convert) COMPREPLY=($(compgen -W "auto none embed classify score" -- "$cur")); return ;;
+        --model-impl) COMPREPLY=($(compgen -W "auto vrs transformers" -- "$cur")); return ;;
         --kv-cache-memory) return ;;
         --gpu-memory-utilization) return ;;
         --seed) return ;;
@@ -154,7 +155,7 @@ _vrs() {
         --max-connections) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --model-impl --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -205,6 +206,7 @@ _vrs() {
         --scheduling-policy) COMPREPLY=($(compgen -W "fcfs priority" -- "$cur")); return ;;
         --runner) COMPREPLY=($(compgen -W "auto generate pooling" -- "$cur")); return ;;
         --convert) COMPREPLY=($(compgen -W "auto none embed classify score" -- "$cur")); return ;;
+        --model-impl) COMPREPLY=($(compgen -W "auto vrs transformers" -- "$cur")); return ;;
         --kv-cache-memory) return ;;
         --gpu-memory-utilization) return ;;
         --seed) return ;;
@@ -245,7 +247,7 @@ _vrs() {
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --model-impl --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }
