@@ -38,18 +38,25 @@ def describe(shapes: dict[str, int]) -> str:
     return "random Qwen3 " + ", ".join(f"{k}={v}" for k, v in shapes.items())
 
 
-def build_model(root: Path, shape: str, seed: int) -> Path:
-    """Write the random model of ``shape`` (seeded) with its tokenizer under ``root``."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+FAMILIES = ("qwen3", "llama")
+
+
+def build_model(root: Path, shape: str, seed: int, family: str = "qwen3") -> Path:
+    """Write the random model of ``shape`` (seeded) with its tokenizer under ``root``:
+    a Qwen3, or a Llama of the same sizes (no per-head q/k norm)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     shapes = SHAPES[shape]
     torch.manual_seed(seed)
-    config = Qwen3Config(
+    common: dict[str, Any] = dict(
         max_position_embeddings=4096, tie_word_embeddings=True, eos_token_id=EOS_ID,
         bos_token_id=0, pad_token_id=2, rope_theta=1000000.0, **shapes,
     )
-    path = root / f"qwen3-{shape}-seed{seed}"
-    Qwen3ForCausalLM(config).save_pretrained(path)
+    path = root / f"{family}-{shape}-seed{seed}"
+    if family == "llama":
+        LlamaForCausalLM(LlamaConfig(**common)).save_pretrained(path)
+    else:
+        Qwen3ForCausalLM(Qwen3Config(**common)).save_pretrained(path)
     write_tokenizer(path, shapes["vocab_size"])
     return path
 

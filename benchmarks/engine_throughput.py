@@ -7,7 +7,8 @@ built with random seeded weights and a tokenizer. Then:
 1. the matmul rate: each matmul of a decode step with ``--num-requests`` rows, through
    the engine's own linear, in float32 and bfloat16 (engine_matmul.py);
 2. rounds (``--rounds``), the contenders taking turns (round r starts with the r-th):
-   * ``vrs serve`` (default dtype unless ``--serve-dtype``) driven by ``vrs bench serve``:
+   * ``vrs serve`` (default dtype unless ``--serve-dtype``; one contender per
+     ``--serve-attention`` x ``--model-impl`` value) driven by ``vrs bench serve``:
      ``--num-requests`` random prompts of ``--input-len`` tokens on /v1/completions, all at
      once (``--concurrency``), greedy, ``--ignore-eos``, ``--output-len`` tokens each
      (engine_serve.py);
@@ -25,6 +26,7 @@ benchmarks/results/engine_throughput.{md,json}.
 
     python benchmarks/engine_throughput.py                        # bench13m, 3 rounds
     python benchmarks/engine_throughput.py --in-process --parity 8 --rounds 5
+    python benchmarks/engine_throughput.py --family llama --model-impl vrs,transformers
     python benchmarks/engine_throughput.py --shape qwen3-0.6b --device cuda \\
         --num-requests 256 --concurrency 256      # benchmarks/gpu.sh
 """
@@ -51,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from engine_hf import load_hf, run_generate  # noqa: E402
 from engine_matmul import decoder_config, matmul_rate, run_flops  # noqa: E402
-from engine_models import SHAPES, build_model, random_prompts  # noqa: E402
+from engine_models import FAMILIES, SHAPES, build_model, random_prompts  # noqa: E402
 from engine_serve import ServedEngine  # noqa: E402
 from frontend_overhead import machine  # noqa: E402
 
@@ -63,9 +65,12 @@ def contenders(args: argparse.Namespace, model_dir: Path, work: Path,
     """name -> run(round index): each returns one run's summary."""
     runs: dict[str, Callable[[int], dict[str, Any]]] = {}
     for attention in args.serve_attention.split(","):
-        served = ServedEngine(model_dir, work, args, attention)
-        closers.append(served.stop)
-        runs["vrs serve" if attention == "auto" else f"vrs serve ({attention})"] = served.run
+        for impl in args.model_impl.split(","):
+            served = ServedEngine(model_dir, work, args, attention, impl)
+            closers.append(served.stop)
+            notes = [n for n in (attention, f"--model-impl {impl}") if n != "auto"
+                     and n != "--model-impl auto"]
+            runs["vrs serve" + (f" ({', '.join(notes)})" if notes else "")] = served.run
     for dtype in args.hf_dtypes.split(","):
         model = load_hf(model_dir, dtype, args.device)
         prompts = random_prompts(args.num_requests, args.input_len, args.vocab, args.seed)
@@ -162,6 +167,11 @@ def markdown(rows: list[dict[str, Any]], rates: dict[str, Any], report: dict[str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", default="bench13m", choices=sorted(SHAPES))
+    parser.add_argument("--family", default="qwen3", choices=FAMILIES,
+                        help="the architecture built at --shape's sizes")
+    parser.add_argument("--model-impl", default="auto",
+                        help="--model-impl of the served engine; several (e.g. "
+                             "vrs,transformers) are contenders taking turns")
     parser.add_argument("--model", type=Path, help="a model directory instead of --shape "
                         "(it needs a tokenizer for vrs serve)")
     parser.add_argument("--num-requests", type=int, default=64)
@@ -193,14 +203,14 @@ def main() -> int:
         print(f"{args.rounds} round(s): a smoke run, not a number to quote (3 or more)",
               file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="vrs-engine-throughput-"))
-    model_dir = args.model or build_model(work, args.shape, args.seed)
+    model_dir = args.model or build_model(work, args.shape, args.seed, args.family)
     cfg = decoder_config(model_dir)
     args.vocab = cfg.vocab_size
     print("matmul rate ...", file=sys.stderr, flush=True)
     rates = {d: matmul_rate(model_dir, d, args.device, args.num_requests)
              for d in ("float32", "bfloat16")}
     report: dict[str, Any] = {"model": str(model_dir) if args.model else
-                              f"random Qwen3 {args.shape} ({cfg.vocab_size} vocab)",
+                              f"random {args.family} {args.shape} ({cfg.vocab_size} vocab)",
                               **machine(), "torch": torch.__version__,
                               "threads": torch.get_num_threads(),
                               "command": "python benchmarks/engine_throughput.py "
