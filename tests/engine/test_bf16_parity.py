@@ -19,8 +19,14 @@ import pytest
 import torch
 
 from engine import protocol as p
-from tests.engine.engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
-from tests.engine.test_model_parity import forward_rows, new_request
+from tests.engine.engine_kit import (
+    forward_rows,
+    hf_greedy,
+    make_engine,
+    new_request,
+    run_to_completion,
+    tokens_of,
+)
 
 pytestmark = pytest.mark.engine
 
