@@ -9,6 +9,7 @@ tests import from here (``tests.engine.engine_kit``).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -249,3 +250,13 @@ def check_chunked_logits(engine: ModelEngine, hf_model: Any, atol: float) -> Non
     again.num_computed_tokens = 16
     (got,) = forward_rows(engine, [(again, 14)])
     close(got, a_ref[16:])
+
+
+def bf16_step(value: float) -> float:
+    """The spacing of bf16 numbers (8 significant bits) at ``value``."""
+    return 2.0 ** (math.floor(math.log2(max(abs(value), 2.0**-126))) - 7)
+
+
+def held_out_prompts(count: int = 10) -> list[list[int]]:
+    rng = random.Random(2024)
+    return [[rng.randrange(3, 512) for _ in range(rng.randrange(4, 48))] for _ in range(count)]

@@ -18,10 +18,13 @@ from typing import Any
 import pytest
 import torch
 
+from engine import protocol as p
 from engine.runtime.models.transformers_model import TransformersModel
 from tests.engine.engine_kit import (
+    bf16_step,
     check_chunked_logits,
     forward_rows,
+    held_out_prompts,
     hf_greedy,
     hf_logits,
     make_engine,
@@ -36,6 +39,8 @@ from tests.engine.transformers_kit import ATTENTION, FAMILIES, build
 pytestmark = pytest.mark.engine
 
 ATOL = 2e-4
+BF16_TOKENS = 16
+TIE_ULPS = 4  # test_bf16_parity.py's
 IMPL = {"model_impl": "transformers"}
 
 
@@ -215,3 +220,48 @@ def test_refusals_name_the_reason(tmp_path: Path, tf_root: Path) -> None:
     for model, impl in ((mistral, "auto"), (mistral, "transformers")):
         assert ("runner=pooling with the transformers backend; allowed: pooling with vrs's "
                 "own decoders") in _attempt(model, runner="pooling", model_impl=impl)
+
+
+# Dense families: in a MoE, bf16 rounding also decides near-ties between experts (gpt-oss's
+# router has a top-2/3rd margin of 0.003 on a held-out prompt), which flip a token by far
+# more than a near-tie of the logits.
+@pytest.mark.parametrize("family", ["mistral", "gemma2"])
+def test_bf16_within_the_documented_tolerance(family: str, tf_root: Path) -> None:
+    """test_bf16_parity.py's rules: a prefill's logits no further from fp32's than
+    transformers' bf16 logits are, plus one bf16 step; greedy leaves transformers' bf16
+    tokens only at a near-tie (``TIE_ULPS`` bf16 steps of its own top-2 margin), and half
+    the sequences match."""
+    from transformers import AutoModelForCausalLM
+
+    path, _ = checkpoint(family, tf_root)
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).eval()
+    engine = make_engine(path, dtype="bfloat16", block_size=4, **IMPL)
+    prompt = held_out_prompts()[0] + held_out_prompts()[1]
+    (ours,) = forward_rows(engine, [(new_request("a", prompt), len(prompt))])
+    theirs = hf_logits(hf, prompt)
+    step = bf16_step(float(theirs.abs().max()))
+    # Against fp32: no further from it than transformers' bf16 is (plus one step). The
+    # one-step bound to transformers' bf16 itself that vrs's decoder meets is too tight
+    # here: the backend attends in float32 where transformers' bf16 attention rounds
+    # (2 steps apart measured, each as far from fp32 as the other).
+    fp32 = hf_logits(checkpoint(family, tf_root)[1], prompt)
+    ours_off, theirs_off = float((ours - fp32).abs().max()), float((theirs - fp32).abs().max())
+    assert ours_off <= theirs_off + step, (ours_off, theirs_off, step)
+
+    prompts = held_out_prompts()
+    params = p.SamplingParams(max_tokens=BF16_TOKENS, temperature=0.0, ignore_eos=True)
+    engine = make_engine(path, dtype="bfloat16", block_size=4, **IMPL)
+    outputs = run_to_completion(engine, [(f"r{i}", pr, params) for i, pr in enumerate(prompts)])
+    exact = 0
+    for i, prompt in enumerate(prompts):
+        ours_tokens, want = tokens_of(outputs[f"r{i}"]), hf_greedy(hf, prompt, BF16_TOKENS)
+        diverged = next((k for k, (a, b) in enumerate(zip(ours_tokens, want, strict=True))
+                         if a != b), None)
+        if diverged is None:
+            exact += 1
+            continue
+        logits = hf_logits(hf, prompt + want[:diverged])[-1]
+        best = float(logits.max())
+        gap = best - float(logits[ours_tokens[diverged]])
+        assert gap <= TIE_ULPS * bf16_step(best), f"r{i} leaves transformers at {diverged}"
+    assert exact * 2 >= len(prompts), f"only {exact} of {len(prompts)} sequences match"
