@@ -8,7 +8,8 @@ prefills in chunks of 32 and passes every sliding window), must be transformers'
 generate() tokens, read back with vLLM's ``return_token_ids``. The Rust frontend serves
 every family; the Python frontend three (sliding and global layers with soft-capping;
 sinks with MoE; logit scaling), as its request path is the same for every family and
-each server start costs seconds.
+each server start costs seconds. One more run serves Gemma 2 with two data-parallel
+engines (the three requests spread over both).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ MAX_TOKENS = 8
 PYTHON_FAMILIES = ("gemma2", "gpt_oss", "granite")
 CASES = [("rust-serve", family) for family in sorted(FAMILIES)]
 CASES += [("python", family) for family in PYTHON_FAMILIES]
+DATA_PARALLEL = ("rust-serve", "gemma2", 2)  # and one run with two engines
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -63,8 +65,9 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(3, 512) for _ in range(n)] for n in (5, 19, 45)]
 
 
-@pytest.mark.parametrize(("mode", "family"), CASES)
-def test_greedy_equals_transformers(mode: str, family: str, family_root: Path,
+@pytest.mark.parametrize(("mode", "family", "engines"),
+                         [(mode, family, 1) for mode, family in CASES] + [DATA_PARALLEL])
+def test_greedy_equals_transformers(mode: str, family: str, engines: int, family_root: Path,
                                     demo_model: Path, references: dict[str, Any],
                                     tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
@@ -75,7 +78,8 @@ def test_greedy_equals_transformers(mode: str, family: str, family_root: Path,
             path, dtype=torch.float32).eval()
     expected = [hf_greedy(references[family], ids, MAX_TOKENS) for ids in prompts()]
     server = Server(mode, path, tmp_path / "server.log", mock=False, max_model_len=512,
-                    cli_args=REAL_ENGINE_ARGS)
+                    engine_count=engines,
+                    cli_args=(*REAL_ENGINE_ARGS, "--data-parallel-size", str(engines)))
     try:
         def complete(ids: list[int]) -> dict[str, Any]:
             reply = httpx.post(f"{server.url}/v1/completions", timeout=120, json={

@@ -4,7 +4,9 @@ save_pretrained, an engine over one, and the transformers reference.
 fp32, vocab 512, two or three layers, with the odd shapes that break engines: GQA
 (4 query heads on 2 or 1 KV heads), Qwen3's head_dim != hidden / heads, tied and
 untied embeddings, Qwen2's q/k/v biases. The fixtures over them are in conftest.py; the
-tests import from here (``tests.engine.engine_kit``).
+tests import from here (``tests.engine.engine_kit``), with what the parity tests share:
+the pressure workload and engine, per-row logits of one step, the chunked-prefill
+logits check and the bf16 helpers.
 """
 
 from __future__ import annotations
