@@ -10,8 +10,6 @@ match to the end, and every token the engine picks has an fp32 logit within
 
 from __future__ import annotations
 
-import math
-import random
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,16 @@ import pytest
 import torch
 
 from engine import protocol as p
-from tests.engine.engine_kit import hf_greedy, make_engine, run_to_completion, tokens_of
-from tests.engine.test_model_parity import forward_rows, new_request
+from tests.engine.engine_kit import (
+    bf16_step,
+    forward_rows,
+    held_out_prompts,
+    hf_greedy,
+    make_engine,
+    new_request,
+    run_to_completion,
+    tokens_of,
+)
 
 pytestmark = pytest.mark.engine
 
@@ -30,16 +36,6 @@ TIE_ULPS = 4
 # transformers' own bf16 logits are up to 0.06 from its fp32 logits on these models.
 FP32_SLACK = 0.125
 MATMULS = ("auto", "torch")  # auto: oneDNN where torch has it; torch: F.linear everywhere
-
-
-def bf16_step(value: float) -> float:
-    """The spacing of bf16 numbers (8 significant bits) at ``value``."""
-    return 2.0 ** (math.floor(math.log2(max(abs(value), 2.0**-126))) - 7)
-
-
-def held_out_prompts(count: int = 10) -> list[list[int]]:
-    rng = random.Random(2024)
-    return [[rng.randrange(3, 512) for _ in range(rng.randrange(4, 48))] for _ in range(count)]
 
 
 @pytest.fixture(scope="module")

@@ -145,6 +145,14 @@ def _vrs_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tens
     return router.attend(module, query, key, value), None
 
 
+def _weight_name(key: Any) -> str:
+    """A key of transformers' loading info: a name, or (name, checkpoint shape, model
+    shape) for a mismatched one."""
+    if isinstance(key, tuple) and len(key) == 3:
+        return f"{key[0]}: {list(key[1])} in the checkpoint, {list(key[2])} in the model"
+    return str(key)
+
+
 def _register() -> None:
     from transformers import AttentionInterface
 
@@ -164,13 +172,17 @@ class TransformersModel:
             self.hf, info = cls.from_pretrained(str(model_dir), dtype=dtype,
                                                 attn_implementation=ATTN_IMPLEMENTATION,
                                                 trust_remote_code=False,
+                                                # reported in info, refused below
+                                                ignore_mismatched_sizes=True,
                                                 output_loading_info=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"transformers could not load {model_dir} as {cls.__name__}: "
                                  f"{exc}") from exc
-        for kind in ("missing_keys", "mismatched_keys"):
-            if info.get(kind):  # transformers would fill them with random weights
-                names = ", ".join(sorted(str(k) for k in info[kind])[:5])
+        # Missing or mismatched: transformers would fill them with random weights;
+        # unexpected: the checkpoint has parts (biases, say) the class would ignore.
+        for kind in ("missing_keys", "mismatched_keys", "unexpected_keys"):
+            if info.get(kind):
+                names = ", ".join(sorted(_weight_name(k) for k in info[kind])[:5])
                 raise ModelLoadError(f"the checkpoint in {model_dir} does not fit "
                                      f"{cls.__name__} ({kind.replace('_', ' ')}: {names})")
         self.hf.to(device).eval().requires_grad_(False)

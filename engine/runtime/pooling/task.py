@@ -27,6 +27,11 @@ def pooling_convert(runner: str, convert: str, hf_config: dict[str, Any],
     pooling_only = encoder_family(hf_config) is not None or any(a.endswith(POOLING_SUFFIXES)
                                                      for a in archs)
     if runner == "generate":
+        if encoder_family(hf_config) is not None:
+            raise ModelLoadError(f"{', '.join(archs)} is an encoder-only model (neither "
+                                 "vrs's decoder nor the transformers backend, which serves "
+                                 "decoder-only causal LMs, runs it) and cannot generate: "
+                                 "serve it with --runner pooling (or auto)")
         if pooling_only:
             raise ModelLoadError(f"{', '.join(archs)} has no language-model head and cannot "
                                  "generate: serve it with --runner pooling (or auto)")
