@@ -1,7 +1,8 @@
 //! jinja2 filters and tests that minijinja lacks or implements differently, with
 //! jinja2's arguments and results: `center`, `wordcount`, `truncate`, `replace` (with a
 //! count), `int` / `float` (with defaults), `sum` (attribute, start), `dictsort` and
-//! `items` (tuples), `filesizeformat`, `striptags`, `urlencode`, and the `sequence` test.
+//! `items` (tuples), `filesizeformat`, `striptags`, `urlencode`, `indent` (a trailing
+//! newline kept), and the `sequence` test.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Value};
@@ -25,6 +26,7 @@ pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("filesizeformat", minijinja_contrib::filters::filesizeformat);
     env.add_filter("striptags", minijinja_contrib::filters::striptags);
     env.add_filter("urlencode", urlencode);
+    env.add_filter("indent", indent);
     env.add_test("sequence", |v: Value| {
         matches!(
             v.kind(),
@@ -67,6 +69,75 @@ fn text(value: &Value) -> Result<String, Error> {
     }
     let mut out = String::new();
     pyjson::str_of(&mut out, value)?;
+    Ok(out)
+}
+
+/// Python's `str.splitlines()`: the line boundaries it knows, `\r\n` as one.
+fn splitlines(s: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let end = match c {
+            '\r' if matches!(chars.peek(), Some((_, '\n'))) => {
+                chars.next();
+                i + 2
+            }
+            '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}'
+            | '\u{2029}' => i + c.len_utf8(),
+            _ => continue,
+        };
+        lines.push(&s[start..i]);
+        start = end;
+    }
+    if start < s.len() {
+        lines.push(&s[start..]);
+    }
+    lines
+}
+
+/// jinja2's `indent(width=4, first=False, blank=False)`: `width` spaces or a string;
+/// minijinja's drops a trailing newline, jinja2's keeps it (`'{\n' | indent(4)`).
+fn indent(value: Value, args: Rest<Value>, kwargs: Kwargs) -> Result<String, Error> {
+    let Some(s) = value.as_str() else {
+        return Err(invalid(format!(
+            "indent expects a string, not {}",
+            value.kind()
+        )));
+    };
+    let indention = match arg(&args, &kwargs, 0, "width")? {
+        None => "    ".to_owned(),
+        Some(w) => match w.as_str() {
+            Some(text) => text.to_owned(),
+            None => " ".repeat(
+                usize::try_from(w.as_i64().ok_or_else(|| {
+                    invalid(format!(
+                        "indent width must be an integer or a string, not {}",
+                        w.kind()
+                    ))
+                })?)
+                .unwrap_or(0),
+            ),
+        },
+    };
+    let first = arg(&args, &kwargs, 1, "first")?.is_some_and(|v| v.is_true());
+    let blank = arg(&args, &kwargs, 2, "blank")?.is_some_and(|v| v.is_true());
+    done(&args, 3, &kwargs, "indent")?;
+    let padded = format!("{s}\n");
+    let lines = splitlines(&padded);
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+            if blank || !line.is_empty() {
+                out.push_str(&indention);
+            }
+        }
+        out.push_str(line);
+    }
+    if first {
+        out.insert_str(0, &indention);
+    }
     Ok(out)
 }
 

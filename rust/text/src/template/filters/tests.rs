@@ -36,6 +36,7 @@ fn added_methods_and_filters_match_jinja2() {
         "{{ [1, 2.5] | sum }} {{ [] | sum }} {{ [1, 2] | sum(start=10) }} {{ [{'a': 1}, {'a': 2}] | sum(attribute='a') }} {{ [[1], [2]] | sum(attribute='0') }}",
         "{{ 'a b/c?d=é' | urlencode }} {{ {'q': 'a b', 'n': 1} | urlencode }} {{ 5 | filesizeformat }} {{ '<b>x</b>' | striptags }}",
         "{{ {} is sequence }} {{ 'x' is sequence }} {{ [] is sequence }} {{ none is sequence }} {{ 1 is sequence }}",
+        "{{ '{\n' | indent(4, first=true) }}|{{ 'a\n\nb\n' | indent(2) }}|{{ 'a\n\nb' | indent('> ', blank=true) }}|{{ 'x\r\ny\u{2028}z' | indent }}|{{ '' | indent(first=true) }}|{{ 'a\nb' | indent(width=-1) }}|",
     ];
     let case = ChatTemplateInput {
         messages: vec![json!({"role": "user", "content": "hi"})],
