@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -105,6 +106,17 @@ def test_sweep_over_two_servers_then_resume(servers: dict[str, str], tmp_path: P
         assert (int(row["completed"]), int(row["failed"]), row["request_rate"]) == (
             NUM_PROMPTS, 0, "inf")
     assert "summary written to" in run.stdout and "(8 rows)" in run.stdout
+    # vLLM's `vllm bench sweep plot OUTPUT_DIR` reads **/summary.json: lists of result
+    # maps, with its default axes total_token_throughput and median_ttft_ms
+    listed = json.loads((out / "summary.json").read_text())
+    assert [(r["label"], r["max_concurrency"]) for r in listed] == [
+        (label, c) for label in servers for c in CONCURRENCIES]
+    for entry in listed:
+        assert entry == json.loads(
+            (out / entry["label"] / f"c{entry['max_concurrency']}.json").read_text())
+        assert isinstance(entry["total_token_throughput"], float)
+        assert isinstance(entry["median_ttft_ms"], float)
+    check_plot(out, tmp_path / "plots", list(servers))
 
     # resume: every point is kept, nothing is sent again, the CSV is the same
     before = {path: path.stat().st_mtime_ns for path in files}
@@ -125,6 +137,20 @@ def test_sweep_over_two_servers_then_resume(servers: dict[str, str], tmp_path: P
         assert changed == (path.parent.name == "rust"), path
     assert [(r["label"], int(r["max_concurrency"])) for r in csv_rows(out)] == [
         (label, c) for label in servers for c in CONCURRENCIES]
+
+
+def check_plot(sweep_dir: Path, plots: Path, labels: list[str]) -> None:
+    """`vrs bench plot` of the sweep: a PNG, and an HTML report that loads nothing from
+    elsewhere (the figure inline, no script, no external URL)."""
+    out = run_vrs("bench", "plot", str(sweep_dir), "--output", str(plots))
+    assert out.returncode == 0, out.stdout + out.stderr
+    png = (plots / "sweep.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
+    page = (plots / "report.html").read_text()
+    assert "data:image/png;base64," in page
+    assert "<script" not in page and not re.search(r"(src|href)=\"(https?:)?//", page)
+    for label in labels:  # the table: a row per point
+        assert page.count(f"<td>{label}</td>") == len(CONCURRENCIES)
 
 
 def test_sweep_stops_each_server_at_an_impossible_slo(servers: dict[str, str],
