@@ -259,7 +259,7 @@ def test_bash_completion_reaches_nested_commands() -> None:
              'c vrs bench serve --port 80 --ignore; c vrs serve --dev; '
              'c vrs bench sweep --stop')
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["serve sweep --help",
+    assert out.stdout.splitlines() == ["plot serve sweep --help",
                                        "openai-completions openai-chat openai-responses "
                                        "anthropic-messages openai-embeddings vllm openai",
                                        "--ignore-eos", "--device", "--stop-at-slo"]
