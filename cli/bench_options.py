@@ -56,7 +56,7 @@ TokenizerOption = Annotated[Path | None, typer.Option(
     "Default: the served model's directory, when the server reports a local one.")]
 
 DatasetOption = Annotated[Dataset, typer.Option(
-    "--dataset-name", "--dataset",
+    "--dataset-name", "--dataset", metavar="NAME",
     help="Where prompts come from: random (generated), sharegpt (a ShareGPT JSON "
          "file), custom (a JSONL file of {\"prompt\", \"output_tokens\"?}), sonnet "
          "(lines of a text file: shared first lines, then random ones) or "
