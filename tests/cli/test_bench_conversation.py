@@ -30,6 +30,7 @@ from tests.cli.test_bench import (  # noqa: F401 - fixtures
     run_vrs,
     rust_binary,
 )
+from tests.e2e.servers import REAL_ENGINE_ARGS
 from tests.processes import terminate, wait_healthy
 
 pytestmark = pytest.mark.e2e
@@ -126,16 +127,18 @@ def test_a_bad_conversation_file_names_the_file_and_the_line(mock_server: str,
 
 
 class RealServer:
-    """`vrs-rs serve DEMO` on the real engine (CPU, KV blocks of 4 tokens)."""
+    """`vrs serve DEMO` (vrs-rs in front) on the real engine: CPU, float32, KV blocks of
+    4 tokens (the e2e suite's engine settings)."""
 
     def __init__(self, model: Path, log_path: Path) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false",
+               "VRS_RUST_FRONTEND_PATH": str(rust_binary())}
         self.proc = subprocess.Popen(
-            [str(rust_binary()), "serve", str(model), "--host", "127.0.0.1", "--port",
-             self.url.rsplit(":", 1)[1], "--python-executable", sys.executable,
-             "--device", "cpu", "--dtype", "float32", "--block-size", "4"],
+            [sys.executable, "-c", "from cli.main import main; main()", "serve", str(model),
+             "--host", "127.0.0.1", "--port", self.url.rsplit(":", 1)[1],
+             *REAL_ENGINE_ARGS],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         wait_healthy(self.proc, self.url, log_path)
 
