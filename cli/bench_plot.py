@@ -157,6 +157,11 @@ def _latency_panel(axis: Axes, lines: dict[str, list[Run]], metric: str, title: 
             ys = _values(line, upper)
             name = upper.split("_")[0]
             axis.plot(xs, ys, "s--", color=colors[label], alpha=0.7, label=f"{label} {name}")
+    measured = [v for line in lines.values() for v in _values(line, f"median_{metric}_ms")
+                if not math.isnan(v)]
+    if not any(measured):
+        axis.text(0.5, 0.5, f"no {metric.upper()} measured: every answer came in one "
+                  "chunk", transform=axis.transAxes, ha="center", va="center", color="gray")
     axis.set_title(title)
     axis.set_xlabel("Output throughput (tok/s)")
     axis.set_ylabel(f"{metric.upper()} (ms)")
@@ -185,9 +190,11 @@ def sweep_figure(runs: list[Run]) -> Figure:
         if any("request_goodput" in r.result for r in line):
             good.plot(xs, _values(line, "request_goodput"), "^--",
                       color=colors[label], alpha=0.7, label=f"{label} goodput")
+    has_goodput = any("request_goodput" in r.result for r in runs)
+    good_title = ("Request throughput and goodput (requests meeting the SLOs)" if has_goodput
+                  else "Request throughput")
     for axis, title, unit in ((tput, "Output token throughput", "Output throughput (tok/s)"),
-                              (good, "Requests per second (goodput: meeting the SLOs)",
-                               "Requests per second (req/s)")):
+                              (good, good_title, "Requests per second (req/s)")):
         if x_key == "max_concurrency" and xs_all and min(xs_all) > 0:
             _plain_ticks(axis, xs_all)
         axis.set_title(title)
@@ -210,7 +217,10 @@ def _histogram(axis: Axes, values: list[float], title: str, label: str) -> None:
     values = sorted(values)
     axis.hist(values, bins=min(50, max(5, len(values) // 4)), color="#1f77b4", alpha=0.8)
     for p, style in ((50, "-"), (99, "--")):
-        at = values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
+        rank = p / 100 * (len(values) - 1)  # numpy's linear percentile, as the result's
+        low = math.floor(rank)
+        high = min(low + 1, len(values) - 1)
+        at = values[low] + (values[high] - values[low]) * (rank - low)
         axis.axvline(at, color="#d62728", linestyle=style, label=f"p{p} {at:.1f} ms")
     axis.set_title(title)
     axis.set_xlabel(label)
@@ -235,7 +245,8 @@ def run_figure(result: dict[str, Any]) -> Figure:
         _histogram(first, ttfts, f"TTFT of {len(ttfts)} requests", "TTFT (ms)")
     if itls:
         _histogram(second, itls, f"ITL: {len(itls)} gaps between chunks", "ITL (ms)")
-    name = result.get("label") or result.get("model") or "run"
+    model = str(result.get("model") or "run").rstrip("/").rsplit("/", 1)[-1]
+    name = result.get("label") or model
     figure.suptitle(f"vrs bench serve: {name}", fontsize=13)
     return figure
 

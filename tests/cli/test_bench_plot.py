@@ -27,7 +27,9 @@ DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "errors
 @pytest.fixture(scope="module")
 def mock_server(demo_model: Path,  # noqa: F811 - the imported fixture
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = MockServer(demo_model, tmp_path_factory.mktemp("vrs-rs") / "serve.log")
+    # one engine step per 2 ms: a token per chunk, so there are gaps to draw
+    server = MockServer(demo_model, tmp_path_factory.mktemp("vrs-rs") / "serve.log",
+                        "--engine-config", json.dumps({"mock_step_delay_ms": 2.0}))
     yield server.url
     server.stop()
 
@@ -46,7 +48,11 @@ def test_serve_plot_draws_the_runs_distributions(mock_server: str, tmp_path: Pat
     detailed = bench(mock_server, tmp_path / "d.json", *args, "--save-detailed")
     assert [len(detailed[k]) for k in DETAILED] == [24] * 6
     assert detailed["input_lens"] == [16] * 24 and detailed["output_lens"] == [6] * 24
-    assert all(len(gaps) == 5 for gaps in detailed["itls"])
+    # gaps between content chunks (the mock may put several tokens in one), in seconds:
+    # the summary's ITL is their mean
+    gaps = [g for request in detailed["itls"] for g in request]
+    assert len(gaps) > 24 and all(len(request) <= 5 for request in detailed["itls"])
+    assert sum(gaps) / len(gaps) * 1000 == pytest.approx(detailed["mean_itl_ms"])
     assert detailed["errors"] == [""] * 24
     assert all(0 < t < 10 for t in detailed["ttfts"]), "seconds, as vLLM's"
 

@@ -24,6 +24,10 @@ pytestmark = pytest.mark.e2e
 
 CONCURRENCIES = (1, 2, 4, 8)
 NUM_PROMPTS, INPUT_LEN, OUTPUT_LEN = 8, 32, 4
+# a mock engine step of 1 ms: the tokens of an answer come in chunks of their own, so the
+# plot has inter-token latencies to draw
+# (vrs-rs takes it in --engine-config, `vrs serve` as --mock-step-delay-ms)
+STEP = ("--engine-config", json.dumps({"mock_step_delay_ms": 1.0}))
 
 
 class PythonMockServer:
@@ -36,7 +40,8 @@ class PythonMockServer:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from cli.main import main; main()", "serve", str(model),
-             "--frontend", "python", "--mock", "--host", "127.0.0.1", "--port", str(port)],
+             "--frontend", "python", "--mock", "--host", "127.0.0.1", "--port", str(port),
+             "--mock-step-delay-ms", "1"],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         wait_healthy(self.proc, self.url, log_path)
 
@@ -49,7 +54,7 @@ class PythonMockServer:
 def servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         dict[str, str]]:
     logs = tmp_path_factory.mktemp("sweep-servers")
-    rust = MockServer(demo_model, logs / "rust.log")
+    rust = MockServer(demo_model, logs / "rust.log", *STEP)
     try:
         python = PythonMockServer(demo_model, logs / "python.log")
     except BaseException:
