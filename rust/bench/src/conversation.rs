@@ -86,7 +86,10 @@ async fn converse(
         record.start = sent;
         let success = record.success;
         history_tokens += record.output_tokens;
-        let _ = tx.send(Sent::Turn(TurnRecord { turn: k + 1, record }));
+        let _ = tx.send(Sent::Turn(TurnRecord {
+            turn: k + 1,
+            record,
+        }));
         if !success {
             let _ = tx.send(Sent::Dropped(conversation.turns.len() - k - 1));
             return;
@@ -182,11 +185,10 @@ pub async fn bench(
     args: &BenchArgs,
 ) -> Result<(Vec<RequestRecord>, f64, Map<String, Value>), String> {
     let dir = tokenizer_dir.to_path_buf();
-    let conversations = tokio::task::spawn_blocking(move || {
-        conversations(&load_tokenizer(&dir)?, &spec)
-    })
-    .await
-    .map_err(|e| format!("reading the conversations failed: {e}"))??;
+    let conversations =
+        tokio::task::spawn_blocking(move || conversations(&load_tokenizer(&dir)?, &spec))
+            .await
+            .map_err(|e| format!("reading the conversations failed: {e}"))??;
     let schedule = Schedule {
         model: model.to_string(),
         max_concurrency: args.max_concurrency,

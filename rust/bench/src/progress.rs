@@ -63,7 +63,10 @@ impl Tally {
         fields.insert("completed".into(), json!(self.completed));
         fields.insert("failed".into(), json!(self.failed));
         fields.insert("total".into(), json!(self.total));
-        fields.insert("elapsed_s".into(), json!(self.start.elapsed().as_secs_f64()));
+        fields.insert(
+            "elapsed_s".into(),
+            json!(self.start.elapsed().as_secs_f64()),
+        );
         for (name, values) in [("ttft", &mut self.ttft_ms), ("e2el", &mut self.e2el_ms)] {
             values.sort_by(f64::total_cmp);
             for p in [50, 99] {
@@ -103,7 +106,10 @@ mod tests {
         }
         tally.add(&RequestRecord::default());
         let fields = tally.fields();
-        assert_eq!((fields["completed"].clone(), fields["failed"].clone()), (json!(3), json!(1)));
+        assert_eq!(
+            (fields["completed"].clone(), fields["failed"].clone()),
+            (json!(3), json!(1))
+        );
         let p50 = fields["p50_ttft_ms"].as_f64().unwrap();
         assert!((p50 - 200.0).abs() < 1e-9, "{p50}");
         let p99 = fields["p99_e2el_ms"].as_f64().unwrap();

@@ -18,8 +18,8 @@ use crate::client::connect::tls_config;
 use crate::client::{parse_uri, request_body, HttpClient};
 use crate::conversation;
 use crate::dataset::{
-    file_prompts, ConversationSpec, load_tokenizer, prefix_repetition_prompts, random_prompts, sonnet_prompts,
-    FileSpec, PrefixSpec, RandomSpec, SonnetFormat, SonnetSpec,
+    file_prompts, load_tokenizer, prefix_repetition_prompts, random_prompts, sonnet_prompts,
+    ConversationSpec, FileSpec, PrefixSpec, RandomSpec, SonnetFormat, SonnetSpec,
 };
 use crate::events;
 use crate::metrics::{Report, RequestRecord};
@@ -257,9 +257,7 @@ async fn single_turn(
 
     // vLLM's "initial test run": one request must succeed before anything is measured.
     let first = jobs.first().ok_or("the dataset is empty")?;
-    let probe = client
-        .send(uri, first.body.clone(), first.prompt_len)
-        .await;
+    let probe = client.send(uri, first.body.clone(), first.prompt_len).await;
     if let Some(error) = probe.error {
         return Err(error);
     }

@@ -79,8 +79,7 @@ fn messages(entry: &Value, at: &dyn Fn(String) -> String) -> Result<Vec<(Role, S
         (None, Some(list)) => (list, "from", "value"),
         (None, None) => {
             return Err(at(
-                "has neither \"messages\" (role/content) nor \"conversations\" (from/value)"
-                    .into(),
+                "has neither \"messages\" (role/content) nor \"conversations\" (from/value)".into(),
             ))
         }
     };
@@ -109,9 +108,12 @@ fn messages(entry: &Value, at: &dyn Fn(String) -> String) -> Result<Vec<(Role, S
         .collect()
 }
 
+/// A conversation as read, and the file's answer to each of its turns (if any).
+type Parsed = (Conversation, Vec<Option<String>>);
+
 /// Every conversation of the file, in file order (nothing tokenized yet: output lengths
 /// are the answers' texts).
-fn parse(path: &Path, text: &str) -> Result<Vec<(Conversation, Vec<Option<String>>)>, String> {
+fn parse(path: &Path, text: &str) -> Result<Vec<Parsed>, String> {
     let file = path.display();
     let data: Value = serde_json::from_str(text).map_err(|e| {
         format!(
@@ -298,7 +300,11 @@ mod tests {
         let cases = [
             ("syntax.json", "[\n{\"messages\": [\n}", "line 3"),
             ("object.json", "{}", "expected a JSON list"),
-            ("keys.json", r#"[{"id": "x"}]"#, "conversation 0 (id x) has neither"),
+            (
+                "keys.json",
+                r#"[{"id": "x"}]"#,
+                "conversation 0 (id x) has neither",
+            ),
             (
                 "role.json",
                 r#"[{"messages": [{"role": "robot", "content": "a"}]}]"#,
