@@ -26,8 +26,7 @@ use crate::client::{chat_body, HttpClient};
 use crate::dataset::{conversations, load_tokenizer, Conversation, ConversationSpec};
 use crate::events;
 use crate::metrics::{percentile, RequestRecord};
-use crate::progress::Tally;
-use crate::runner::PROGRESS_EVERY;
+use crate::progress::{Tally, PROGRESS_EVERY};
 
 /// How the conversations are sent.
 #[derive(Debug, Clone)]

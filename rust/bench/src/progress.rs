@@ -3,10 +3,13 @@
 //! requests done so far (what the `vrs bench serve` display shows while it runs).
 
 use serde_json::{json, Map, Value};
-use tokio::time::Instant;
+use tokio::time::{Duration, Instant};
 
 use crate::events;
 use crate::metrics::{percentile, RequestRecord};
+
+/// How often progress events are written.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 /// Requests done so far, and their TTFT and E2EL (ms) for the running percentiles.
 pub struct Tally {

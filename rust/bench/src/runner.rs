@@ -23,10 +23,7 @@ use crate::dataset::{
 };
 use crate::events;
 use crate::metrics::{Report, RequestRecord};
-use crate::progress::Tally;
-
-/// How often progress lines are written.
-pub(crate) const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+use crate::progress::{Tally, PROGRESS_EVERY};
 
 /// One prepared request: the body is built before the clock starts.
 #[derive(Clone)]
