@@ -12,14 +12,16 @@
 //! to it is not sent (the server's own answer goes into the history), only its length in
 //! tokens is the turn's `max_tokens` (or `--conversation-output-len`). The conversations are
 //! shuffled with the seed; fewer than `--num-prompts` are drawn again at random. A file
-//! that cannot be read is an error naming the file, and the line (JSON syntax) or the
-//! entry and message at fault.
+//! that cannot be read is an error naming the file and the line, with the conversation and
+//! message at fault.
 
 use std::path::{Path, PathBuf};
 
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::TokenCodec;
@@ -72,38 +74,81 @@ fn role(name: &str) -> Option<Role> {
     }
 }
 
-/// The (role, text) messages of one entry.
-fn messages(entry: &Value, at: &dyn Fn(String) -> String) -> Result<Vec<(Role, String)>, String> {
-    let (list, role_key, text_key) = match (entry.get("messages"), entry.get("conversations")) {
+/// Line (from 1) of `text` where `part`, a slice of it, starts.
+fn line_of(text: &str, part: &RawValue) -> usize {
+    let offset = (part.get().as_ptr() as usize)
+        .saturating_sub(text.as_ptr() as usize)
+        .min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// One entry of the list, its messages still unread (to name their lines).
+#[derive(Deserialize)]
+struct Entry<'a> {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default, borrow)]
+    messages: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
+    conversations: Option<Vec<&'a RawValue>>,
+}
+
+/// One message: its role, its text and the line it starts on.
+struct Message {
+    role: Role,
+    text: String,
+    line: usize,
+}
+
+/// The messages of one entry; `at(line, what)` makes an error.
+fn messages(
+    text: &str,
+    entry: &Entry,
+    at: &dyn Fn(usize, String) -> String,
+    entry_line: usize,
+) -> Result<Vec<Message>, String> {
+    let (list, role_key, text_key) = match (&entry.messages, &entry.conversations) {
         (Some(list), _) => (list, "role", "content"),
         (None, Some(list)) => (list, "from", "value"),
         (None, None) => {
             return Err(at(
+                entry_line,
                 "has neither \"messages\" (role/content) nor \"conversations\" (from/value)".into(),
             ))
         }
     };
-    let list = list
-        .as_array()
-        .ok_or_else(|| at("its messages are not a list".into()))?;
     list.iter()
         .enumerate()
-        .map(|(k, message)| {
+        .map(|(k, raw)| {
+            let line = line_of(text, raw);
+            let message: Value = serde_json::from_str(raw.get())
+                .map_err(|e| at(line, format!("message {k}: {e}")))?;
             let name = message
                 .get(role_key)
                 .and_then(Value::as_str)
-                .ok_or_else(|| at(format!("message {k} has no string \"{role_key}\"")))?;
+                .ok_or_else(|| at(line, format!("message {k} has no string \"{role_key}\"")))?;
             let role = role(name).ok_or_else(|| {
-                at(format!(
-                    "message {k}: unknown {role_key} {name:?} (user, assistant or system; \
-                     ShareGPT's human, gpt)"
-                ))
+                at(
+                    line,
+                    format!(
+                        "message {k}: unknown {role_key} {name:?} (user, assistant or system; \
+                         ShareGPT's human, gpt)"
+                    ),
+                )
             })?;
-            let text = message
+            let content = message
                 .get(text_key)
                 .and_then(Value::as_str)
-                .ok_or_else(|| at(format!("message {k} has no string \"{text_key}\"")))?;
-            Ok((role, text.to_string()))
+                .ok_or_else(|| at(line, format!("message {k} has no string \"{text_key}\"")))?;
+            Ok(Message {
+                role,
+                text: content.to_string(),
+                line,
+            })
         })
         .collect()
 }
@@ -115,58 +160,79 @@ type Parsed = (Conversation, Vec<Option<String>>);
 /// are the answers' texts).
 fn parse(path: &Path, text: &str) -> Result<Vec<Parsed>, String> {
     let file = path.display();
-    let data: Value = serde_json::from_str(text).map_err(|e| {
+    let entries: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
         format!(
-            "{file} line {}: not a JSON list of conversations: {e}",
+            "{file} line {}: expected a JSON list of conversations, each with \"messages\": \
+             {e}",
             e.line()
         )
     })?;
-    let entries = data.as_array().ok_or_else(|| {
-        format!("{file}: expected a JSON list of conversations, each with \"messages\"")
-    })?;
     let mut out = Vec::with_capacity(entries.len());
-    for (i, entry) in entries.iter().enumerate() {
-        let id = match entry.get("id") {
+    for (i, raw) in entries.iter().enumerate() {
+        let entry_line = line_of(text, raw);
+        let entry: Entry = serde_json::from_str(raw.get()).map_err(|e| {
+            format!(
+                "{file} line {}: conversation {i}: expected an object with a \"messages\" \
+                 list: {e}",
+                entry_line + e.line() - 1
+            )
+        })?;
+        let id = match &entry.id {
             Some(Value::String(id)) => id.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => i.to_string(),
         };
-        let at = |what: String| format!("{file}: conversation {i} (id {id}) {what}");
-        let mut list = messages(entry, &at)?.into_iter().peekable();
+        let at = |line: usize, what: String| {
+            format!("{file} line {line}: conversation {i} (id {id}) {what}")
+        };
+        let mut list = messages(text, &entry, &at, entry_line)?
+            .into_iter()
+            .peekable();
         let system = match list.peek() {
-            Some((Role::System, _)) => list.next().map(|(_, text)| text),
+            Some(Message {
+                role: Role::System, ..
+            }) => list.next().map(|m| m.text),
             _ => None,
         };
         let mut turns = Vec::new();
         let mut answers = Vec::new();
         let mut index = usize::from(system.is_some());
-        while let Some((role, text)) = list.next() {
-            if role != Role::User {
-                return Err(at(format!(
-                    "message {index}: expected a user message (after an optional system \
-                     message, user and assistant messages alternate)"
-                )));
+        while let Some(message) = list.next() {
+            if message.role != Role::User {
+                return Err(at(
+                    message.line,
+                    format!(
+                        "message {index}: expected a user message (after an optional system \
+                         message, user and assistant messages alternate)"
+                    ),
+                ));
             }
             let answer = match list.peek() {
-                Some((Role::Assistant, _)) => list.next().map(|(_, text)| text),
-                Some(_) => {
-                    return Err(at(format!(
-                        "message {}: expected the assistant's answer to message {index}",
-                        index + 1
-                    )))
+                Some(Message {
+                    role: Role::Assistant,
+                    ..
+                }) => list.next().map(|m| m.text),
+                Some(other) => {
+                    return Err(at(
+                        other.line,
+                        format!(
+                            "message {}: expected the assistant's answer to message {index}",
+                            index + 1
+                        ),
+                    ))
                 }
                 None => None,
             };
             index += 1 + usize::from(answer.is_some());
             turns.push(Turn {
-                user: text,
+                user: message.text,
                 user_len: 0,
                 output_len: 0,
             });
             answers.push(answer);
         }
         if turns.is_empty() {
-            return Err(at("has no user message".into()));
+            return Err(at(entry_line, "has no user message".into()));
         }
         out.push((Conversation { id, system, turns }, answers));
     }
@@ -215,127 +281,4 @@ pub fn conversations(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One token per whitespace-separated word.
-    struct Words;
-
-    impl TokenCodec for Words {
-        fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-            Ok(text.split_whitespace().map(|_| 7).collect())
-        }
-        fn decode(&self, ids: &[u32]) -> Result<String, String> {
-            Ok(vec!["w"; ids.len()].join(" "))
-        }
-        fn vocab_size(&self) -> usize {
-            8
-        }
-        fn is_special(&self, _id: u32) -> bool {
-            false
-        }
-    }
-
-    fn write(name: &str, text: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("vrs-conv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    fn spec(path: PathBuf, output_len: Option<usize>, n: usize) -> ConversationSpec {
-        ConversationSpec {
-            path,
-            output_len,
-            num_conversations: n,
-            seed: 0,
-        }
-    }
-
-    #[test]
-    fn both_shapes_are_read_with_answer_lengths() {
-        let path = write(
-            "both.json",
-            r#"[{"id": "a", "messages": [{"role": "system", "content": "be brief"},
-                 {"role": "user", "content": "one two"},
-                 {"role": "assistant", "content": "three four five"},
-                 {"role": "user", "content": "six"},
-                 {"role": "assistant", "content": "seven"}]},
-                {"id": 7, "conversations": [{"from": "human", "value": "hi"},
-                 {"from": "gpt", "value": "a b c d"}]}]"#,
-        );
-        let codec = Words;
-        let mut got = conversations(&codec, &spec(path, None, 2)).unwrap();
-        got.sort_by(|x, y| x.id.cmp(&y.id));
-        assert_eq!(got[0].id, "7");
-        assert_eq!(got[0].system, None);
-        assert_eq!(got[0].turns.len(), 1);
-        assert_eq!(got[1].system.as_deref(), Some("be brief"));
-        let turns: Vec<(&str, usize)> = got[1]
-            .turns
-            .iter()
-            .map(|t| (t.user.as_str(), t.output_len))
-            .collect();
-        assert_eq!(turns, [("one two", 3), ("six", 1)]);
-    }
-
-    #[test]
-    fn too_few_are_drawn_again_and_a_fixed_length_applies() {
-        let path = write(
-            "few.json",
-            r#"[{"messages": [{"role": "user", "content": "only"}]}]"#,
-        );
-        let codec = Words;
-        let got = conversations(&codec, &spec(path.clone(), Some(9), 3)).unwrap();
-        assert_eq!(got.len(), 3);
-        assert!(got.iter().all(|c| c.turns[0].output_len == 9));
-        let err = conversations(&codec, &spec(path, None, 1)).unwrap_err();
-        assert!(err.contains("--conversation-output-len"), "{err}");
-    }
-
-    #[test]
-    fn bad_files_name_the_file_and_the_place() {
-        let codec = Words;
-        let cases = [
-            ("syntax.json", "[\n{\"messages\": [\n}", "line 3"),
-            ("object.json", "{}", "expected a JSON list"),
-            (
-                "keys.json",
-                r#"[{"id": "x"}]"#,
-                "conversation 0 (id x) has neither",
-            ),
-            (
-                "role.json",
-                r#"[{"messages": [{"role": "robot", "content": "a"}]}]"#,
-                "unknown role \"robot\"",
-            ),
-            (
-                "order.json",
-                r#"[{"messages": [{"role": "assistant", "content": "a"}]}]"#,
-                "message 0: expected a user message",
-            ),
-            (
-                "twice.json",
-                r#"[{"messages": [{"role": "user", "content": "a"},
-                                  {"role": "user", "content": "b"}]}]"#,
-                "message 1: expected the assistant's answer",
-            ),
-            (
-                "content.json",
-                r#"[{"messages": [{"role": "user"}]}]"#,
-                "message 0 has no string \"content\"",
-            ),
-            ("empty.json", "[]", "empty"),
-        ];
-        for (name, text, wanted) in cases {
-            let path = write(name, text);
-            let err = conversations(&codec, &spec(path, Some(4), 1)).unwrap_err();
-            assert!(err.contains(name), "{err}");
-            assert!(err.contains(wanted), "{name}: {err}");
-        }
-        let missing = spec(PathBuf::from("/nonexistent/conv.json"), Some(4), 1);
-        let err = conversations(&codec, &missing).unwrap_err();
-        assert!(err.contains("/nonexistent/conv.json"), "{err}");
-    }
-}
+mod tests;
