@@ -154,7 +154,12 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
 
 
 def check_result_options(options: BenchOptions) -> None:
-    """--result-file, or vLLM's --save-result with its --result-dir/--result-filename."""
+    """--result-file, or vLLM's --save-result with its --result-dir/--result-filename;
+    --plot for a run that measures TTFT and ITL."""
+    if options.plot is not None and options.backend == "openai-embeddings":
+        raise typer.BadParameter(
+            "draws TTFT and ITL, which an embeddings run does not measure (its E2EL is in "
+            "the result; --save-detailed keeps the per-request lists)", param_hint="'--plot'")
     if options.result_file is not None and options.save_result:
         raise typer.BadParameter("give --result-file or --save-result, not both",
                                  param_hint="'--result-file'")

@@ -57,6 +57,13 @@ def test_serve_plot_draws_the_runs_distributions(mock_server: str, tmp_path: Pat
     assert all(0 < t < 10 for t in detailed["ttfts"]), "seconds, as vLLM's"
 
 
+def test_plot_of_an_embeddings_run_is_refused(tmp_path: Path) -> None:
+    out = run_vrs("bench", "serve", "--backend", "openai-embeddings", "--plot",
+                  str(tmp_path / "p"), "--port", "1")
+    assert out.returncode == 2 and "an embeddings run does not measure" in out.stderr
+    assert not (tmp_path / "p").exists()
+
+
 def test_plot_names_the_file_it_cannot_use(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{\n  "completed": 3,\n  oops\n}\n')
