@@ -55,6 +55,12 @@ class BenchOptions:
     random_prefix_len: int = 0
     # prefix_repetition: prefix_len, suffix_len, num_prefixes, output_len (vLLM's defaults)
     prefix_repetition: tuple[int, int, int, int] = (256, 256, 10, 128)
+    conversation_output_len: int | None = None
+    conversation_think_time: float = 0.0
+    save_detailed: bool = False
+    # draw the run's distributions here (needs the per-request lists)
+    plot: Path | None = None
+    disable_tqdm: bool = False
 
 
 def workload(shared: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +129,8 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         **dict(zip(("prefix_repetition_prefix_len", "prefix_repetition_suffix_len",
                     "prefix_repetition_num_prefixes", "prefix_repetition_output_len"),
                    options.prefix_repetition, strict=True)),
+        "conversation_output_len": options.conversation_output_len,
+        "conversation_think_time": options.conversation_think_time,
         "random_input_len": options.random_input_len,
         "random_output_len": options.random_output_len,
         "random_range_ratio": options.random_range_ratio,
@@ -133,6 +141,7 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
         # JSON has no infinity: null means "all at once".
         "request_rate": None if math.isinf(options.request_rate) else options.request_rate,
         "ignore_eos": options.ignore_eos,
+        "save_detailed": options.save_detailed or options.plot is not None,
         "warmup_requests": options.warmup_requests,
         "percentile_metrics": (None if options.percentile_metrics is None
                                else _items(options.percentile_metrics)),
@@ -145,7 +154,12 @@ def build_args(options: BenchOptions) -> dict[str, Any]:
 
 
 def check_result_options(options: BenchOptions) -> None:
-    """--result-file, or vLLM's --save-result with its --result-dir/--result-filename."""
+    """--result-file, or vLLM's --save-result with its --result-dir/--result-filename;
+    --plot for a run that measures TTFT and ITL."""
+    if options.plot is not None and options.backend == "openai-embeddings":
+        raise typer.BadParameter(
+            "draws TTFT and ITL, which an embeddings run does not measure (its E2EL is in "
+            "the result; --save-detailed keeps the per-request lists)", param_hint="'--plot'")
     if options.result_file is not None and options.save_result:
         raise typer.BadParameter("give --result-file or --save-result, not both",
                                  param_hint="'--result-file'")

@@ -7,7 +7,7 @@ import re
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -105,7 +105,24 @@ def result_sections(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, s
             if match:
                 rows.append((f"P{match.group(1)} {short} (ms)", _number(value)))
         sections.append((title, rows))
+    if result.get("turns"):
+        sections.append(("Per Turn (mean TTFT, input, cached)", _turn_rows(result)))
     return sections
+
+
+def _turn_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """A conversation run's turns: mean TTFT (ms), prompt tokens and cached prompt tokens
+    ('-' when the server reports none)."""
+    rows = [("Conversations", _number(result.get("num_conversations")))]
+    if result.get("turns_not_sent"):
+        rows.append(("Turns not sent (after a failed turn)", _number(result["turns_not_sent"])))
+    for turn in result["turns"]:
+        cached = turn.get("mean_cached_tokens")
+        value = (f"{_number(turn.get('mean_ttft_ms'))} ms / "
+                 f"{_number(turn.get('mean_input_tokens'), 0)} / "
+                 f"{'-' if cached is None else _number(cached, 0)}")
+        rows.append((f"Turn {turn['turn']} ({turn['completed']} done)", value))
+    return rows
 
 
 def plain_result(result: dict[str, Any]) -> str:
@@ -120,28 +137,76 @@ def plain_result(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rich_result(result: dict[str, Any]) -> Table:
+SUMMARY_WIDTH = 80
+
+
+def _latency_table(result: dict[str, Any]) -> Table | None:
+    """One row per measured metric: mean, median, std and each pN, in ms."""
+    metrics = [m for m in METRIC_TITLES if f"mean_{m}_ms" in result]
+    if not metrics:
+        return None
+    percentiles = sorted({float(match.group(1)) for key in result
+                          if (match := re.match(r"^p([0-9.]+)_[a-z0-9]+_ms$", key))})
+    table = Table(box=None, padding=(0, 1), header_style="dim")
+    table.add_column("latency (ms)")
+    for name in ("mean", "median", "std", *(f"p{p:g}" for p in percentiles)):
+        table.add_column(name, justify="right")
+    for metric in metrics:
+        cells = [_number(result.get(f"{stat}_{metric}_ms")) for stat in ("mean", "median", "std")]
+        cells += [_number(result.get(f"p{p:g}_{metric}_ms")) for p in percentiles]
+        table.add_row(METRIC_TITLES[metric][1], *cells)
+    return table
+
+
+def rich_result(result: dict[str, Any]) -> Group:
+    """The end-of-run summary on a terminal: one screen, at most 80 columns: the run's
+    numbers, then the latencies as one row per metric (and a conversation's turns)."""
     title = "Serving benchmark" + (f": {result['label']}" if result.get("label") else "")
     table = Table(title=title, title_justify="left", show_header=False, box=None,
                   padding=(0, 2))
     table.add_column("metric")
     table.add_column("value", justify="right", style="bold")
-    for index, (section, rows) in enumerate(result_sections(result)):
-        if index:
-            table.add_row(f"[dim]{section}[/dim]", "")
-        for label, value in rows:
-            style = "red" if label == "Failed requests" and value not in ("0", "-") else None
-            table.add_row(label, value, style=style)
-        table.add_row("", "")
-    return table
+    sections = result_sections(result)
+    for label, value in sections[0][1]:
+        style = "red" if label == "Failed requests" and value not in ("0", "-") else None
+        table.add_row(label, value, style=style)
+    parts: list[Any] = [table, ""]
+    latency = _latency_table(result)
+    if latency is not None:
+        parts += [latency, ""]
+    for section, rows in sections[1:]:
+        if section.startswith("Per Turn"):
+            turns = Table(title=section, title_justify="left", show_header=False, box=None,
+                          padding=(0, 2))
+            turns.add_column("turn")
+            turns.add_column("value", justify="right")
+            for row in rows:
+                turns.add_row(*row)
+            parts.append(turns)
+    return Group(*parts)
+
+
+def live_stats(event: dict[str, Any]) -> str:
+    """'12.3 req/s  TTFT p50 41 p99 95 ms  E2EL p50 .. ms' from a progress event (the
+    rate over the elapsed time; the percentiles over the requests done so far)."""
+    parts = []
+    elapsed = event.get("elapsed_s")
+    if isinstance(elapsed, int | float) and elapsed > 0:
+        parts.append(f"{int(event.get('completed', 0)) / elapsed:.1f} req/s")
+    for metric in ("ttft", "e2el"):
+        p50, p99 = event.get(f"p50_{metric}_ms"), event.get(f"p99_{metric}_ms")
+        if isinstance(p50, int | float) and isinstance(p99, int | float):
+            parts.append(f"{metric.upper()} p50 {p50:.0f} p99 {p99:.0f} ms")
+    return "  ".join(parts)
 
 
 class BenchDisplay:
     """Renders the events of `vrs-rs bench serve` as they arrive."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, live: bool) -> None:
         self.console = console
-        self.live = console.is_terminal
+        # the rich display: on a terminal, unless --disable-tqdm
+        self.live = live
         self.progress: Progress | None = None
         self.task: TaskID | None = None
         self.last_plain = 0.0
@@ -151,7 +216,7 @@ class BenchDisplay:
             self.progress = Progress(
                 SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                 MofNCompleteColumn(), TextColumn("[red]{task.fields[failed]}"),
-                TimeElapsedColumn(), console=self.console,
+                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), console=self.console,
             )
             self.progress.start()
         return self
@@ -165,7 +230,7 @@ class BenchDisplay:
             return
         if self.task is not None:
             self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(description, total=total, failed="")
+        self.task = self.progress.add_task(description, total=total, failed="", stats="")
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
@@ -182,23 +247,27 @@ class BenchDisplay:
             if not self.live:
                 print(f"{name}: {total} requests", flush=True)
         elif kind == "progress":
-            self._progress(int(event.get("completed", 0)), int(event.get("failed", 0)),
-                           int(event.get("total", 0)))
+            self._progress(event)
 
-    def _progress(self, completed: int, failed: int, total: int) -> None:
+    def _progress(self, event: dict[str, Any]) -> None:
+        completed, failed = int(event.get("completed", 0)), int(event.get("failed", 0))
+        total = int(event.get("total", 0))
         done = completed + failed
+        stats = live_stats(event)
         if self.progress is not None and self.task is not None:
-            self.progress.update(self.task, completed=done,
-                                 failed=f"{failed} failed" if failed else "")
+            self.progress.update(self.task, completed=done, total=total,
+                                 failed=f"{failed} failed" if failed else "", stats=stats)
             return
         now = time.monotonic()
         if done == total or now - self.last_plain >= PLAIN_PROGRESS_EVERY_S:
             self.last_plain = now
-            print(f"progress: {done}/{total} requests ({failed} failed)", flush=True)
+            print(f"progress: {done}/{total} requests ({failed} failed) {stats}".rstrip(),
+                  flush=True)
 
     def result(self, result: dict[str, Any]) -> None:
         if self.live:
-            self.console.print(rich_result(result))
+            self.console.print(rich_result(result), width=min(self.console.width,
+                                                              SUMMARY_WIDTH))
         else:
             print(plain_result(result), flush=True)
         samples = result.get("error_samples") or []

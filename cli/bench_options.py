@@ -28,6 +28,7 @@ class Dataset(StrEnum):
     custom = "custom"
     sonnet = "sonnet"
     prefix_repetition = "prefix_repetition"
+    conversation = "conversation"
 
 
 def vrs_backend(backend: Backend) -> Backend:
@@ -55,15 +56,25 @@ TokenizerOption = Annotated[Path | None, typer.Option(
     "Default: the served model's directory, when the server reports a local one.")]
 
 DatasetOption = Annotated[Dataset, typer.Option(
-    "--dataset-name", "--dataset",
+    "--dataset-name", "--dataset", metavar="NAME",
     help="Where prompts come from: random (generated), sharegpt (a ShareGPT JSON "
          "file), custom (a JSONL file of {\"prompt\", \"output_tokens\"?}), sonnet "
          "(lines of a text file: shared first lines, then random ones) or "
          "prefix_repetition (shared random prefixes, then random suffixes), as vLLM "
-         "makes them.")]
+         "makes them; conversation (a JSON list of multi-turn chats, sent turn by turn "
+         "with the server's own answers in the history; needs --backend openai-chat).")]
 
 DatasetPathOption = Annotated[Path | None, typer.Option(
-    metavar="FILE", help="The sharegpt, custom or sonnet dataset's file.")]
+    metavar="FILE", help="The sharegpt, custom, sonnet or conversation dataset's file.")]
+
+ConversationOutputLenOption = Annotated[int | None, typer.Option(
+    min=1, help="Conversation: max_tokens of every turn. Default: the length of the "
+                "file's answer to that turn.")]
+
+ConversationThinkTimeOption = Annotated[float, typer.Option(
+    min=0.0, metavar="SECONDS",
+    help="Conversation: seconds a conversation waits between an answer and its next "
+         "turn (a user reading and typing).")]
 
 SharegptOutputLenOption = Annotated[int | None, typer.Option(
     min=1, help="ShareGPT: max_tokens of each request. Default: the length of the "
@@ -119,7 +130,9 @@ RandomPrefixLenOption = Annotated[int, typer.Option(
 
 SeedOption = Annotated[int, typer.Option(help="Seed of the prompts and arrival times.")]
 
-NumPromptsOption = Annotated[int, typer.Option(min=1, help="Requests to send.")]
+NumPromptsOption = Annotated[int, typer.Option(
+    min=1, help="Requests to send (conversation dataset: conversations, each sending "
+                "all its turns).")]
 
 IgnoreEosOption = Annotated[bool, typer.Option(
     "--ignore-eos", help="Ask the server to ignore EOS, so every request generates "
@@ -168,6 +181,8 @@ def workload_options(
     sonnet_output_len: SonnetOutputLenOption = 150,
     sonnet_prefix_len: SonnetPrefixLenOption = 200,
     skip_chat_template: SkipChatTemplateOption = False,
+    conversation_output_len: ConversationOutputLenOption = None,
+    conversation_think_time: ConversationThinkTimeOption = 0.0,
     random_input_len: RandomInputLenOption = 1024,
     random_output_len: RandomOutputLenOption = 128,
     random_range_ratio: RandomRangeRatioOption = 0.0,

@@ -16,6 +16,9 @@ from rich.console import Console
 from cli.bench_args import BenchOptions, build_args, check_result_options, result_path
 from cli.bench_display import BenchDisplay
 
+# vLLM's per-request lists (--save-detailed); --plot asks for them to draw.
+DETAILED_KEYS = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "errors")
+
 
 class BenchError(RuntimeError):
     """The load generator reported an error, or stopped without a result."""
@@ -69,9 +72,10 @@ def run_bench(options: BenchOptions) -> None:
     args = build_args(options)
     binary = find_rust_frontend()
     console = Console(soft_wrap=False)
+    live = console.is_terminal and not options.disable_tqdm
     proc = spawn_rust(binary, "bench serve", args, stdout=subprocess.PIPE)
     try:
-        with BenchDisplay(console) as display:
+        with BenchDisplay(console, live) as display:
             result = follow(proc, display)
     except KeyboardInterrupt:
         proc.terminate()
@@ -84,6 +88,13 @@ def run_bench(options: BenchOptions) -> None:
             proc.wait()
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
     result = {"date": date, **result}
+    if options.plot is not None:
+        from cli.bench_plot import plot_run
+
+        for written in plot_run(result, options.plot):
+            console.print(f"wrote {written}", highlight=False, soft_wrap=True)
+    if not options.save_detailed:
+        result = {k: v for k, v in result.items() if k not in DETAILED_KEYS}
     display.result(result)
     path = result_path(options, result, date)
     if path is not None:

@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 
 from cli.bench_args import BenchOptions, build_args
+from cli.bench_display import live_stats
 from cli.bench_runner import BenchError
 
 # Set per point by the sweep, not passed through from the serve options.
@@ -103,7 +104,8 @@ class SweepDisplay:
         if self.live:
             self.progress = Progress(
                 SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                MofNCompleteColumn(), TimeElapsedColumn(), console=self.console)
+                MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(), console=self.console)
             self.progress.start()
         return self
 
@@ -129,19 +131,20 @@ class SweepDisplay:
                      f"{event.get('axis')} x {', '.join(event.get('labels') or [])} -> "
                      f"{escape(str(event.get('output_dir')))}")
             if self.progress is not None:
-                self.sweep_task = self.progress.add_task("sweep", total=event.get("points"))
+                self.sweep_task = self.progress.add_task("sweep", total=event.get("points"),
+                                                         stats="")
         elif kind == "point":
             self._advance(0, f"point {where}")
             if self.progress is not None:
                 if self.point_task is not None:
                     self.progress.remove_task(self.point_task)
-                self.point_task = self.progress.add_task("  requests", total=None)
+                self.point_task = self.progress.add_task("  requests", total=None, stats="")
             else:
                 self.say(f"{where}: running")
         elif kind == "progress" and self.progress is not None and self.point_task is not None:
             self.progress.update(self.point_task, total=event.get("total"),
                                  completed=int(event.get("completed", 0))
-                                 + int(event.get("failed", 0)))
+                                 + int(event.get("failed", 0)), stats=live_stats(event))
         elif kind in ("point_result", "point_skipped"):
             self.rows.append(event)
             resumed = " [dim](kept from an earlier run)[/dim]" if kind == "point_skipped" else ""

@@ -31,25 +31,25 @@ TEXT_ONLY = ("vrs bench serve measures text generation and text embeddings: use 
              "anthropic-messages or openai-embeddings")
 
 NO_EQUIVALENT = "vrs bench serve has no equivalent"
-RANDOM_ONLY = ("vrs bench serve makes the random, sharegpt, custom, sonnet and "
-               "prefix_repetition datasets: use --dataset-name random with --random-input-len/"
-               "--random-output-len/--random-prefix-len, sharegpt / custom with "
-               "--dataset-path, sonnet with --dataset-path and --sonnet-input-len, or "
-               "prefix_repetition with --prefix-repetition-*")
+RANDOM_ONLY = ("vrs bench serve makes the random, sharegpt, custom, sonnet, "
+               "prefix_repetition and conversation datasets: use --dataset-name random with "
+               "--random-input-len/--random-output-len/--random-prefix-len, sharegpt / custom "
+               "with --dataset-path, sonnet with --dataset-path and --sonnet-input-len, "
+               "prefix_repetition with --prefix-repetition-*, or conversation (multi-turn "
+               "chats) with --dataset-path")
 # Option prefixes of vLLM's other datasets (and its sharegpt / custom options vrs lacks).
 DATASET_PREFIXES = ("--hf-", "--sharegpt-", "--custom-", "--random-mm-", "--spec-bench-",
                     "--speed-bench-", "--blazedit-", "--bfcl-", "--prefix-repetition-",
-                    "--random-batch-")
+                    "--random-batch-", "--timed-trace-")
 # sonnet: vLLM's earlier dataset (0.33 no longer has it), with its --sonnet-* flags.
-DATASETS = ("random", "sharegpt", "custom", "sonnet", "prefix_repetition")
+# conversation: vrs's own (vLLM runs multi-turn chats with benchmarks/multi_turn).
+DATASETS = ("random", "sharegpt", "custom", "sonnet", "prefix_repetition", "conversation")
 GREEDY = "vrs bench serve sends greedy requests (temperature 0); " + NO_EQUIVALENT
 REFUSED = {
     "--no-oversample": "too few entries are drawn again (vLLM's default); not "
                        "oversampling: " + NO_EQUIVALENT,
     "--enable-multimodal-chat": RANDOM_ONLY,
     "--trust-remote-code": RANDOM_ONLY,
-    "--save-detailed": "the result file holds the summary only (--save-result); "
-                       "per-request details: " + NO_EQUIVALENT,
     "--append-result": "use a new --result-filename per run; appending: " + NO_EQUIVALENT,
     "--metadata": "use --label to name a run; other metadata: " + NO_EQUIVALENT,
     "--burstiness": "arrivals are Poisson (vLLM's default --burstiness 1) at "
@@ -60,6 +60,8 @@ REFUSED = {
     "--ready-check-timeout-sec": "start the server first (vrs serve prints its address "
                                  "once it listens); waiting: " + NO_EQUIVALENT,
     "--probe-request-rate": NO_EQUIVALENT,
+    "--self-timed": "arrivals follow --request-rate (Poisson) or --max-concurrency; a "
+                    "trace's own timing: " + NO_EQUIVALENT,
     "--plot-timeline": NO_EQUIVALENT,
     "--timeline-itl-thresholds": NO_EQUIVALENT,
     "--plot-dataset-stats": NO_EQUIVALENT,
@@ -74,7 +76,6 @@ REFUSED = {
     "--tokenizer-mode": "use --tokenizer DIR (a tokenizer.json); other modes: "
                         + NO_EQUIVALENT,
     "--request-id-prefix": NO_EQUIVALENT,
-    "--disable-tqdm": "progress shows only on a terminal; pipe the output to hide it",
     "--top-p": GREEDY, "--top-k": GREEDY, "--min-p": GREEDY, "--temperature": GREEDY,
     "--frequency-penalty": GREEDY, "--presence-penalty": GREEDY,
     "--repetition-penalty": GREEDY,

@@ -7,7 +7,7 @@ _vrs() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in -*) continue ;; esac
         case "${path:+$path }${COMP_WORDS[i]}" in
-        "bench"|"bench serve"|"bench sweep"|"frontend"|"render"|"serve") path="${path:+$path }${COMP_WORDS[i]}" ;;
+        "bench"|"bench plot"|"bench serve"|"bench sweep"|"frontend"|"render"|"serve") path="${path:+$path }${COMP_WORDS[i]}" ;;
         *) break ;;
         esac
     done
@@ -16,7 +16,13 @@ _vrs() {
         COMPREPLY=($(compgen -W "bench frontend render serve --version --help" -- "$cur"))
         return ;;
     "bench")
-        COMPREPLY=($(compgen -W "serve sweep --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "plot serve sweep --help" -- "$cur"))
+        return ;;
+    "bench plot")
+        case "$prev" in
+        --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        esac
+        COMPREPLY=($(compgen -W "--output --help" -- "$cur"))
         return ;;
     "bench serve")
         case "$prev" in
@@ -29,11 +35,12 @@ _vrs() {
         --result-dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --result-filename) return ;;
         --label) return ;;
+        --plot) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --endpoint) return ;;
         --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages openai-embeddings vllm openai" -- "$cur")); return ;;
         --model) return ;;
         --tokenizer) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom sonnet prefix_repetition" -- "$cur")); return ;;
+        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom sonnet prefix_repetition conversation" -- "$cur")); return ;;
         --dataset-path) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --sharegpt-output-len) return ;;
         --custom-output-len) return ;;
@@ -44,6 +51,8 @@ _vrs() {
         --sonnet-input-len) return ;;
         --sonnet-output-len) return ;;
         --sonnet-prefix-len) return ;;
+        --conversation-output-len) return ;;
+        --conversation-think-time) return ;;
         --random-input-len|--input-len) return ;;
         --random-output-len|--output-len) return ;;
         --random-range-ratio) return ;;
@@ -56,7 +65,7 @@ _vrs() {
         --goodput) return ;;
         --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --host --port --max-concurrency --request-rate --result-file --save-result --result-dir --result-filename --label --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --insecure --ca-cert --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --host --port --max-concurrency --request-rate --result-file --save-result --result-dir --result-filename --label --save-detailed --plot --disable-tqdm --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --conversation-output-len --conversation-think-time --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --insecure --ca-cert --help" -- "$cur"))
         return ;;
     "bench sweep")
         case "$prev" in
@@ -71,7 +80,7 @@ _vrs() {
         --backend) COMPREPLY=($(compgen -W "openai-completions openai-chat openai-responses anthropic-messages openai-embeddings vllm openai" -- "$cur")); return ;;
         --model) return ;;
         --tokenizer) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom sonnet prefix_repetition" -- "$cur")); return ;;
+        --dataset-name|--dataset) COMPREPLY=($(compgen -W "random sharegpt custom sonnet prefix_repetition conversation" -- "$cur")); return ;;
         --dataset-path) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --sharegpt-output-len) return ;;
         --custom-output-len) return ;;
@@ -82,6 +91,8 @@ _vrs() {
         --sonnet-input-len) return ;;
         --sonnet-output-len) return ;;
         --sonnet-prefix-len) return ;;
+        --conversation-output-len) return ;;
+        --conversation-think-time) return ;;
         --random-input-len|--input-len) return ;;
         --random-output-len|--output-len) return ;;
         --random-range-ratio) return ;;
@@ -94,7 +105,7 @@ _vrs() {
         --goodput) return ;;
         --ca-cert) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--base-url --label --max-concurrency --request-rate --output-dir --no-resume --stop-at-slo --max-failed-ratio --disable-tqdm --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --insecure --ca-cert --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--base-url --label --max-concurrency --request-rate --output-dir --no-resume --stop-at-slo --max-failed-ratio --disable-tqdm --endpoint --backend --model --tokenizer --dataset-name --dataset --dataset-path --sharegpt-output-len --custom-output-len --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes --prefix-repetition-output-len --sonnet-input-len --sonnet-output-len --sonnet-prefix-len --skip-chat-template --conversation-output-len --conversation-think-time --random-input-len --input-len --random-output-len --output-len --random-range-ratio --random-prefix-len --seed --num-prompts --ignore-eos --warmup-requests --num-warmups --percentile-metrics --metric-percentiles --goodput --insecure --ca-cert --help" -- "$cur"))
         return ;;
     "frontend")
         case "$prev" in

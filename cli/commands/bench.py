@@ -51,6 +51,15 @@ def serve(
         help="With --save-result: the result file's name instead of vLLM's.")] = None,
     label: Annotated[str | None, typer.Option(help="A name for this run, kept in the "
                                                       "result.")] = None,
+    save_detailed: Annotated[bool, typer.Option(
+        "--save-detailed", help="Keep vLLM's per-request lists in the result (input_lens, "
+        "output_lens, start_times, ttfts, itls, errors).")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        file_okay=False, metavar="DIR",
+        help="Draw this run's TTFT and ITL distributions into DIR (PNG and a "
+             "self-contained HTML report).")] = None,
+    disable_tqdm: Annotated[bool, typer.Option(
+        "--disable-tqdm", help="No live progress display (plain lines instead).")] = False,
     **shared: Any,
 ) -> None:
     """Load-test an OpenAI-compatible server and report vLLM's serving metrics.
@@ -71,6 +80,7 @@ def serve(
         base_url=base_url, host=host, port=port, max_concurrency=max_concurrency,
         request_rate=request_rate, result_file=result_file, save_result=save_result,
         result_dir=result_dir, result_filename=result_filename, label=label,
+        save_detailed=save_detailed, plot=plot, disable_tqdm=disable_tqdm,
         **workload(shared),
     ))
 
@@ -134,3 +144,25 @@ def sweep(
         stop_at_slo=stop_at_slo or [], max_failed_ratio=max_failed_ratio,
         disable_tqdm=disable_tqdm,
     ))
+
+
+@app.command("plot")
+def plot(
+    results: Annotated[list[Path], typer.Argument(
+        metavar="RESULTS...", help="Result JSON files of bench serve / bench sweep, or a "
+                                   "sweep's OUTPUT_DIR (every result file below it).")],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", file_okay=False, metavar="DIR",
+        help="Where sweep.png and report.html go.")] = Path("bench-plots"),
+) -> None:
+    """Draw a sweep's curves: throughput against concurrency (or rate), request
+    throughput and goodput, and TTFT / ITL (median, p99) against throughput, one line per
+    server or label. Writes a PNG and a self-contained HTML report."""
+    from cli.bench_plot import PlotError, plot_sweep
+
+    try:
+        written = plot_sweep(results, output)
+    except PlotError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'RESULTS...'") from None
+    for path in written:
+        print(f"wrote {path}")

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 import typer
+from rich.console import Console
 
 from cli.bench_args import parse_goodput, parse_percentiles
-from cli.bench_display import plain_result
+from cli.bench_display import BenchDisplay, live_stats, plain_result
 from tests.processes import terminate, wait_healthy
 
 pytestmark = pytest.mark.e2e
@@ -252,6 +253,35 @@ def test_plain_result_block() -> None:
     assert not any("TPOT" in line for line in lines), "only reported metrics are shown"
 
 
+def test_terminal_summary_fits_one_screen_of_80_columns() -> None:
+    result = {"label": "rust", "completed": 64, "failed": 2, "max_concurrency": 16,
+              "request_rate": "inf", "duration": 12.5, "total_input_tokens": 65536,
+              "total_output_tokens": 8192, "request_throughput": 5.12,
+              "request_goodput": 4.0, "output_throughput": 655.36,
+              "max_output_tokens_per_s": 900.0, "max_concurrent_requests": 16,
+              "total_token_throughput": 5898.24, "num_conversations": 8,
+              "turns": [{"turn": k, "completed": 8, "mean_ttft_ms": 10.0 * k,
+                         "mean_input_tokens": 100.0 * k, "mean_cached_tokens": 96.0 * k - 96}
+                        for k in (1, 2, 3)]}
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat, value in (("mean", 12.345), ("median", 11.0), ("std", 3.5),
+                            ("p50", 11.0), ("p90", 20.25), ("p99", 1234.5)):
+            result[f"{stat}_{metric}_ms"] = value
+    console = Console(width=200, force_terminal=True, record=True)
+    display = BenchDisplay(console, live=True)
+    display.result(result)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80 and len(lines) <= 40, lines
+    text = "\n".join(lines)
+    for needle in ("Request goodput (req/s)", "TPOT", "p99", "1234.50", "Turn 3 (8 done)",
+                   "30.00 ms / 300 / 192"):
+        assert needle in text, needle
+    # the live line: the rate so far and the current percentiles
+    stats = live_stats({"completed": 30, "elapsed_s": 3.0, "p50_ttft_ms": 12.4,
+                        "p99_ttft_ms": 80.0, "p50_e2el_ms": None, "p99_e2el_ms": None})
+    assert stats == "10.0 req/s  TTFT p50 12 p99 80 ms"
+
+
 def test_bash_completion_reaches_nested_commands() -> None:
     script = ROOT / "completions" / "vrs.bash"
     probe = (f'source {script}; c() {{ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _vrs; '
@@ -259,7 +289,7 @@ def test_bash_completion_reaches_nested_commands() -> None:
              'c vrs bench serve --port 80 --ignore; c vrs serve --dev; '
              'c vrs bench sweep --stop')
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["serve sweep --help",
+    assert out.stdout.splitlines() == ["plot serve sweep --help",
                                        "openai-completions openai-chat openai-responses "
                                        "anthropic-messages openai-embeddings vllm openai",
                                        "--ignore-eos", "--device", "--stop-at-slo"]

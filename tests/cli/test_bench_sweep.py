@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,10 @@ pytestmark = pytest.mark.e2e
 
 CONCURRENCIES = (1, 2, 4, 8)
 NUM_PROMPTS, INPUT_LEN, OUTPUT_LEN = 8, 32, 4
+# a mock engine step of 1 ms: the tokens of an answer come in chunks of their own, so the
+# plot has inter-token latencies to draw
+# (vrs-rs takes it in --engine-config, `vrs serve` as --mock-step-delay-ms)
+STEP = ("--engine-config", json.dumps({"mock_step_delay_ms": 1.0}))
 
 
 class PythonMockServer:
@@ -35,7 +40,8 @@ class PythonMockServer:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from cli.main import main; main()", "serve", str(model),
-             "--frontend", "python", "--mock", "--host", "127.0.0.1", "--port", str(port)],
+             "--frontend", "python", "--mock", "--host", "127.0.0.1", "--port", str(port),
+             "--mock-step-delay-ms", "1"],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         wait_healthy(self.proc, self.url, log_path)
 
@@ -48,7 +54,7 @@ class PythonMockServer:
 def servers(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         dict[str, str]]:
     logs = tmp_path_factory.mktemp("sweep-servers")
-    rust = MockServer(demo_model, logs / "rust.log")
+    rust = MockServer(demo_model, logs / "rust.log", *STEP)
     try:
         python = PythonMockServer(demo_model, logs / "python.log")
     except BaseException:
@@ -105,6 +111,17 @@ def test_sweep_over_two_servers_then_resume(servers: dict[str, str], tmp_path: P
         assert (int(row["completed"]), int(row["failed"]), row["request_rate"]) == (
             NUM_PROMPTS, 0, "inf")
     assert "summary written to" in run.stdout and "(8 rows)" in run.stdout
+    # vLLM's `vllm bench sweep plot OUTPUT_DIR` reads **/summary.json: lists of result
+    # maps, with its default axes total_token_throughput and median_ttft_ms
+    listed = json.loads((out / "summary.json").read_text())
+    assert [(r["label"], r["max_concurrency"]) for r in listed] == [
+        (label, c) for label in servers for c in CONCURRENCIES]
+    for entry in listed:
+        assert entry == json.loads(
+            (out / entry["label"] / f"c{entry['max_concurrency']}.json").read_text())
+        assert isinstance(entry["total_token_throughput"], float)
+        assert isinstance(entry["median_ttft_ms"], float)
+    check_plot(out, tmp_path / "plots", list(servers))
 
     # resume: every point is kept, nothing is sent again, the CSV is the same
     before = {path: path.stat().st_mtime_ns for path in files}
@@ -125,6 +142,20 @@ def test_sweep_over_two_servers_then_resume(servers: dict[str, str], tmp_path: P
         assert changed == (path.parent.name == "rust"), path
     assert [(r["label"], int(r["max_concurrency"])) for r in csv_rows(out)] == [
         (label, c) for label in servers for c in CONCURRENCIES]
+
+
+def check_plot(sweep_dir: Path, plots: Path, labels: list[str]) -> None:
+    """`vrs bench plot` of the sweep: a PNG, and an HTML report that loads nothing from
+    elsewhere (the figure inline, no script, no external URL)."""
+    out = run_vrs("bench", "plot", str(sweep_dir), "--output", str(plots))
+    assert out.returncode == 0, out.stdout + out.stderr
+    png = (plots / "sweep.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
+    page = (plots / "report.html").read_text()
+    assert "data:image/png;base64," in page
+    assert "<script" not in page and not re.search(r"(src|href)=\"(https?:)?//", page)
+    for label in labels:  # the table: a row per point
+        assert page.count(f"<td>{label}</td>") == len(CONCURRENCIES)
 
 
 def test_sweep_stops_each_server_at_an_impossible_slo(servers: dict[str, str],

@@ -52,6 +52,14 @@ SAME_SETTING: dict[str, tuple[str, Any]] = {
     "--save-result": ("save_result", lambda v: True),
     "--result-dir": ("result_dir", Path),
     "--result-filename": ("result_filename", str),
+    "--save-detailed": ("save_detailed", lambda v: True),
+    "--ignore-eos": ("ignore_eos", lambda v: True),
+    "--host": ("host", str),
+    "--random-range-ratio": ("random_range_ratio", float),
+    "--prefix-repetition-prefix-len": ("prefix_repetition_prefix_len", int),
+    "--prefix-repetition-suffix-len": ("prefix_repetition_suffix_len", int),
+    "--prefix-repetition-num-prefixes": ("prefix_repetition_num_prefixes", int),
+    "--prefix-repetition-output-len": ("prefix_repetition_output_len", int),
 }
 
 
@@ -113,10 +121,12 @@ def test_every_flag_of_vllms_examples_works_or_is_refused_naming_the_vrs_way() -
             taken.add(flag)
     # The examples exercise both sides.
     assert {"--backend", "--model", "--save-result", "--result-dir", "--result-filename",
-            "--dataset-name", "--max-concurrency", "--dataset-path",
-            "--skip-chat-template"} <= taken
+            "--dataset-name", "--max-concurrency", "--dataset-path", "--save-detailed",
+            "--skip-chat-template", "--prefix-repetition-prefix-len"} <= taken
     assert {"--temperature", "--dataset-name hf", "--dataset-name custom_audio",
-            "--backend openai-audio", "--num-prompts -1"} <= refused
+            "--backend openai-audio", "--num-prompts -1", "--dataset-name timed_trace",
+            "--dataset-name random-mm", "--self-timed", "--timed-trace-chunk-hash-size",
+            "--custom-ensure-client-side-data"} <= refused
 
 
 def test_aliases_reach_the_same_settings() -> None:

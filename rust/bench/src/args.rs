@@ -106,6 +106,11 @@ struct RawArgs {
     sonnet_output_len: usize,
     #[serde(default = "default_sonnet_prefix_len")]
     sonnet_prefix_len: usize,
+    #[serde(default)]
+    conversation_output_len: Option<usize>,
+    /// Seconds between a turn's answer and the next turn of its conversation.
+    #[serde(default)]
+    conversation_think_time: f64,
     #[serde(default = "default_input_len")]
     random_input_len: usize,
     #[serde(default = "default_output_len")]
@@ -124,6 +129,8 @@ struct RawArgs {
     request_rate: Option<f64>,
     #[serde(default)]
     ignore_eos: bool,
+    #[serde(default)]
+    save_detailed: bool,
     #[serde(default)]
     warmup_requests: usize,
     /// null: every metric the backend measures.
@@ -153,6 +160,8 @@ pub struct BenchArgs {
     pub tokenizer: Option<String>,
     /// Where the prompts come from.
     pub dataset: DatasetChoice,
+    /// Conversation dataset: seconds between a turn's answer and the next turn.
+    pub think_time: f64,
     pub random_input_len: usize,
     pub random_output_len: usize,
     pub random_range_ratio: f64,
@@ -164,6 +173,8 @@ pub struct BenchArgs {
     /// Requests per second; `None` is infinite.
     pub request_rate: Option<f64>,
     pub ignore_eos: bool,
+    /// Add vLLM's per-request lists (`--save-detailed`) to the result.
+    pub save_detailed: bool,
     pub warmup_requests: usize,
     pub percentile_metrics: Vec<Metric>,
     pub metric_percentiles: Vec<f64>,
@@ -233,7 +244,28 @@ impl BenchArgs {
                 raw.prefix_repetition_num_prefixes,
                 raw.prefix_repetition_output_len,
             ],
+            conversation_output_len: raw.conversation_output_len,
         })?;
+        let think_time = raw.conversation_think_time;
+        if !(think_time.is_finite() && think_time >= 0.0) {
+            return Err(format!(
+                "conversation_think_time must be a number of seconds >= 0, got {think_time}"
+            ));
+        }
+        let conversation = matches!(dataset, DatasetChoice::Conversation { .. });
+        if think_time > 0.0 && !conversation {
+            return Err(format!(
+                "conversation_think_time (--conversation-think-time) is for the conversation \
+                 dataset, not {dataset_name}"
+            ));
+        }
+        if conversation && raw.backend != Backend::OpenaiChat {
+            return Err(format!(
+                "the conversation dataset sends each turn with the chat history, which needs \
+                 the chat completions API: use --backend openai-chat (not {})",
+                raw.backend.name()
+            ));
+        }
         if raw.random_prefix_len > 0 && dataset != DatasetChoice::Random {
             return Err(format!(
                 "random_prefix_len (--random-prefix-len) is for the random dataset; use \
@@ -289,6 +321,7 @@ impl BenchArgs {
             model: raw.model.filter(|m| !m.is_empty()),
             tokenizer: raw.tokenizer.filter(|t| !t.is_empty()),
             dataset,
+            think_time,
             random_input_len: raw.random_input_len,
             random_output_len: raw.random_output_len,
             random_range_ratio: ratio,
@@ -298,6 +331,7 @@ impl BenchArgs {
             max_concurrency: raw.max_concurrency,
             request_rate,
             ignore_eos: raw.ignore_eos,
+            save_detailed: raw.save_detailed,
             warmup_requests: raw.warmup_requests,
             percentile_metrics,
             metric_percentiles: raw.metric_percentiles,

@@ -18,15 +18,16 @@ use serde_json::Value;
 
 use crate::args::Backend;
 use crate::metrics::RequestRecord;
-use crate::payload::{self, Payload};
 use crate::sse::SseParser;
 
 mod body;
 pub mod connect;
 mod pooling;
+mod stream;
 
-pub use body::request_body;
+pub use body::{chat_body, request_body};
 use connect::Connector;
+use stream::StreamState;
 
 /// Bytes of an error response kept for the message.
 const ERROR_BODY_LIMIT: usize = 8 * 1024;
@@ -105,65 +106,6 @@ fn error_message(body: &[u8]) -> String {
         line.chars().take(300).collect::<String>() + "…"
     } else {
         line
-    }
-}
-
-/// Per-stream bookkeeping while the chunks of one response arrive.
-struct StreamState {
-    backend: Backend,
-    start: Instant,
-    /// The first chunk with generated output (TTFT).
-    first: Option<Instant>,
-    /// The first chunk with any choice: TTFT when no chunk carries output (vLLM's rule).
-    first_choice: Option<Instant>,
-    last: Instant,
-    done: Option<Instant>,
-    chunks: usize,
-    usage: Option<u64>,
-    itl: Vec<f64>,
-    failure: Option<String>,
-    /// Times the request was sent again on a new connection (0 or 1).
-    retries: usize,
-}
-
-impl StreamState {
-    fn on_payload(&mut self, data: &[u8], now: Instant) {
-        if self.done.is_some() || self.failure.is_some() {
-            return;
-        }
-        match payload::parse(self.backend, data) {
-            Ok(Payload::Done) => self.done = Some(now),
-            Ok(Payload::Final { completion_tokens }) => {
-                if completion_tokens.is_some() {
-                    self.usage = completion_tokens;
-                }
-                self.first_choice.get_or_insert(now);
-                self.done = Some(now);
-            }
-            Ok(Payload::Error(message)) => self.failure = Some(message),
-            Err(message) => self.failure = Some(message),
-            Ok(Payload::Chunk {
-                content,
-                choices,
-                completion_tokens,
-            }) => {
-                if completion_tokens.is_some() {
-                    self.usage = completion_tokens;
-                }
-                if choices && self.first_choice.is_none() {
-                    self.first_choice = Some(now);
-                }
-                if content {
-                    if self.first.is_none() {
-                        self.first = Some(now);
-                    } else {
-                        self.itl.push((now - self.last).as_secs_f64());
-                    }
-                    self.last = now;
-                    self.chunks += 1;
-                }
-            }
-        }
     }
 }
 
@@ -269,20 +211,37 @@ impl HttpClient {
         if self.backend.pooling() {
             return self.send_pooling(uri, body, prompt_len).await;
         }
-        let start = Instant::now();
-        let mut state = StreamState {
-            backend: self.backend,
-            start,
-            first: None,
-            first_choice: None,
-            last: start,
-            done: None,
-            chunks: 0,
-            usage: None,
-            itl: Vec::new(),
-            failure: None,
-            retries: 0,
-        };
+        self.send_streamed(uri, body, prompt_len, false).await.0
+    }
+
+    /// Sends one turn of a conversation (chat completions) and times it; also returns the
+    /// answer's text, for the history of the next turn. The record's `prompt_len` is the
+    /// server's `usage.prompt_tokens` when it reports one (else `prompt_len`), and its
+    /// `cached_tokens` the server's `usage.prompt_tokens_details.cached_tokens`.
+    pub async fn send_turn(
+        &self,
+        uri: &Uri,
+        body: Bytes,
+        prompt_len: usize,
+    ) -> (RequestRecord, String) {
+        let (mut record, answer) = self.send_streamed(uri, body, prompt_len, true).await;
+        if let Some(answer) = &answer {
+            if let Some(n) = answer.prompt_tokens {
+                record.prompt_len = n as usize;
+            }
+            record.cached_tokens = answer.cached_tokens.map(|n| n as usize);
+        }
+        (record, answer.map(|a| a.text).unwrap_or_default())
+    }
+
+    async fn send_streamed(
+        &self,
+        uri: &Uri,
+        body: Bytes,
+        prompt_len: usize,
+        keep_answer: bool,
+    ) -> (RequestRecord, Option<stream::Answer>) {
+        let mut state = StreamState::new(self.backend, Instant::now(), keep_answer);
         let end = match self.stream(uri, body, &mut state).await {
             Ok(end) => end,
             Err(message) => {
@@ -320,7 +279,7 @@ impl HttpClient {
                 record.itl = state.itl;
             }
         }
-        record
+        (record, state.answer)
     }
 
     /// `POST body` answered with a success status: the answer's body. A pooled connection

@@ -3,13 +3,15 @@
 //! `--random-prefix-len N` every prompt starts with the same N tokens before its own
 //! random input length (vLLM's: the total is N + the input length). The datasets read
 //! from a file ([`file`]: sharegpt, custom; [`sonnet`]); vLLM's prefix_repetition
-//! ([`prefix`]).
+//! ([`prefix`]); multi-turn chats ([`conversation`]).
 
 use std::path::Path;
 
+pub mod conversation;
 mod file;
 pub mod prefix;
 pub mod sonnet;
+pub use conversation::{conversations, Conversation, ConversationSpec, Turn};
 pub use file::{file_prompts, FileKind, FileSpec};
 pub use prefix::{prefix_repetition_prompts, PrefixSpec};
 pub use sonnet::{sonnet_prompts, SonnetFormat, SonnetShape, SonnetSpec};

@@ -2,7 +2,8 @@
 //!
 //! `{"event":"info",...}` once the target is known, `{"event":"phase","phase":...}` when
 //! warm-up or the measured run starts, `{"event":"progress","completed":n,"failed":m,
-//! "total":t}` while it runs, then `{"event":"result",...}` (the result-file keys), or
+//! "total":t,"elapsed_s":s,"p50_ttft_ms":..,"p99_ttft_ms":..,"p50_e2el_ms":..,
+//! "p99_e2el_ms":..}` while it runs (see [`crate::progress`]), then `{"event":"result",...}` (the result-file keys), or
 //! `{"event":"error","message":...}` and a non-zero exit.
 
 use std::io::Write;
@@ -30,13 +31,6 @@ pub fn info(url: &str, model: &str, tokenizer: &str, num_prompts: usize) {
     let fields =
         json!({"url": url, "model": model, "tokenizer": tokenizer, "num_prompts": num_prompts});
     emit("info", object(fields));
-}
-
-pub fn progress(completed: usize, failed: usize, total: usize) {
-    emit(
-        "progress",
-        object(json!({"completed": completed, "failed": failed, "total": total})),
-    );
 }
 
 pub fn phase(name: &str, total: usize) {

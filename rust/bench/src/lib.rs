@@ -6,10 +6,12 @@
 
 pub mod args;
 pub mod client;
+pub mod conversation;
 pub mod dataset;
 pub mod events;
 pub mod metrics;
 pub mod payload;
+pub mod progress;
 pub mod runner;
 pub mod sse;
 pub mod sweep;
@@ -35,7 +37,8 @@ pub enum BenchCommand {
     /// Normally run by `vrs bench serve`, which builds the settings document.
     Serve {
         /// Every setting as one JSON object (keys: base_url, endpoint, backend, model,
-        /// tokenizer, dataset, random_input_len, random_output_len, random_range_ratio,
+        /// tokenizer, dataset, dataset_path and the dataset's own keys, random_input_len,
+        /// random_output_len, random_range_ratio, random_prefix_len, save_detailed,
         /// seed, num_prompts, max_concurrency, request_rate, ignore_eos, warmup_requests,
         /// percentile_metrics, metric_percentiles, goodput, label, insecure, ca_cert).
         #[arg(long, value_name = "JSON")]

@@ -29,6 +29,9 @@ pub struct RequestRecord {
     /// Times it was sent again on a new connection: its kept-alive connection had been
     /// closed by the server before any answer (the client's doing, not a server failure).
     pub retries: usize,
+    /// Prompt tokens the server found in its prefix cache, when it reports them
+    /// (`usage.prompt_tokens_details.cached_tokens`; kept for conversation turns).
+    pub cached_tokens: Option<usize>,
 }
 
 impl RequestRecord {

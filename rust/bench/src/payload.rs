@@ -11,6 +11,8 @@ mod responses;
 
 use crate::args::Backend;
 
+pub use chat::{turn as chat_turn, TurnChunk};
+
 /// One event's meaning.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {

@@ -16,15 +16,14 @@ use crate::args::BenchArgs;
 use crate::args::DatasetChoice;
 use crate::client::connect::tls_config;
 use crate::client::{parse_uri, request_body, HttpClient};
+use crate::conversation;
 use crate::dataset::{
     file_prompts, load_tokenizer, prefix_repetition_prompts, random_prompts, sonnet_prompts,
-    FileSpec, PrefixSpec, RandomSpec, SonnetFormat, SonnetSpec,
+    ConversationSpec, FileSpec, PrefixSpec, RandomSpec, SonnetFormat, SonnetSpec,
 };
 use crate::events;
 use crate::metrics::{Report, RequestRecord};
-
-/// How often progress lines are written.
-const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+use crate::progress::{Tally, PROGRESS_EVERY};
 
 /// One prepared request: the body is built before the clock starts.
 #[derive(Clone)]
@@ -143,52 +142,37 @@ async fn run_jobs(
         })
     };
     let mut records = Vec::with_capacity(total);
-    let mut failed = 0;
+    let mut tally = Tally::new(start, total);
     let mut ticker = tokio::time::interval(PROGRESS_EVERY);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut reported = usize::MAX;
     while records.len() < total {
         tokio::select! {
             record = rx.recv() => match record {
                 Some(record) => {
-                    failed += usize::from(!record.success);
+                    tally.add(&record);
                     records.push(record);
                 }
                 None => break,
             },
-            _ = ticker.tick(), if show_progress => {
-                if reported != records.len() {
-                    reported = records.len();
-                    events::progress(records.len() - failed, failed, total);
-                }
-            }
+            _ = ticker.tick(), if show_progress => tally.report(false),
         }
     }
     let duration = start.elapsed().as_secs_f64();
     let _ = dispatch.await;
     if show_progress {
-        events::progress(records.len() - failed, failed, total);
+        tally.report(true);
     }
     (records, duration)
 }
 
-/// The whole run; `Ok` holds the result event's fields.
-pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
-    let tls = if args.https() {
-        Some(tls_config(&args.trust)?)
-    } else {
-        None
-    };
-    let client = HttpClient::for_backend(args.backend, tls);
-    let uri = parse_uri(&args.url())?;
-    let target = discover(&client, &args).await?;
-    let tokenizer_name = target.tokenizer.display().to_string();
-    events::info(
-        &args.url(),
-        &target.model,
-        &tokenizer_name,
-        args.num_prompts,
-    );
+/// The prompts of a single-turn dataset, sent on schedule after the probe and the warm-up:
+/// their records and the seconds the measured run took.
+async fn single_turn(
+    client: &HttpClient,
+    uri: &Uri,
+    target: &Target,
+    args: &BenchArgs,
+) -> Result<(Vec<RequestRecord>, f64), String> {
     let spec = RandomSpec {
         input_len: args.random_input_len,
         output_len: args.random_output_len,
@@ -232,6 +216,9 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
             };
             sonnet_prompts(&tokenizer_dir, &sonnet)
         }
+        DatasetChoice::Conversation { .. } => {
+            Err("the conversation dataset is run turn by turn, not as prompts".to_string())
+        }
         DatasetChoice::PrefixRepetition {
             prefix_len,
             suffix_len,
@@ -267,9 +254,7 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
 
     // vLLM's "initial test run": one request must succeed before anything is measured.
     let first = jobs.first().ok_or("the dataset is empty")?;
-    let probe = client
-        .send(&uri, first.body.clone(), first.prompt_len)
-        .await;
+    let probe = client.send(uri, first.body.clone(), first.prompt_len).await;
     if let Some(error) = probe.error {
         return Err(error);
     }
@@ -282,8 +267,8 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
             .cloned()
             .collect();
         run_jobs(
-            &client,
-            &uri,
+            client,
+            uri,
             warm,
             args.max_concurrency,
             None,
@@ -294,8 +279,8 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
     }
     events::phase("benchmark", args.num_prompts);
     let (records, duration) = run_jobs(
-        &client,
-        &uri,
+        client,
+        uri,
         jobs,
         args.max_concurrency,
         args.request_rate,
@@ -303,6 +288,42 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
         true,
     )
     .await;
+    Ok((records, duration))
+}
+
+/// The whole run; `Ok` holds the result event's fields.
+pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
+    let tls = if args.https() {
+        Some(tls_config(&args.trust)?)
+    } else {
+        None
+    };
+    let client = HttpClient::for_backend(args.backend, tls);
+    let uri = parse_uri(&args.url())?;
+    let target = discover(&client, &args).await?;
+    let tokenizer_name = target.tokenizer.display().to_string();
+    events::info(
+        &args.url(),
+        &target.model,
+        &tokenizer_name,
+        args.num_prompts,
+    );
+    let (records, duration, extra) = match &args.dataset {
+        DatasetChoice::Conversation { path, output_len } => {
+            let spec = ConversationSpec {
+                path: path.clone(),
+                output_len: *output_len,
+                num_conversations: args.num_prompts,
+                seed: args.seed,
+            };
+            conversation::bench(&client, &uri, &target.model, &target.tokenizer, spec, &args)
+                .await?
+        }
+        _ => {
+            let (records, duration) = single_turn(&client, &uri, &target, &args).await?;
+            (records, duration, Map::new())
+        }
+    };
     let mut report = Report::new(
         &records,
         duration,
@@ -341,5 +362,27 @@ pub async fn bench(args: BenchArgs) -> Result<Map<String, Value>, String> {
         result.insert("goodput_slos_ms".into(), Value::Object(slos));
     }
     result.extend(report.to_json());
+    result.extend(extra);
+    if args.save_detailed {
+        result.extend(detailed(&records));
+    }
     Ok(result)
+}
+
+/// vLLM's per-request lists (`--save-detailed`), in the order the requests finished:
+/// `input_lens`, `output_lens`, `start_times` (seconds from the run's start), `ttfts` and
+/// `itls` (seconds), `errors` ("" for a success).
+fn detailed(records: &[RequestRecord]) -> Map<String, Value> {
+    let list = |f: &dyn Fn(&RequestRecord) -> Value| Value::Array(records.iter().map(f).collect());
+    let mut keys = Map::new();
+    keys.insert("input_lens".into(), list(&|r| json!(r.prompt_len)));
+    keys.insert("output_lens".into(), list(&|r| json!(r.output_tokens)));
+    keys.insert("start_times".into(), list(&|r| json!(r.start)));
+    keys.insert("ttfts".into(), list(&|r| json!(r.ttft)));
+    keys.insert("itls".into(), list(&|r| json!(r.itl)));
+    keys.insert(
+        "errors".into(),
+        list(&|r| json!(r.error.as_deref().unwrap_or(""))),
+    );
+    keys
 }

@@ -1,7 +1,8 @@
 //! The dataset keys of the args-json: `dataset` (vLLM's `--dataset-name`: random,
 //! sharegpt, custom, sonnet, prefix_repetition), `dataset_path`, `sharegpt_output_len`,
 //! `custom_output_len` (vLLM's default 256; -1: each line's `output_tokens`),
-//! `skip_chat_template`, the `sonnet_*` and the `prefix_repetition_*` lengths.
+//! `skip_chat_template`, the `sonnet_*` and the `prefix_repetition_*` lengths,
+//! `conversation_output_len`.
 
 use std::path::PathBuf;
 
@@ -14,6 +15,7 @@ pub const DATASETS: &[&str] = &[
     "custom",
     "sonnet",
     "prefix_repetition",
+    "conversation",
 ];
 
 /// Where the prompts come from.
@@ -37,6 +39,12 @@ pub enum DatasetChoice {
         num_prefixes: usize,
         output_len: usize,
     },
+    /// Multi-turn conversations read from a file; `output_len`: max_tokens of every turn
+    /// (`None`: the length of the file's answer to it).
+    Conversation {
+        path: PathBuf,
+        output_len: Option<usize>,
+    },
 }
 
 /// vLLM's `--custom-output-len` default.
@@ -53,6 +61,7 @@ pub struct DatasetKeys {
     pub sonnet: [usize; 3],
     /// `prefix_repetition_prefix_len`, `_suffix_len`, `_num_prefixes`, `_output_len`.
     pub prefix_repetition: [usize; 4],
+    pub conversation_output_len: Option<usize>,
 }
 
 /// The dataset these keys ask for; errors name the key.
@@ -70,9 +79,19 @@ pub fn dataset_choice(keys: DatasetKeys) -> Result<DatasetChoice, String> {
             keys.dataset
         ));
     }
+    if keys.conversation_output_len.is_some() && keys.dataset != "conversation" {
+        return Err(format!(
+            "conversation_output_len is for the conversation dataset, not {}",
+            keys.dataset
+        ));
+    }
+    if keys.conversation_output_len == Some(0) {
+        return Err("conversation_output_len must be at least 1".into());
+    }
     let generated = |choice: DatasetChoice| match &path {
         Some(path) => Err(format!(
-            "dataset_path ({}) is for the sharegpt, custom and sonnet datasets; the {} \
+            "dataset_path ({}) is for the sharegpt, custom, sonnet and conversation \
+             datasets; the {} \
              dataset reads no file",
             path.display(),
             keys.dataset
@@ -117,6 +136,16 @@ pub fn dataset_choice(keys: DatasetKeys) -> Result<DatasetChoice, String> {
                     prefix_len,
                 },
                 chat_template: !keys.skip_chat_template,
+            });
+        }
+        "conversation" => {
+            let path = path.ok_or(
+                "the conversation dataset needs dataset_path (--dataset-path FILE): a JSON \
+                 list of conversations",
+            )?;
+            return Ok(DatasetChoice::Conversation {
+                path,
+                output_len: keys.conversation_output_len,
             });
         }
         "sharegpt" => FileKind::ShareGpt {

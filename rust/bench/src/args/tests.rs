@@ -104,7 +104,28 @@ fn errors_name_the_key() {
         ),
         (
             r#"{"base_url": "http://h", "dataset_path": "d.json"}"#,
-            "dataset_path (d.json) is for the sharegpt, custom and sonnet datasets",
+            "dataset_path (d.json) is for the sharegpt, custom, sonnet and conversation",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "conversation", "backend": "openai-chat"}"#,
+            "the conversation dataset needs dataset_path",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "conversation", "dataset_path": "c.json"}"#,
+            "use --backend openai-chat (not openai-completions)",
+        ),
+        (
+            r#"{"base_url": "http://h", "conversation_think_time": 2}"#,
+            "conversation_think_time (--conversation-think-time) is for the conversation",
+        ),
+        (
+            r#"{"base_url": "http://h", "dataset": "conversation", "dataset_path": "c.json",
+                "backend": "openai-chat", "conversation_think_time": -1}"#,
+            "conversation_think_time must be a number of seconds >= 0",
+        ),
+        (
+            r#"{"base_url": "http://h", "conversation_output_len": 5}"#,
+            "conversation_output_len is for the conversation dataset, not random",
         ),
         (
             r#"{"base_url": "http://h", "dataset": "sonnet"}"#,
@@ -290,4 +311,17 @@ fn datasets_take_vllms_keys() {
         ),
         DatasetChoice::File(own, PathBuf::from("c.jsonl"))
     );
+    let chat = full(
+        r#""dataset": "conversation", "dataset_path": "v.json", "backend": "openai-chat",
+            "conversation_output_len": 12, "conversation_think_time": 0.5"#,
+    );
+    assert_eq!(
+        chat.dataset,
+        DatasetChoice::Conversation {
+            path: PathBuf::from("v.json"),
+            output_len: Some(12)
+        }
+    );
+    assert_eq!(chat.think_time, 0.5);
+    assert_eq!(chat.endpoint, "/v1/chat/completions");
 }

@@ -47,3 +47,17 @@ pub fn request_body(
     }
     Bytes::from(body.to_string())
 }
+
+/// A chat completions request of a conversation's turn: `messages` is the history (the
+/// system message, the earlier turns with the server's own answers) and this turn's user
+/// message; greedy, streamed, usage requested.
+pub fn chat_body(model: &str, messages: &[Value], max_tokens: usize, ignore_eos: bool) -> Bytes {
+    let mut body = json!({
+        "model": model, "messages": messages, "max_completion_tokens": max_tokens,
+        "temperature": 0.0, "stream": true, "stream_options": {"include_usage": true},
+    });
+    if let (true, Value::Object(map)) = (ignore_eos, &mut body) {
+        map.insert("ignore_eos".into(), Value::Bool(true));
+    }
+    Bytes::from(body.to_string())
+}

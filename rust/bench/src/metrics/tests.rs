@@ -20,6 +20,7 @@ fn ok(prompt_len: usize, output_tokens: usize, ttft: f64, itl: &[f64]) -> Reques
         itl: itl.to_vec(),
         error: None,
         retries: 0,
+        cached_tokens: None,
     }
 }
 

@@ -41,6 +41,48 @@ struct Delta<'a> {
 struct Usage {
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// What a chat chunk adds to a conversation turn's answer: its text, and the prompt
+/// counts of the usage chunk.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TurnChunk {
+    pub text: String,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+}
+
+/// The answer text and prompt usage of one chat chunk (nothing for `[DONE]`, an error or
+/// data that is not a chunk: [`parse`] reports those).
+pub fn turn(data: &[u8]) -> TurnChunk {
+    let Ok(chunk) = serde_json::from_slice::<Chunk>(data) else {
+        return TurnChunk::default();
+    };
+    let text = chunk
+        .choices
+        .first()
+        .and_then(|c| c.delta.as_ref())
+        .and_then(|d| d.content.as_deref())
+        .unwrap_or("")
+        .to_string();
+    let usage = chunk.usage.as_ref();
+    TurnChunk {
+        text,
+        prompt_tokens: usage.and_then(|u| u.prompt_tokens),
+        cached_tokens: usage
+            .and_then(|u| u.prompt_tokens_details.as_ref())
+            .and_then(|d| d.cached_tokens),
+    }
 }
 
 #[derive(Deserialize)]
@@ -116,5 +158,17 @@ mod tests {
         let error = br#"{"error":{"message":"engine died","code":503}}"#;
         assert_eq!(parse(error), Ok(Payload::Error("engine died".into())));
         assert!(parse(b"not json").unwrap_err().contains("not json"));
+    }
+
+    #[test]
+    fn turns_keep_the_text_and_the_prompt_usage() {
+        let delta = br#"{"choices":[{"delta":{"content":"caf\u00e9"}}]}"#;
+        assert_eq!(turn(delta).text, "café");
+        assert_eq!(turn(delta).cached_tokens, None);
+        let usage = br#"{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":3,
+            "prompt_tokens_details":{"cached_tokens":32}}}"#;
+        let got = turn(usage);
+        assert_eq!((got.prompt_tokens, got.cached_tokens), (Some(40), Some(32)));
+        assert_eq!(turn(b"[DONE]"), TurnChunk::default());
     }
 }

@@ -1,6 +1,6 @@
 //! The sweep's files: each point's result JSON (written whole or not at all), whether a
-//! stored one is complete, and `summary.csv`, rebuilt from every result file under the
-//! output directory.
+//! stored one is complete, and `summary.csv` and `summary.json` (vLLM's sweep plot
+//! reads it), rebuilt from every result file under the output directory.
 
 use std::cmp::Ordering;
 use std::fs;
@@ -149,10 +149,19 @@ pub fn csv(results: &[Map<String, Value>]) -> String {
     text
 }
 
-/// Rebuilds `<output_dir>/summary.csv`; returns its path and the number of rows.
+/// Rebuilds `<output_dir>/summary.csv`, and `<output_dir>/summary.json`: every result
+/// whole, as one JSON list, the file vLLM's `vllm bench sweep plot` reads (it gathers
+/// `**/summary.json` lists of result maps; `--curve-by label --var-x max_concurrency`).
+/// Returns the CSV's path and the number of rows.
 pub fn write_csv(output_dir: &Path, label_order: &[String]) -> Result<(PathBuf, usize), String> {
     let rows = results(output_dir, label_order);
     let path = output_dir.join("summary.csv");
     fs::write(&path, csv(&rows)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let list = Value::Array(rows.iter().cloned().map(Value::Object).collect());
+    let json_path = output_dir.join("summary.json");
+    let text = serde_json::to_string_pretty(&list)
+        .map_err(|e| format!("cannot encode {}: {e}", json_path.display()))?;
+    fs::write(&json_path, text + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
     Ok((path, rows.len()))
 }
