@@ -8,9 +8,9 @@ transformers wrote them. transformers 5 dispatches the experts through its
 ``grouped_mm`` (tokens sorted by expert, ``torch.nn.functional.grouped_mm`` or its
 fallback; the default where it dispatches). This times one Qwen3-MoE sparse block
 (router, experts, combine) of random weights at several token counts with each, taking
-turns, against the ideal of a grouped matmul: the same active FLOPs as two dense matmuls
-(``[T*k, hidden] x [hidden, 2*inter]`` and ``[T*k, inter] x [inter, hidden]``), the rate
-a perfect grouped kernel would reach, with the router and the combine left out.
+turns, against what a grouped expert matmul has to do and nothing more: each hit
+expert's two matmuls over its tokens, already sorted (``ideal``), with the router, the
+gathers, the activation and the combine left out.
 
     python benchmarks/moe_experts.py                 # Qwen3-30B-A3B's ratios, scaled down
     python benchmarks/moe_experts.py --tokens 1,8,64 --rounds 7
@@ -63,15 +63,23 @@ def timed(fn: Any, repeats: int) -> float:
 
 
 def ideal(tokens: int, args: argparse.Namespace) -> Any:
-    """The dense matmuls with the block's active FLOPs: a perfect grouped matmul's rate."""
-    rows = tokens * args.top_k
-    x = torch.randn(rows, args.hidden, dtype=args.dtype)
-    gate_up = torch.randn(2 * args.inter, args.hidden, dtype=args.dtype)
-    down = torch.randn(args.hidden, args.inter, dtype=args.dtype)
+    """What a grouped expert matmul has to do, with nothing else: the tokens already
+    sorted by expert (``top_k`` distinct experts per token, drawn at random), and each hit
+    expert's own weights times its rows, gate/up then down. It reads every hit expert's
+    weights, as a grouped kernel must; routing, gathers, the activation and the combine
+    are left out."""
+    generator = torch.Generator().manual_seed(args.seed)
+    choice = torch.stack([torch.randperm(args.experts, generator=generator)[: args.top_k]
+                          for _ in range(tokens)])
+    counts = torch.bincount(choice.flatten(), minlength=args.experts)
+    work = [(torch.randn(int(n), args.hidden, dtype=args.dtype),
+             torch.randn(2 * args.inter, args.hidden, dtype=args.dtype),
+             torch.randn(args.hidden, args.inter, dtype=args.dtype))
+            for n in counts.tolist() if n]
 
     def run() -> None:
-        h = F.linear(x, gate_up)
-        F.linear(h[:, : args.inter], down)
+        for x, gate_up, down in work:
+            F.linear(F.linear(x, gate_up)[:, : args.inter], down)
 
     return run
 
