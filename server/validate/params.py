@@ -25,6 +25,7 @@ from server.text import NO_CHAT_TEMPLATE
 from server.validate import guided, structured
 from server.validate import sampling as sampling_fields
 from server.validate.extras import Extras, message_reasoning
+from server.validate.tool_calls import template_tool_calls
 
 I64 = (-(2**63), 2**63 - 1)
 U32_END = 2**32
@@ -383,7 +384,8 @@ def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[
     ``annotations``, ``audio``, ``function_call``), an assistant message's reasoning as
     ``reasoning`` and ``reasoning_content``, a content list checked to hold text parts only and
     kept as ``{"type": "text", "text": ...}`` parts (the template's content format joins
-    them or not: :mod:`server.text.content_format`)."""
+    them or not: :mod:`server.text.content_format`), an assistant message's tool calls'
+    arguments as objects (:mod:`server.validate.tool_calls`; an empty list left out)."""
     if request.messages is None:
         raise bad_request("`messages` is required", "messages")
     if not request.messages:
@@ -409,6 +411,8 @@ def chat_messages(request: s.ChatCompletionRequest, has_template: bool) -> list[
             item["content"] = content
         for field in ("name", "tool_calls", "tool_call_id"):
             value = getattr(message, field)
+            if field == "tool_calls" and value is not None and message.role == "assistant":
+                value = template_tool_calls(value, f"messages[{i}].tool_calls") or None
             if value is not None:
                 item[field] = value
         reasoning = message_reasoning(message)

@@ -47,6 +47,10 @@ CALL = {"role": "assistant", "content": None, "tool_calls": [{
     "id": "abcDEF123", "type": "function",
     "function": {"name": "get_weather", "arguments": "{\"city\": \"Zürich\"}"}}]}
 RESULT = {"role": "tool", "tool_call_id": "abcDEF123", "content": "{\"temperature\": 21}"}
+# arguments that are not JSON: vLLM gives the template {} (and so must both frontends)
+CALL_NOT_JSON = {"role": "assistant", "content": None, "tool_calls": [{
+    "id": "abcDEF123", "type": "function",
+    "function": {"name": "get_weather", "arguments": "{\"city\": \"Zür"}}]}
 
 # name -> (request body fields, what the template must read for the case to apply)
 CONVERSATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
@@ -63,6 +67,8 @@ CONVERSATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
     "tools": ({"messages": [SYSTEM, USER], "tools": TOOLS}, "tools"),
     "tools_no_system": ({"messages": [USER], "tools": TOOLS}, "tools"),
     "tool_round_trip": ({"messages": [USER, CALL, RESULT], "tools": TOOLS}, "tool_calls"),
+    "tool_call_arguments_not_json": (
+        {"messages": [USER, CALL_NOT_JSON, RESULT], "tools": TOOLS}, "tool_calls"),
     "thinking_off": ({"messages": [SYSTEM, USER],
                       "chat_template_kwargs": {"enable_thinking": False}}, "enable_thinking"),
 }
@@ -228,3 +234,44 @@ def test_named_templates_take_tool_use_for_requests_with_tools(demo_model: Path,
     finally:
         codes = {name: server.stop() for name, server in servers.items()}
     assert codes == dict.fromkeys(servers, 0), codes
+
+
+# The same tool call and result as a Responses input and as Anthropic Messages: both routes
+# become chat messages whose call's arguments reach the template as an object.
+RESPONSES_INPUT = {"input": [
+    {"type": "message", "role": "user", "content": USER["content"]},
+    {"type": "function_call", "call_id": "abcDEF123", "name": "get_weather",
+     "arguments": "{\"city\": \"Zürich\"}"},
+    {"type": "function_call_output", "call_id": "abcDEF123", "output": RESULT["content"]}],
+    "tools": [{"type": "function", **tool["function"]} for tool in TOOLS]}
+MESSAGES_BODY = {"max_tokens": 16, "messages": [
+    {"role": "user", "content": USER["content"]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "abcDEF123",
+                                       "name": "get_weather", "input": {"city": "Zürich"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "abcDEF123",
+                                  "content": RESULT["content"]}]}],
+    "tools": [{"name": tool["function"]["name"], "description": tool["function"]["description"],
+               "input_schema": tool["function"]["parameters"]} for tool in TOOLS]}
+
+
+@pytest.mark.parametrize("family", ["llama3", "glm4_moe"])
+def test_tool_calls_reach_the_template_as_objects_from_every_route(
+        family_services: Callable[[str], Family], family: str) -> None:
+    """A tool call and its result by chat completions, Responses and Anthropic Messages
+    render as transformers renders the chat with the call's arguments an object (vLLM's
+    ``_postprocess_messages``); glm4_moe's template iterates them (``.items()``)."""
+    fam = family_services(family)
+    source = FAMILIES[family].source
+    messages = [USER, {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "function": {
+        "name": "get_weather", "arguments": {"city": "Zürich"}}}]}, RESULT]
+    want = fam.tokenizer.apply_chat_template(
+        template_messages(messages, FAMILIES[family].content_format), tools=TOOLS,
+        chat_template=source, tokenize=False, add_generation_prompt=True)
+    assert "Zürich" in want and '\\"city' not in want  # not the JSON text written again
+    routes = {"/v1/chat/completions/render": {"messages": [USER, CALL, RESULT], "tools": TOOLS},
+              "/v1/responses/render": RESPONSES_INPUT, "/v1/messages/render": MESSAGES_BODY}
+    for path, body in routes.items():
+        for name, server in fam.servers.items():
+            answer = server.client.post(path, json={"model": "demo", **body})
+            assert answer.status_code == 200, (name, path, answer.text)
+            assert answer.json()["prompt"] == want, (name, path)

@@ -156,14 +156,32 @@ DEMO_FORMAT = "openai"
 QWEN3_STYLE_FORMAT = "string"
 
 
+def template_arguments(arguments: Any) -> dict[str, Any]:
+    """A tool call's ``arguments`` as vLLM's ``_postprocess_messages`` hands them to the
+    template: an object kept, a JSON object's text parsed, anything else ``{}``."""
+    if isinstance(arguments, str) and arguments:
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return {}
+    return arguments if isinstance(arguments, dict) else {}
+
+
 def template_messages(messages: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
     """The documented mapping of OpenAI messages to template messages (vLLM's
-    ``_parse_chat_message_content``): null fields left out; with ``string`` text parts
-    joined with newlines, with ``openai`` the content a list of ``{"type": "text",
-    "text": ...}`` parts (a string one part, null an empty list)."""
+    ``_parse_chat_message_content`` and ``_postprocess_messages``): null fields left out;
+    with ``string`` text parts joined with newlines, with ``openai`` the content a list of
+    ``{"type": "text", "text": ...}`` parts (a string one part, null an empty list); an
+    assistant's tool calls' ``arguments`` objects (an empty ``tool_calls`` left out)."""
     out = []
     for message in messages:
         item = {k: v for k, v in message.items() if v is not None and k != "content"}
+        if message["role"] == "assistant" and "tool_calls" in item:
+            item["tool_calls"] = [
+                {**call, "function": {**call["function"], "arguments": template_arguments(
+                    call["function"].get("arguments"))}} for call in item["tool_calls"]]
+            if not item["tool_calls"]:
+                del item["tool_calls"]
         content = message.get("content")
         if fmt == "string":
             if isinstance(content, list):
@@ -238,7 +256,8 @@ def test_corpus_covers_the_issue() -> None:
             "continue_final", "no_generation_prompt", "rf_json_object", "rf_json_schema",
             "so_json_object_schema", "so_json_text", "so_regex", "so_choice", "so_grammar",
             "so_json_object", "so_structural_tag", "forced_tool_required",
-            "forced_tool_required_one_call", "forced_tool_named"} <= names
+            "forced_tool_required_one_call", "forced_tool_named", "tool_call_arguments_not_json",
+            "tool_call_arguments_not_an_object", "tool_calls_empty_list"} <= names
     long_turns = next(r for r in REQUESTS if r["name"] == "long")["body"]["messages"]
     assert sum(m["role"] == "user" for m in long_turns) == 8
     assert len(next(r for r in REQUESTS if r["name"] == "tools")["body"]["tools"]) == 8

@@ -24,6 +24,7 @@ use crate::validate::params::{self, Endpoint, Settings};
 use crate::validate::{beam_search, engine_fields, extras, sampling, structured};
 
 mod message;
+mod tool_calls;
 use message::echoed;
 pub use message::message_json;
 

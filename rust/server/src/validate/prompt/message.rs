@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::edge::error::ApiError;
 use crate::openai::{ChatMessage, MessageContent};
+use crate::validate::prompt::tool_calls::template_tool_calls;
 
 /// The text `echo` puts before a chat answer: the last message's, when it is the
 /// assistant's (text parts joined as the template sees them).
@@ -31,9 +32,11 @@ pub(super) fn echoed(message: &ChatMessage) -> Option<String> {
 /// unread too: `refusal`, `annotations`, `audio`, `function_call`), an assistant message's
 /// reasoning as `reasoning` and `reasoning_content`, a content list checked to hold text
 /// parts only and kept as `{"type": "text", "text": ...}` parts (the template's content
-/// format joins them or not: `vrs_text::ContentFormat`).
+/// format joins them or not: `vrs_text::ContentFormat`), an assistant message's tool calls'
+/// arguments as objects (`tool_calls.rs`; an empty list left out).
 pub fn message_json(index: usize, mut message: ChatMessage) -> Result<Value, ApiError> {
     let reasoning = message.take_reasoning();
+    let assistant = message.role == "assistant";
     let mut out = Map::new();
     out.insert("role".into(), Value::String(message.role));
     let content = match message.content {
@@ -71,7 +74,14 @@ pub fn message_json(index: usize, mut message: ChatMessage) -> Result<Value, Api
         out.insert("name".into(), Value::String(name));
     }
     if let Some(calls) = message.tool_calls {
-        out.insert("tool_calls".into(), Value::Array(calls));
+        let calls = if assistant {
+            template_tool_calls(calls, &format!("messages[{index}].tool_calls"))?
+        } else {
+            calls
+        };
+        if !calls.is_empty() || !assistant {
+            out.insert("tool_calls".into(), Value::Array(calls));
+        }
     }
     if let Some(id) = message.tool_call_id {
         out.insert("tool_call_id".into(), Value::String(id));
