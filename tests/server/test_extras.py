@@ -112,8 +112,11 @@ def test_an_sdk_message_sent_back_reaches_the_template_as_vllm_gives_it() -> Non
            "tool_calls": [{"id": "call_1", "type": "function",
                            "function": {"name": "f", "arguments": "{}"}}],
            "reasoning_content": "think"}
+    # the tool call's arguments reach the template parsed, as vLLM gives them
     assert messages_of(sdk) == [{
-        "role": "assistant", "content": "Let me check.", "tool_calls": sdk["tool_calls"],
+        "role": "assistant", "content": "Let me check.",
+        "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "f", "arguments": {}}}],
         "reasoning": "think", "reasoning_content": "think"}]
     # vLLM drops what it does not read, values included; `reasoning` wins over the old name
     given = {"role": "assistant", "content": "a", "refusal": "no", "annotations": [{"x": 1}],

@@ -16,6 +16,12 @@ from engine.runtime.loader import ModelLoadError
 from engine.runtime.pooling.encoder import encoder_family
 
 POOLING_SUFFIXES = ("ForSequenceClassification", "Model")
+# Causal LMs whose class names end in "Model" all the same (GPT2LMHeadModel, ...).
+_LM_HEAD_SUFFIXES = ("LMHeadModel",)
+
+
+def _pooling_architecture(arch: str) -> bool:
+    return arch.endswith(POOLING_SUFFIXES) and not arch.endswith(_LM_HEAD_SUFFIXES)
 
 
 def pooling_convert(runner: str, convert: str, hf_config: dict[str, Any],
@@ -24,8 +30,8 @@ def pooling_convert(runner: str, convert: str, hf_config: dict[str, Any],
     "auto" lets its config decide). A ModelLoadError for a checkpoint that cannot be
     served as asked."""
     archs = [str(a) for a in hf_config.get("architectures") or []]
-    pooling_only = encoder_family(hf_config) is not None or any(a.endswith(POOLING_SUFFIXES)
-                                                     for a in archs)
+    pooling_only = encoder_family(hf_config) is not None or any(_pooling_architecture(a)
+                                                                for a in archs)
     if runner == "generate":
         if encoder_family(hf_config) is not None:
             raise ModelLoadError(f"{', '.join(archs)} is an encoder-only model (neither "
