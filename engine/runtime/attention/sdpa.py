@@ -124,26 +124,10 @@ class SdpaMetadata(AttentionMetadata):
             out = attend(q[:n].unsqueeze(2), keys, values, seen, scale, features)
             outputs.append(out.reshape(n, num_heads * head_dim))
         if self.num_chunks:
-            c, qlen, kv_heads = self.num_chunks, self.chunk_len, kv.shape[2]
-            qc = q[n:]
-            if self.chunk_index is not None:
-                qc = qc.index_select(0, self.chunk_index)
-            queries = qc.reshape(c, qlen, num_heads, head_dim).transpose(1, 2)
-            if self.chunk_blocks is None:  # fresh prompts: the keys are the chunk's own
-                kvc = kv[n:]
-                if self.chunk_index is not None:
-                    kvc = kvc.index_select(0, self.chunk_index)
-                kvc = kvc.view(c, qlen, 2, kv_heads, head_dim)
-                keys, values = kvc[:, :, 0].transpose(1, 2), kvc[:, :, 1].transpose(1, 2)
-            else:
-                keys, values = self.gather.gather(kv_cache, self.chunk_blocks, c,
-                                                  self.chunk_num_blocks)
+            queries, keys, values = self.chunk_inputs(q, kv, kv_cache)
             seen = visible(chunk_pos, keys.shape[2], window)
-            out = attend(queries, keys, values, seen, scale, features)
-            out = out.transpose(1, 2).reshape(c * qlen, num_heads * head_dim)
-            if self.chunk_out_index is not None:
-                out = out.index_select(0, self.chunk_out_index)
-            outputs.append(out)
+            outputs.append(self.chunk_output(attend(queries, keys, values, seen, scale,
+                                                    features)))
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=0)
 
     def positions(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,13 +154,14 @@ class SdpaMetadata(AttentionMetadata):
         )
         return out.reshape(n, num_heads * head_dim)
 
-    def chunk_forward(
-        self, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
-    ) -> torch.Tensor:
-        """The multi-token chunks (the rows of ``q`` after the single-token queries)."""
+    def chunk_inputs(
+        self, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The chunks' padded queries ``[c, heads, chunk_len, head_dim]`` (the rows of
+        ``q`` after the single-token queries) and their keys and values: the chunks' own
+        when no chunk has earlier context, else gathered from the cache."""
         n, num_heads, head_dim = self.num_single, q.shape[1], q.shape[2]
         kv_heads = kv.shape[2]
-        group = num_heads // kv_heads
         c, qlen = self.num_chunks, self.chunk_len
         qc = q[n:]
         if self.chunk_index is not None:
@@ -187,20 +172,34 @@ class SdpaMetadata(AttentionMetadata):
             if self.chunk_index is not None:
                 kvc = kvc.index_select(0, self.chunk_index)
             kvc = kvc.view(c, qlen, 2, kv_heads, head_dim)
-            keys, values = kvc[:, :, 0].transpose(1, 2), kvc[:, :, 1].transpose(1, 2)
+            return queries, kvc[:, :, 0].transpose(1, 2), kvc[:, :, 1].transpose(1, 2)
+        keys, values = self.gather.gather(kv_cache, self.chunk_blocks, c, self.chunk_num_blocks)
+        return queries, keys, values
+
+    def chunk_output(self, out: torch.Tensor) -> torch.Tensor:
+        """``[c, heads, chunk_len, head_dim]`` back to the chunks' real rows."""
+        c, heads, qlen, head_dim = out.shape
+        rows = out.transpose(1, 2).reshape(c * qlen, heads * head_dim)
+        if self.chunk_out_index is not None:
+            rows = rows.index_select(0, self.chunk_out_index)
+        return rows
+
+    def chunk_forward(
+        self, q: torch.Tensor, kv: torch.Tensor, kv_cache: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        """The multi-token chunks (the rows of ``q`` after the single-token queries)."""
+        group = q.shape[1] // kv.shape[2]
+        queries, keys, values = self.chunk_inputs(q, kv, kv_cache)
+        if self.chunk_blocks is None:
             out = F.scaled_dot_product_attention(
                 queries, keys, values, is_causal=True, scale=scale, enable_gqa=group > 1
             )
         else:
-            keys, values = self.gather.gather(kv_cache, self.chunk_blocks, c, self.chunk_num_blocks)
             out = F.scaled_dot_product_attention(
                 queries, keys, values, attn_mask=self.chunk_mask, scale=scale,
                 enable_gqa=group > 1,
             )
-        out = out.transpose(1, 2).reshape(c * qlen, num_heads * head_dim)
-        if self.chunk_out_index is not None:
-            out = out.index_select(0, self.chunk_out_index)
-        return out
+        return self.chunk_output(out)
 
 
 class SdpaBackend(AttentionBackend):

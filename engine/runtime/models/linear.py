@@ -33,15 +33,15 @@ class PackedLinear(torch.nn.Module):
                                                                  self.out_features)
 
 
-def pack_linears(model: torch.nn.Module, device: torch.device, dtype: torch.dtype,
-                 skip: Callable[[torch.nn.Linear], bool] | None = None) -> tuple[str, str]:
-    """Put every ``nn.Linear`` of ``model`` (but those ``skip`` names) on the CPU matmul
-    ``pick_linear`` chooses (``VRS_CPU_MATMUL`` as for the decoder); returns the
-    backend's name and the reason for the log."""
+def pack_linears(model: torch.nn.Module, device: torch.device,
+                 dtype: torch.dtype) -> tuple[str, str]:
+    """Put every ``nn.Linear`` of ``model`` on the CPU matmul ``pick_linear`` chooses
+    (``VRS_CPU_MATMUL`` as for the decoder); returns the backend's name and the reason
+    for the log."""
     backend = pick_linear(device, dtype)
     if backend.name != "torch":
         for module in list(model.modules()):
             for name, child in list(module.named_children()):
-                if isinstance(child, torch.nn.Linear) and not (skip and skip(child)):
+                if isinstance(child, torch.nn.Linear):
                     setattr(module, name, PackedLinear(child, backend.linear, backend.pack))
     return backend.name, backend.reason
