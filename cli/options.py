@@ -187,6 +187,13 @@ ReasoningParser = Annotated[str, typer.Option(
     help="Split reasoning out of chat answers into reasoning_content: auto (from the chat "
          "template: [THINK] mistral, <think> qwen3 or deepseek_r1, 'thought process' "
          "granite; logged at start-up), none, deepseek_r1, qwen3, granite or mistral.")]
+TensorParallelSize = Annotated[int, typer.Option(
+    "--tensor-parallel-size", "-tp", min=1, max=64,
+    help="vLLM's: processes that each hold a slice of the model (its attention heads and "
+         "MLP split column- and row-parallel, all-reduced through torch.distributed: gloo "
+         "on the CPU, NCCL on CUDA device 0..N-1), per engine: with --data-parallel-size "
+         "D there are D x N processes. Each rank's weight and KV memory is logged at "
+         "start-up and reported by GET /load.")]
 DataParallelSize = Annotated[int, typer.Option(
     min=1, max=65535,
     help="Engines to run (data parallel, engine index 0..N-1); each request goes to the "

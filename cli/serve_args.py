@@ -52,6 +52,7 @@ class ServeOptions:
     runner: str = "auto"
     convert: str = "auto"
     model_impl: str = "auto"
+    tensor_parallel_size: int = 1
     chat_template_content_format: str = "auto"
     mock_replies: Path | None = None
     api_key: str | None = None
@@ -204,6 +205,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         "runner": options.runner,
         "convert": options.convert,
         "model_impl": options.model_impl,
+        "tensor_parallel_size": options.tensor_parallel_size,
         "mock_step_delay_ms": options.mock_step_delay_ms,
         "mock_replies": _mock_replies(options.mock_replies),
         "structured_outputs_compile_timeout": options.structured_outputs_compile_timeout,

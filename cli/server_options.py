@@ -56,6 +56,7 @@ def server_options(
     request_timeout: o.RequestTimeout = None,
     tool_call_parser: o.ToolCallParser = "auto",
     reasoning_parser: o.ReasoningParser = "auto",
+    tensor_parallel_size: o.TensorParallelSize = 1,
     data_parallel_size: o.DataParallelSize = 1,
     data_parallel_size_local: o.DataParallelSizeLocal = None,
     data_parallel_address: o.DataParallelAddress = "127.0.0.1",

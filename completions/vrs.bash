@@ -141,6 +141,7 @@ _vrs() {
         --request-timeout) return ;;
         --tool-call-parser) return ;;
         --reasoning-parser) return ;;
+        --tensor-parallel-size) return ;;
         --data-parallel-size) return ;;
         --data-parallel-size-local) return ;;
         --data-parallel-address) return ;;
@@ -166,7 +167,7 @@ _vrs() {
         --max-connections) return ;;
         --api-server-count) return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --model-impl --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --api-server-count --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --model-impl --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --tensor-parallel-size --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --api-server-count --help" -- "$cur"))
         return ;;
     "render")
         case "$prev" in
@@ -231,6 +232,7 @@ _vrs() {
         --request-timeout) return ;;
         --tool-call-parser) return ;;
         --reasoning-parser) return ;;
+        --tensor-parallel-size) return ;;
         --data-parallel-size) return ;;
         --data-parallel-size-local) return ;;
         --data-parallel-address) return ;;
@@ -258,7 +260,7 @@ _vrs() {
         --engine-index) return ;;
         --frontend) COMPREPLY=($(compgen -W "rust python" -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --model-impl --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "--model --tokenizer --trust-remote-code --host --port --served-model-name --mock --max-model-len --log-level --shutdown-timeout --chat-template --chat-template-content-format --device --dtype --block-size --max-num-seqs --max-num-batched-tokens --scheduling-policy --runner --convert --model-impl --kv-cache-memory --gpu-memory-utilization --enable-prefix-caching --no-enable-prefix-caching --seed --enforce-eager --structured-outputs-compile-timeout --mock-step-delay-ms --mock-replies --api-key --max-request-body --max-concurrent-requests --max-batch-prompts --request-timeout --tool-call-parser --reasoning-parser --tensor-parallel-size --data-parallel-size --data-parallel-size-local --data-parallel-address --data-parallel-rpc-port --sse-keep-alive-interval --max-num-queued-reqs --max-num-queued-tokens --max-queue-wait --otlp-traces-endpoint --collect-detailed-traces --enable-responses-store --responses-store-max-entries --enable-tokenizer-info-endpoint --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --uds --allowed-origins --allowed-methods --allowed-headers --allow-credentials --enable-request-id-headers --h11-max-incomplete-event-size --header-read-timeout --http-timeout-keep-alive --max-connections --headless --handshake-address --engine-index --frontend --help" -- "$cur"))
         return ;;
     esac
 }

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--engine-index must be in 0..65535")
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ["VRS_ENGINE_INDEX"] = str(args.engine_index)  # its workers' log lines
     from engine.logfmt import setup_logging
 
     setup_logging(os.environ.get("VRS_LOG_LEVEL", "INFO").upper(),

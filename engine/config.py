@@ -73,6 +73,9 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
     runner: str = "auto"
     convert: str = "auto"
     model_impl: str = "auto"
+    # vLLM's --tensor-parallel-size: processes that each hold a slice of the model
+    # (engine/runtime/parallel/); rank 0 is the engine process itself.
+    tensor_parallel_size: int = 1
 
     def validate(self) -> EngineConfig:
         _check(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
@@ -90,6 +93,11 @@ class EngineConfig(msgspec.Struct, forbid_unknown_fields=True):
                "pooling runner)", self.convert)
         _check(self.model_impl in MODEL_IMPLS, "model_impl",
                f"one of {', '.join(MODEL_IMPLS)}", self.model_impl)
+        _check(1 <= self.tensor_parallel_size <= 64, "tensor_parallel_size", "1..64",
+               self.tensor_parallel_size)
+        _check(self.tensor_parallel_size == 1 or not self.mock, "tensor_parallel_size",
+               "1 with --mock (the mock engine has no model to split)",
+               self.tensor_parallel_size)
         _check(self.scheduling_policy in SCHEDULING_POLICIES, "scheduling_policy",
                f"one of {', '.join(SCHEDULING_POLICIES)}", self.scheduling_policy)
         _check(self.max_num_batched_tokens >= 1, "max_num_batched_tokens", ">= 1",

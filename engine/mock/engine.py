@@ -267,6 +267,9 @@ class MockEngine:
             del self._running[request_id]
         return outputs
 
+    def close(self) -> None:
+        """Nothing runs beside this process."""
+
     def stats(self) -> p.SchedulerStats:
         return p.SchedulerStats(num_running=len(self._running),
                                 num_waiting=len(self._waiting) + len(self.pending))

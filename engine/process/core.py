@@ -59,6 +59,10 @@ class EngineBackend(Protocol):
         """Answer a UTILITY call; raise ValueError for an unknown method."""
         ...
 
+    def close(self) -> None:
+        """Stop what the backend runs beside this process (tensor-parallel workers)."""
+        ...
+
 
 _STOP = object()
 

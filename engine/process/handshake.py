@@ -176,5 +176,7 @@ def serve_engine(ctx: zmq.Context[zmq.Socket[bytes]], handshake_address: str,
         logger.exception("engine %d: fatal error", engine_index)
         core.send_dead_sentinel()
         code = 1
+    finally:
+        backend.close()
     output_socket.close(linger=500)  # the outputs are flushed before the caller goes on
     return code

@@ -43,6 +43,9 @@ from engine.runtime.models.base import Model
 from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.models.transformers_model import TransformersModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
+from engine.runtime.parallel.group import TensorParallelError
+from engine.runtime.parallel.shard import check_split, load_shard
+from engine.runtime.parallel.workers import RankMemory, TensorParallelWorkers
 from engine.runtime.pooling.decoder_pooler import DecoderPooler, converts_lm, rerank_token_ids
 from engine.runtime.pooling.task import pooling_convert
 from engine.runtime.request import Request
@@ -72,8 +75,10 @@ class ModelEngine:
         tokenizer_dir: Path | None = None,
         forward: Forward | None = None,
         pooler: DecoderPooler | None = None,
+        workers: TensorParallelWorkers | None = None,
     ) -> None:
         self.config = config
+        self.workers = workers
         self.model = model
         self.model_name = model_name
         self.eos_token_ids = eos_token_ids
@@ -89,8 +94,14 @@ class ModelEngine:
         )
         self.attention = attention
         self.runner = ModelRunner(
-            model, num_blocks, config.block_size, self.attention, forward
+            model, num_blocks, config.block_size, self.attention, forward, workers
         )
+        # What each tensor-parallel rank holds (one rank without tensor parallel).
+        self.rank_memory = workers.memory if workers is not None else [RankMemory(
+            0, str(model.device), model.weight_bytes(), self.runner.kv_cache_bytes)]
+        for rank in self.rank_memory:
+            logger.info("rank %d on %s: weights %.1f MiB, KV cache %.1f MiB", rank.rank,
+                        rank.device, rank.weight_bytes / 2**20, rank.kv_cache_bytes / 2**20)
         self.sampler = Sampler(self.vocab_size, config.seed, model.device)
         # Structured outputs: grammars compile off the step loop; a constrained request
         # waits in ``pending`` (counted as waiting) until its grammar is ready.
@@ -143,8 +154,30 @@ class ModelEngine:
         if convert is not None and converts_lm(hf_config, convert):
             lm_rows = rerank_token_ids(tokenizer_dir)
         start = time.perf_counter()
-        model = load_model(model_dir, hf_config, dtype, device, max_model_len,
-                           need_lm_head=convert is None, lm_rows=lm_rows, impl=impl)
+        workers = None
+        if config.tensor_parallel_size > 1:
+            check_split(model_dir, hf_config, impl, config.tensor_parallel_size)
+            workers = TensorParallelWorkers(config, device)
+        try:
+            return cls._build(config, model_dir, hf_config, impl, dtype, device,
+                              max_model_len, convert, tokenizer_dir, lm_rows, start, workers)
+        except BaseException:
+            if workers is not None:
+                workers.abort()
+            raise
+
+    @classmethod
+    def _build(cls, config: EngineConfig, model_dir: Path, hf_config: dict[str, Any],
+               impl: str, dtype: torch.dtype, device: torch.device, max_model_len: int,
+               convert: str | None, tokenizer_dir: Path, lm_rows: list[int] | None,
+               start: float, workers: TensorParallelWorkers | None) -> ModelEngine:
+        if workers is None:
+            model = load_model(model_dir, hf_config, dtype, device, max_model_len,
+                               need_lm_head=convert is None, lm_rows=lm_rows, impl=impl)
+        else:
+            model = load_shard(model_dir, hf_config, dtype, device, max_model_len,
+                               workers.group, need_lm_head=convert is None, lm_rows=lm_rows,
+                               impl=impl)
         logger.info(
             "model loaded in %.1fs (matmuls: %s: %s, torch threads: %d)",
             time.perf_counter() - start,
@@ -157,7 +190,7 @@ class ModelEngine:
             device, config.enforce_eager,
             model.feature_summary() if isinstance(model, TransformersModel) else None)
         num_blocks, max_model_len = size_kv_cache(
-            config, model, device, max_model_len, attention.kv_copies
+            config, model, device, max_model_len, attention.kv_copies, workers
         )
         eos = read_eos_token_ids(model_dir, hf_config)
         name = config.served_model_name or model_dir.name
@@ -169,12 +202,21 @@ class ModelEngine:
                         pooler.spec.method)
         else:
             load_xgrammar()  # here, on one thread: the grammar threads only use it
-        forward = (build_forward(config, model, config.max_num_batched_tokens)
-                   if isinstance(model, DecoderModel) else None)
+        forward = None
+        if workers is not None:
+            logger.info("decoder runs eager (tensor parallel: the all-reduces run between "
+                        "the layers' ops)")
+        elif isinstance(model, DecoderModel):
+            forward = build_forward(config, model, config.max_num_batched_tokens)
         return cls(
             config, model, name, eos, max_model_len, num_blocks, attention,
-            tokenizer_dir if pooler is None else None, forward, pooler,
+            tokenizer_dir if pooler is None else None, forward, pooler, workers,
         )
+
+    def close(self) -> None:
+        """Stop the tensor-parallel workers (nothing to do without them)."""
+        if self.workers is not None:
+            self.workers.stop()
 
     def ready(self, engine_index: int) -> p.Ready:
         return p.Ready(
@@ -298,6 +340,8 @@ class ModelEngine:
         try:
             run = self._run(requests, num_new)
             return self._sample(run), run.prompt_logprobs, run.pooled, failed
+        except TensorParallelError:
+            raise
         except Exception as exc:
             logger.warning("step failed (%s); retrying requests one by one", exc)
         for req, state in pooled_state:  # what the failed step gathered is not kept
@@ -319,7 +363,16 @@ class ModelEngine:
     def _run(self, requests: list[Request], num_new: list[int]) -> RunOutput:
         """One batched forward over every scheduled token: the logits of the requests whose
         known tokens are now all computed (the ``due`` ones), and prompt logprobs."""
-        return self.runner.execute(requests, num_new)
+        if self.workers is None:
+            return self.runner.execute(requests, num_new)
+        try:
+            return self.runner.execute(requests, num_new)
+        except TensorParallelError:
+            raise
+        except Exception as exc:  # the workers' collectives cannot be matched any more
+            raise TensorParallelError(f"a tensor-parallel step failed on rank 0 "
+                                      f"({type(exc).__name__}: {exc}); its workers cannot "
+                                      "go on") from exc
 
     def _sample(self, run: RunOutput) -> list[_SampleResult]:
         """Each due request's next token (and its logprobs when asked)."""

@@ -19,7 +19,7 @@ from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.runtime.attention.sdpa import SdpaBackend
 from engine.runtime.kv_cache import cdiv
-from engine.runtime.model_runner import ModelRunner, kv_cache_bytes_per_block
+from engine.runtime.model_runner import ModelRunner, StepMirror, kv_cache_bytes_per_block
 from engine.runtime.models.base import Model
 from engine.runtime.prompt_logprobs import ROWS_PER_SLICE
 from engine.runtime.request import Request
@@ -35,11 +35,13 @@ def size_kv_cache(
     device: torch.device,
     max_model_len: int,
     kv_copies: int,
+    mirror: StepMirror | None = None,
 ) -> tuple[int, int]:
     """The paged cache's block count, and ``max_model_len`` (lowered to what the cache
     holds when the user did not set it)."""
     bytes_per_block = kv_cache_bytes_per_block(model, config.block_size)
-    budget = kv_budget(config, model, device, bytes_per_block * kv_copies, max_model_len)
+    budget = kv_budget(config, model, device, bytes_per_block * kv_copies, max_model_len,
+                       mirror)
     # One more block is the scratch block.
     num_blocks = budget // (bytes_per_block * kv_copies) - 1
     if num_blocks < 1:
@@ -82,8 +84,10 @@ def kv_budget(
     device: torch.device,
     bytes_per_block: int,
     max_model_len: int,
+    mirror: StepMirror | None = None,
 ) -> int:
-    """Bytes for the K/V; ``bytes_per_block`` counts every copy the backend keeps."""
+    """Bytes for the K/V; ``bytes_per_block`` counts every copy the backend keeps. With
+    tensor parallel (``mirror``) the CUDA profile step runs on every rank."""
     if config.kv_cache_memory_bytes is not None:
         return config.kv_cache_memory_bytes
     blocks_wanted = config.max_num_seqs * cdiv(max_model_len, config.block_size) + 1
@@ -97,7 +101,7 @@ def kv_budget(
     used_before = total - free
     profile_blocks = cdiv(config.max_num_batched_tokens, config.block_size) + 1
     runner = ModelRunner(
-        model, profile_blocks, config.block_size, SdpaBackend(device)
+        model, profile_blocks, config.block_size, SdpaBackend(device), mirror=mirror
     )
     tokens = min(config.max_num_batched_tokens, max_model_len)
     dummy = Request("profile", [0] * tokens, p.SamplingParams(max_tokens=1), 0.0, frozenset())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -49,6 +50,7 @@ class ModelInput:
     prompt_index: torch.Tensor | None  # rows of the prompt positions needing logprobs
     prompt_spans: list[PromptSpan]  # whose positions those rows are, in order
     pool_spans: list[PoolSpan]  # the rows pooling requests read
+    batch: StepBatch  # what ``meta`` was built from
 
 
 @dataclass
@@ -69,6 +71,22 @@ Forward = Callable[[torch.Tensor, torch.Tensor, AttentionMetadata, list[torch.Te
                    torch.Tensor]
 
 
+class StepMirror(Protocol):
+    """Other processes that run every forward with this runner: the tensor-parallel
+    workers (engine/runtime/parallel/workers.py)."""
+
+    def allocate(self, num_blocks: int, block_size: int, attention: str,
+                 weight_bytes: int, kv_cache_bytes: int) -> None:
+        """Each worker allocates its cache and attention backend (``attention``'s name),
+        replacing its last; given this rank's memory, the workers' is gathered."""
+        ...
+
+    def step(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: StepBatch
+             ) -> None:
+        """Each worker starts this step's forward (called just before rank 0's)."""
+        ...
+
+
 def kv_cache_bytes_per_block(model: Model, block_size: int) -> int:
     cfg = model.config
     elem = torch.empty((), dtype=model.dtype).element_size()
@@ -83,8 +101,10 @@ class ModelRunner:
         block_size: int,
         attention: AttentionBackend,
         forward: Forward | None = None,
+        mirror: StepMirror | None = None,
     ) -> None:
         self.model = model
+        self.mirror = mirror
         self.attention = attention
         self.forward = forward  # None: the model's own (eager) forward
         self.device = model.device
@@ -96,6 +116,15 @@ class ModelRunner:
         self.kv_caches: list[torch.Tensor] = [
             torch.zeros(shape, dtype=model.dtype, device=self.device) for _ in range(cfg.num_layers)
         ]
+        if mirror is not None:
+            mirror.allocate(num_blocks, block_size, attention.name, model.weight_bytes(),
+                            self.kv_cache_bytes)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The paged cache, and as much again per further copy the backend keeps."""
+        one = sum(t.numel() * t.element_size() for t in self.kv_caches)
+        return one * self.attention.kv_copies
 
     # ------------------------------------------------------------------ inputs
 
@@ -178,7 +207,7 @@ class ModelRunner:
             chunk_starts=starts,
             chunk_lens=lens,
             chunk_tables=[r.block_ids for r, _ in chunks],
-            single_keys=list(singles),
+            single_keys=[r.serial for r in singles],
         )
         return ModelInput(
             input_ids=input_ids.to(dev, non_blocking=True),
@@ -193,6 +222,7 @@ class ModelRunner:
             ),
             prompt_spans=prompt_spans,
             pool_spans=pool_spans,
+            batch=batch,
         )
 
     # ------------------------------------------------------------------ run
@@ -201,6 +231,8 @@ class ModelRunner:
         """Run one step: the logits ``[n, vocab]`` of the requests due to sample (None
         when there are none), and the prompt logprobs of the scheduled prompt positions."""
         inputs = self.prepare(requests, num_new_tokens)
+        if self.mirror is not None:
+            self.mirror.step(inputs.input_ids, inputs.positions, inputs.batch)
         model = self.model
         forward = self.forward or model.forward
         hidden = forward(inputs.input_ids, inputs.positions, inputs.meta, self.kv_caches)

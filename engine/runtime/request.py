@@ -5,6 +5,7 @@ vector, see engine/runtime/pooling/)."""
 from __future__ import annotations
 
 import enum
+import itertools
 import time
 from typing import Any
 
@@ -12,6 +13,9 @@ import torch
 
 from engine import protocol as p
 from engine.thinking_budget import ThinkingState
+
+# Each Request's ``serial``: unique for the life of the process, unlike ``id()``.
+_SERIALS = itertools.count()
 
 # Below this temperature sampling is greedy (argmax), as in vLLM.
 GREEDY_EPSILON = 1e-5
@@ -33,6 +37,7 @@ class Request:
 
     __slots__ = (
         "request_id",
+        "serial",
         "token_ids",
         "num_prompt_tokens",
         "params",
@@ -76,6 +81,8 @@ class Request:
         pool_method: str = "last",
     ) -> None:
         self.request_id = request_id
+        # What tensor-parallel workers know this request by (engine/runtime/parallel/).
+        self.serial = next(_SERIALS)
         self.token_ids: list[int] = list(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
         self.params = params

@@ -66,3 +66,17 @@ def _choose(
     if device.type == "cpu":
         return ResidentBackend(device), "decodes read resident K/V rows: no per-step gather"
     return SdpaBackend(device), f"today's {device.type} path (no FlashInfer backend yet)"
+
+
+def backend_named(name: str, device: torch.device) -> AttentionBackend:
+    """The backend another rank chose, by its ``name`` (a tensor-parallel worker builds
+    the same backend as rank 0)."""
+    if name == "sdpa":
+        return SdpaBackend(device)
+    if name == "resident":
+        return ResidentBackend(device)
+    if name == "flex":
+        from engine.runtime.attention.flex import FlexBackend
+
+        return FlexBackend(device, compiled=True)
+    raise ValueError(f"unknown attention backend {name!r}; known: sdpa, resident, flex")

@@ -59,3 +59,16 @@ class Model(Protocol):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """float32 logits ``[rows, vocab]`` of hidden states ``[rows, hidden]``."""
         ...
+
+    def weight_bytes(self) -> int:
+        """Bytes of the weights this process holds (its slice under tensor parallel)."""
+        ...
+
+
+def tensor_bytes(tensors: list[torch.Tensor | None]) -> int:
+    """Bytes of ``tensors`` (each counted once; None skipped)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is not None:
+            seen[id(t)] = t.numel() * t.element_size()
+    return sum(seen.values())

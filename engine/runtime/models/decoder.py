@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from engine.runtime.attention.base import AttentionMetadata
 from engine.runtime.device import BF16_CPU_FLAGS, native_bf16, noting_mask
 from engine.runtime.loader import ModelLoadError
+from engine.runtime.models.base import tensor_bytes
 
 # RoPE types whose frequencies do not depend on the sequence length.
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
@@ -284,6 +285,9 @@ class DecoderModel:
         self.cos: torch.Tensor | None = None
         self.sin: torch.Tensor | None = None
         self.scale = config.head_dim**-0.5
+        # Tensor parallel: sums a row-parallel projection's partial outputs over the ranks
+        # (engine/runtime/parallel/); None: the whole model is here.
+        self.reduce: Callable[[torch.Tensor], torch.Tensor] | None = None
         backend = pick_linear(device, dtype)
         self.linear, self.linear_backend = backend.linear, backend.name
         self.linear_reason = backend.reason
@@ -434,6 +438,7 @@ class DecoderModel:
         cos = self.cos.index_select(0, positions).unsqueeze(1)
         sin = self.sin.index_select(0, positions).unsqueeze(1)
         h = F.embedding(input_ids, self.embed)
+        reduce = self.reduce
         qk_heads = heads + kv_heads
         for index, layer in enumerate(self.layers):
             x = self._norm(h, layer.input_norm)
@@ -444,11 +449,19 @@ class DecoderModel:
             qk = self._rope(qk, cos, sin)
             kv = torch.cat((qk[:, heads:], qkv[:, qk_heads:]), dim=1)
             o = attend(index, qk[:, :heads], kv.view(num_tokens, 2, kv_heads, head_dim))
-            h = h + linear(o, layer.o_w, layer.o_b)
+            o = linear(o, layer.o_w, layer.o_b)
+            h = h + (o if reduce is None else reduce(o))
             x = self._norm(h, layer.post_norm)
             gate, up = linear(x, layer.gate_up_w, layer.gate_up_b).chunk(2, dim=-1)
-            h = h + linear(F.silu(gate) * up, layer.down_w, layer.down_b)
+            down = linear(F.silu(gate) * up, layer.down_w, layer.down_b)
+            h = h + (down if reduce is None else reduce(down))
         return self._norm(h, self.final_norm)
+
+    def weight_bytes(self) -> int:
+        tensors = [self.embed, self.final_norm, self.lm_head, self.score, self.lm_rows]
+        for layer in self.layers:
+            tensors.extend(getattr(layer, slot) for slot in _Layer.__slots__)
+        return tensor_bytes(tensors)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         assert self.lm_head is not None, "load_weights first"

@@ -19,6 +19,7 @@ scale and soft-cap) reproduces the model's own logits.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ import torch
 from engine.runtime.attention.base import AttentionMetadata
 from engine.runtime.attention.features import LayerFeatures, attend, visible
 from engine.runtime.loader import ModelLoadError
-from engine.runtime.models.linear import pack_linears
+from engine.runtime.models.base import tensor_bytes
+from engine.runtime.models.linear import PackedLinear, pack_linears
 from engine.runtime.models.transformers_support import model_class
 
 logger = logging.getLogger("vrs.engine")
@@ -163,7 +165,10 @@ class TransformersModel:
     """A transformers ``*ForCausalLM`` serving as a vrs ``Model``."""
 
     def __init__(self, model_dir: Path, hf_config: dict[str, Any], dtype: torch.dtype,
-                 device: torch.device) -> None:
+                 device: torch.device,
+                 prepare: Callable[[torch.nn.Module, Any], None] | None = None) -> None:
+        """``prepare(decoder, config)`` runs once the weights are loaded, before the
+        probe: tensor parallel splits the layers there (engine/runtime/parallel/)."""
         _register()
         cls = model_class(hf_config)
         self.dtype = dtype
@@ -193,6 +198,8 @@ class TransformersModel:
         softcap = getattr(text, "final_logit_softcapping", None)
         self.final_softcap = float(softcap) if softcap else None
         self.decoder = self.hf.get_decoder()
+        if prepare is not None:
+            prepare(self.decoder, self.hf.config)
         self.lm_head = self.hf.get_output_embeddings()
         if self.lm_head is None:
             raise ModelLoadError(f"{cls.__name__} has no output embeddings (LM head)")
@@ -270,6 +277,15 @@ class TransformersModel:
             self.router.step = None
         hidden: torch.Tensor = out.last_hidden_state[0]
         return hidden
+
+    def weight_bytes(self) -> int:
+        tensors: list[torch.Tensor | None] = []
+        for module in self.hf.modules():
+            tensors.extend(module.parameters(recurse=False))
+            tensors.extend(module.buffers(recurse=False))
+            if isinstance(module, PackedLinear):  # its weight is no Parameter
+                tensors.extend((module.weight, module.bias))
+        return tensor_bytes(tensors)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         logits: torch.Tensor = self.lm_head(hidden).float()

@@ -75,6 +75,11 @@ class EncoderEngine:
         if family is None:
             raise ConfigError(f"invalid engine config: model={config.model!r} is not an "
                               "encoder-only architecture")
+        if config.tensor_parallel_size > 1:
+            raise ConfigError(f"invalid engine config: tensor_parallel_size="
+                              f"{config.tensor_parallel_size}; allowed: 1 for an encoder "
+                              "(BERT-sized models run whole in every engine; use "
+                              "--data-parallel-size to add engines)")
         convert = pooling_convert(config.runner, config.convert, hf_config, model_dir) or "auto"
         spec = read_pooling_spec(model_dir, hf_config, convert, DEFAULT_METHOD)
         model_limit = position_limit(hf_config, family)
@@ -208,6 +213,9 @@ class EncoderEngine:
         return classify_output(out, params, self.spec.score_activation)
 
     # ------------------------------------------------------------------ info
+
+    def close(self) -> None:
+        """Nothing runs beside this process."""
 
     def stats(self) -> p.SchedulerStats:
         return p.SchedulerStats(num_running=0, num_waiting=len(self.waiting))
