@@ -4,10 +4,12 @@ them, watch them.
 Workers (``python -m engine.runtime.parallel.worker``) are children of the engine
 process, in its process group, so a frontend that stops the engine's group stops them
 too; each also dies with its parent (``PR_SET_PDEATHSIG``). A worker that exits while
-the engine runs takes the engine down at once: the watch thread logs which rank died
-and why (a worker that fails writes its reason to the rendezvous store), stops the other
-workers and exits the engine process, whose frontend then answers 503 and exits, as for
-any engine death. No collective waits for a dead rank.
+the engine runs takes the engine down at once. The watch thread logs which rank died and
+why (a worker that fails writes its reason to the rendezvous store). A step that was
+waiting on it fails (gloo sees the closed peer) with that reason as a
+``TensorParallelError``, which the engine treats as fatal: the dead sentinel reaches the
+frontend, which answers 503 and exits, as for any engine death. An idle engine is ended
+by the watch thread itself, ``DEATH_GRACE_S`` later. No collective waits for a dead rank.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ logger = logging.getLogger("vrs.engine")
 
 T = TypeVar("T")
 WATCH_INTERVAL_S = 0.1
+# How long after a worker's death the engine process may still take to end on its own.
+DEATH_GRACE_S = 1.0
 # Bounds the rendezvous: every rank joins within it.
 STORE_TIMEOUT_S = 600.0
 # Bounds each collective. A worker waits in one for the next step however long the engine
@@ -116,22 +120,37 @@ class TensorParallelWorkers:
         try:
             return call()
         except RuntimeError as exc:  # gloo/NCCL: a peer closed, or the timeout passed
-            raise TensorParallelError(f"a tensor-parallel collective failed: {exc}") from exc
+            deadline = time.monotonic() + DEATH_GRACE_S
+            while (dead := self._dead()) is None and time.monotonic() < deadline:
+                time.sleep(WATCH_INTERVAL_S / 2)
+            raise TensorParallelError(dead or f"a tensor-parallel collective failed: {exc}"
+                                      ) from exc
+
+    def _dead(self) -> str | None:
+        """Which worker has exited, and why; None while all run."""
+        for rank, proc in self.processes.items():
+            code = proc.poll()
+            if code is not None:
+                reason = self._reason(rank)
+                return (f"tensor-parallel worker rank {rank} (pid {proc.pid}) exited with code "
+                        f"{code}{f': {reason}' if reason else ''}")
+        return None
 
     def _watch(self) -> None:
+        """A dead worker: say so at once; give a step that was waiting on it the grace to
+        fail and end the engine through its fatal path (the frontend is told); else (the
+        engine was idle) exit the engine process here."""
         while not self._stopping.wait(WATCH_INTERVAL_S):
-            for rank, proc in self.processes.items():
-                code = proc.poll()
-                if code is None or self._stopping.is_set():
-                    continue
-                reason = self._reason(rank)
-                logger.error("tensor-parallel worker rank %d (pid %d) exited with code %d%s; "
-                             "the engine cannot run without it and exits", rank, proc.pid,
-                             code, f": {reason}" if reason else "")
-                self._kill()
-                for handler in logging.getLogger().handlers:
-                    handler.flush()
-                os._exit(1)
+            dead = self._dead()
+            if dead is None:
+                continue
+            logger.error("%s; the engine cannot run without it and exits", dead)
+            if self._stopping.wait(DEATH_GRACE_S):
+                return
+            self._kill()
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            os._exit(1)
 
     def _reason(self, rank: int) -> str:
         try:
