@@ -44,6 +44,7 @@ from engine.runtime.models.decoder import DecoderModel
 from engine.runtime.models.transformers_model import TransformersModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
 from engine.runtime.parallel.group import TensorParallelError
+from engine.runtime.parallel.memory import check_fits
 from engine.runtime.parallel.shard import check_split, load_shard
 from engine.runtime.parallel.workers import RankMemory, TensorParallelWorkers
 from engine.runtime.pooling.decoder_pooler import DecoderPooler, converts_lm, rerank_token_ids
@@ -157,6 +158,8 @@ class ModelEngine:
         workers = None
         if config.tensor_parallel_size > 1:
             check_split(model_dir, hf_config, impl, config.tensor_parallel_size)
+        check_fits(config, model_dir, hf_config, impl, dtype, device)
+        if config.tensor_parallel_size > 1:
             workers = TensorParallelWorkers(config, device)
         try:
             return cls._build(config, model_dir, hf_config, impl, dtype, device,

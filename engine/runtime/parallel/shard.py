@@ -29,7 +29,7 @@ from engine.runtime.models.base import Model
 from engine.runtime.models.decoder import DecoderConfig, DecoderModel
 from engine.runtime.parallel.group import TensorParallelGroup
 
-_DECODER_WEIGHT = re.compile(
+DECODER_WEIGHT = re.compile(
     r"(?:^|\.)layers\.\d+\.(?:self_attn|mlp)\.(q|k|v|o|gate|up|down)_proj\.(weight|bias)$")
 # vrs's decoder: which projections split their output rows (column-parallel) and which
 # their input columns (row-parallel), and by which size.
@@ -74,7 +74,7 @@ def _part(tensor: torch.Tensor, dim: int, rank: int, size: int) -> torch.Tensor:
 def shard_decoder_tensor(name: str, tensor: torch.Tensor, rank: int, size: int
                          ) -> torch.Tensor:
     """Rank ``rank``'s part of the checkpoint tensor ``name`` (vrs's decoder)."""
-    match = _DECODER_WEIGHT.search(name)
+    match = DECODER_WEIGHT.search(name)
     if match is None:
         return tensor
     proj, kind = match.groups()
