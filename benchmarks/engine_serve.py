@@ -27,13 +27,15 @@ class ServedEngine:
     the engine's start-up log."""
 
     def __init__(self, model_dir: Path, work: Path, args: argparse.Namespace,
-                 attention: str = "auto", model_impl: str = "auto") -> None:
+                 attention: str = "auto", model_impl: str = "auto",
+                 tensor_parallel_size: int = 1) -> None:
         self.args = args
-        self.work = work / f"serve-{attention}-{model_impl}"
+        self.work = work / f"serve-{attention}-{model_impl}-tp{tensor_parallel_size}"
         self.work.mkdir(parents=True, exist_ok=True)
         serve = ["serve", str(model_dir), "--device", args.device,
                  "--max-model-len", str(args.input_len + args.output_len + 64),
-                 "--model-impl", model_impl]
+                 "--model-impl", model_impl,
+                 "--tensor-parallel-size", str(tensor_parallel_size)]
         if args.serve_dtype != "auto":
             serve += ["--dtype", args.serve_dtype]
         self.log = self.work / "vrs-serve.log"

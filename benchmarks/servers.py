@@ -88,7 +88,7 @@ class Server:
 
     def frontend_cpu_s(self) -> float:
         """User + system CPU seconds so far of the server's processes (its session) other
-        than the engine (``python -m engine``)."""
+        than the engine's (``python -m engine`` and its tensor-parallel workers)."""
         tick = os.sysconf("SC_CLK_TCK")
         total = 0.0
         for entry in Path("/proc").iterdir():
@@ -100,8 +100,11 @@ class Server:
             except OSError:
                 continue
             fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[3]) != self.proc.pid or b"engine" in cmdline[1:3]:
-                continue  # fields[3]: the session id (the server leads its own session)
+            # fields[3]: the session id (the server leads its own session); the engine is
+            # `python -m engine`, and its tensor-parallel workers `-m engine.runtime...`.
+            if int(fields[3]) != self.proc.pid or any(
+                    part == b"engine" or part.startswith(b"engine.") for part in cmdline[1:3]):
+                continue
             total += (int(fields[11]) + int(fields[12])) / tick
         return total
 

@@ -35,11 +35,12 @@ def connectable(port: int) -> bool:
 class Stream(threading.Thread):
     """A streamed completion read in the background; ``events`` fills as they arrive."""
 
-    def __init__(self, server: Server, max_tokens: int) -> None:
+    def __init__(self, server: Server, max_tokens: int, prompt: str | list[int] = "go",
+                 ignore_eos: bool = False) -> None:
         super().__init__(daemon=True)
         self.url = f"{server.url}/v1/completions"
-        self.body = {"model": MODEL, "prompt": "go", "max_tokens": max_tokens, "stream": True,
-                     "stream_options": {"include_usage": True}}
+        self.body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
+                     "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
         self.events: list[Any] = []
         self.error: BaseException | None = None
         self.done = False
