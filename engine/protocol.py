@@ -102,6 +102,15 @@ class Init(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     engine_config: dict[str, Any]
 
 
+class RankMemory(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """What one tensor-parallel rank of an engine holds (``Ready.ranks``; ``GET /load``)."""
+
+    rank: int  # the tensor-parallel rank, 0..N-1
+    device: str  # e.g. "cpu", "cuda:1"
+    weight_bytes: int  # bytes of the model weights this rank holds
+    kv_cache_bytes: int  # bytes of its KV cache, every copy the attention backend keeps
+
+
 class Ready(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     engine_index: int
     max_model_len: int
@@ -120,6 +129,8 @@ class Ready(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     # With a classification head: the label of each class, by index (config.json's
     # id2label, else "LABEL_<i>").
     classify_labels: list[str] = []
+    # The memory of each of its tensor-parallel ranks, by rank (the mock engine: none).
+    ranks: list[RankMemory] = []
 
 
 class Failed(msgspec.Struct, array_like=True, forbid_unknown_fields=True):

@@ -189,6 +189,7 @@ class MockEngine:
             runner="generate" if self.pooling_tasks is None else "pooling",
             pooling_tasks=list(self.pooling_tasks or []),
             classify_labels=labels_for(self.pooling_tasks or []),
+            ranks=[],  # no model: no weights, no KV cache
         )
 
     # ------------------------------------------------------------- EngineBackend

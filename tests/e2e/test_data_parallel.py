@@ -70,6 +70,9 @@ def test_engines_share_work_and_aborts_reach_the_owner(
     server = start(mode, demo_model, tmp_path, engines)
     try:
         assert len(server.engines()) == engines
+        # /load lists every engine by index (the mock engines report no ranks).
+        load = httpx.get(f"{server.url}/load", timeout=10).json()
+        assert load["engines"] == [{"engine_index": i, "ranks": []} for i in range(engines)]
         # A burst: every engine receives work (before and after stats arrive).
         bodies = [{"prompt": f"burst {i}", "max_tokens": 20, "ignore_eos": True}
                   for i in range(8 * engines)]

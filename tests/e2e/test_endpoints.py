@@ -79,13 +79,15 @@ def test_version_and_load(server: Server) -> None:
     from engine.version import __version__
 
     assert httpx.get(f"{server.url}/version").json() == {"version": __version__}
-    assert httpx.get(f"{server.url}/load").json() == {"server_load": 0}
+    # The mock engine's READY reports no tensor-parallel ranks.
+    engines = [{"engine_index": 0, "ranks": []}]
+    assert httpx.get(f"{server.url}/load").json() == {"server_load": 0, "engines": engines}
     body = {"model": MODEL, "prompt": "tell a story", "max_tokens": 1900, "stream": True,
             "ignore_eos": True}
     with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=60) as r:
         lines = r.iter_lines()  # kept: a dropped iterator closes the response
         next(lines)
-        assert httpx.get(f"{server.url}/load").json() == {"server_load": 1}
+        assert httpx.get(f"{server.url}/load").json() == {"server_load": 1, "engines": engines}
     assert wait_until(lambda: httpx.get(f"{server.url}/load").json()["server_load"] == 0, 10)
 
 

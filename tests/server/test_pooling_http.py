@@ -392,6 +392,7 @@ def test_a_client_gone_aborts_its_engine_requests(
             time.sleep(0.05)
         assert engine_load() == 0, "the waiting requests were not aborted"
         assert time.monotonic() < start + 2.8
-        assert httpx.get(f"{server.url}/load").json() == {"server_load": 0}
+        assert httpx.get(f"{server.url}/load").json() == {
+            "server_load": 0, "engines": [{"engine_index": 0, "ranks": []}]}
     finally:
         assert server.stop() == 0, server.log()

@@ -44,6 +44,12 @@ def _logprobs() -> list[p.TokenLogprobs]:
     ]
 
 
+def _rank_memory(rank: int, device: str) -> p.RankMemory:
+    """A rank's memory: weights past 4 GiB (a u64 on the wire), KV bytes that differ by rank."""
+    return p.RankMemory(rank=rank, device=device, weight_bytes=8_053_063_680 + rank,
+                        kv_cache_bytes=2**40 - rank)
+
+
 def _full_sampling() -> p.SamplingParams:
     return p.SamplingParams(
         max_tokens=4_000_000_000,
@@ -189,9 +195,11 @@ def cases() -> list[Case]:
                 runner=p.Runner.POOLING.value,
                 pooling_tasks=[p.PoolingTask.CLASSIFY.value, p.PoolingTask.SCORE.value],
                 classify_labels=["no", "yes 是"],
+                ranks=[_rank_memory(0, "cuda:0"), _rank_memory(1, "cuda:1")],
             ),
             full=True,
         ),
+        Case("rank_memory", _rank_memory(3, "cpu")),
         Case(
             "ready_generate_short",
             p.Ready(
@@ -205,6 +213,24 @@ def cases() -> list[Case]:
                 is_mock=False,
             ),
             raw=msgspec.msgpack.encode([0, 64, 100, 16, 8, [2], "m", False]),
+        ),
+        Case(
+            # A peer from before Ready.ranks: every other field, no ranks.
+            "ready_no_ranks",
+            p.Ready(
+                engine_index=1,
+                max_model_len=64,
+                vocab_size=100,
+                block_size=16,
+                num_kv_blocks=8,
+                eos_token_ids=[2],
+                model_name="m",
+                is_mock=False,
+                runner=p.Runner.POOLING.value,
+                pooling_tasks=[p.PoolingTask.EMBED.value],
+            ),
+            raw=msgspec.msgpack.encode([1, 64, 100, 16, 8, [2], "m", False, "pooling",
+                                        ["embed"], []]),
         ),
         Case("failed", p.Failed(engine_index=1, message="CUDA out of memory: 显存不足 💥")),
         Case("sampling_params", _full_sampling(), full=True),

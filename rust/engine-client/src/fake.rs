@@ -195,6 +195,7 @@ pub fn run_fake_engine(
         runner,
         pooling_tasks,
         classify_labels,
+        ranks: vec![],
     };
     let body = vrs_wire::encode(&ready).unwrap();
     hs.send_multipart([vec![HandshakeKind::Ready.as_byte()], body.clone()], 0)

@@ -58,17 +58,22 @@ impl Signals {
     }
 }
 
-/// Serves HTTP on `endpoint` with the engine behind `client` until a signal (drain,
-/// exit 0), the engine's death or the server failing (exit 1); returns the exit code.
+/// Serves HTTP on `endpoint` with the engines behind `client` (`readies`: the READY of
+/// each; the lowest index's says what the model serves) until a signal (drain, exit 0),
+/// an engine's death or the server failing (exit 1); returns the exit code.
 pub async fn serve_connected(
     args: &ServeArgs,
     endpoint: Endpoint,
     client: Arc<EngineClient>,
-    ready: &Ready,
+    mut readies: Vec<Ready>,
     (tokenizer, template): Text,
     engines: Engines,
     signals: &mut Signals,
 ) -> anyhow::Result<u8> {
+    readies.sort_by_key(|ready| ready.engine_index);
+    let Some(ready) = readies.first().cloned() else {
+        return Err(anyhow::anyhow!("no engine sent READY"));
+    };
     let url = endpoint.url();
     let source = crate::text::template_source(&tokenizer, args.chat_template.as_deref());
     let config = crate::parsers::select::model_config(std::path::Path::new(&args.model));
@@ -102,7 +107,8 @@ pub async fn serve_connected(
         max_model_len: ready.max_model_len,
         vocab_size: ready.vocab_size,
         eos_token_ids: ready.eos_token_ids.clone(),
-        serves: crate::state::Serves::of(ready),
+        serves: crate::state::Serves::of(&ready),
+        readies,
         admission: Admission::new(options.max_concurrent_requests),
         queue: Queue::new(options.queue),
         options,

@@ -35,6 +35,8 @@ pub struct AppState {
     pub eos_token_ids: Vec<u32>,
     /// What the engine's model serves (from its READY): generation or pooling tasks.
     pub serves: Serves,
+    /// Every engine's READY, by engine index (`/load` reports each one's ranks).
+    pub readies: Vec<Ready>,
     pub options: HttpOptions,
     pub metrics: Arc<Metrics>,
     /// Generation requests in flight (`/load`), bounded by `--max-concurrent-requests`.

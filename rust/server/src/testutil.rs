@@ -109,6 +109,15 @@ impl Harness {
         Self::build(script, delay, options, Some(served), None)
     }
 
+    /// This harness with `readies` as the engines' READY messages the state keeps (what
+    /// `/load` reports); the fake engine still answers every request.
+    pub fn with_readies(mut self, readies: Vec<vrs_wire::Ready>) -> Self {
+        Arc::get_mut(&mut self.state)
+            .expect("a new harness's state is not shared")
+            .readies = readies;
+        self
+    }
+
     fn build(
         script: Vec<u32>,
         delay: Duration,
@@ -136,6 +145,7 @@ impl Harness {
             vocab_size: served.map_or(connection.ready.vocab_size, |s| s.vocab_size),
             eos_token_ids: connection.ready.eos_token_ids.clone(),
             serves: crate::state::Serves::of(&connection.ready),
+            readies: vec![connection.ready.clone()],
             admission: Admission::new(options.max_concurrent_requests),
             queue: Queue::new(options.queue),
             options,

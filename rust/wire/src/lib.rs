@@ -298,6 +298,19 @@ pub struct Init {
     pub engine_config: rmpv::Value,
 }
 
+/// What one tensor-parallel rank of an engine holds ([`Ready::ranks`]; `GET /load`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankMemory {
+    /// The tensor-parallel rank, 0..N-1.
+    pub rank: u32,
+    /// Its device, e.g. "cpu", "cuda:1".
+    pub device: String,
+    /// Bytes of the model weights this rank holds.
+    pub weight_bytes: u64,
+    /// Bytes of its KV cache, every copy the attention backend keeps.
+    pub kv_cache_bytes: u64,
+}
+
 /// READY (engine → launcher, and first message on the input socket).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ready {
@@ -327,6 +340,9 @@ pub struct Ready {
     /// With a classification head: each class's label, by index.
     #[serde(default)]
     pub classify_labels: Vec<String>,
+    /// The memory of each of its tensor-parallel ranks, by rank (the mock engine: none).
+    #[serde(default)]
+    pub ranks: Vec<RankMemory>,
 }
 
 fn generate_runner() -> String {

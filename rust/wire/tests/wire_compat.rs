@@ -73,6 +73,16 @@ fn map(entries: Vec<(&str, Value)>) -> Value {
     )
 }
 
+/// A rank's memory: weights past 4 GiB (a u64 on the wire), KV bytes that differ by rank.
+fn rank_memory(rank: u32, device: &str) -> RankMemory {
+    RankMemory {
+        rank,
+        device: device.into(),
+        weight_bytes: 8_053_063_680 + u64::from(rank),
+        kv_cache_bytes: (1 << 40) - u64::from(rank),
+    }
+}
+
 fn logprobs() -> Vec<TokenLogprobs> {
     vec![
         TokenLogprobs {
@@ -315,8 +325,10 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 runner: "pooling".into(),
                 pooling_tasks: vec!["classify".into(), "score".into()],
                 classify_labels: vec!["no".into(), "yes 是".into()],
+                ranks: vec![rank_memory(0, "cuda:0"), rank_memory(1, "cuda:1")],
             }),
         ),
+        ("rank_memory", case(rank_memory(3, "cpu"))),
         (
             "ready_generate_short",
             case(Ready {
@@ -331,6 +343,25 @@ fn cases() -> BTreeMap<&'static str, Case> {
                 runner: "generate".into(),
                 pooling_tasks: vec![],
                 classify_labels: vec![],
+                ranks: vec![],
+            }),
+        ),
+        (
+            // A peer from before Ready.ranks: every other field, no ranks.
+            "ready_no_ranks",
+            case(Ready {
+                engine_index: 1,
+                max_model_len: 64,
+                vocab_size: 100,
+                block_size: 16,
+                num_kv_blocks: 8,
+                eos_token_ids: vec![2],
+                model_name: "m".into(),
+                is_mock: false,
+                runner: "pooling".into(),
+                pooling_tasks: vec!["embed".into()],
+                classify_labels: vec![],
+                ranks: vec![],
             }),
         ),
         (

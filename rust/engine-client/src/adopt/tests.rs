@@ -15,6 +15,7 @@ fn ready(index: u16) -> Ready {
         runner: "generate".into(),
         pooling_tasks: vec![],
         classify_labels: vec![],
+        ranks: vec![],
     }
 }
 

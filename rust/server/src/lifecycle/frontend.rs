@@ -105,9 +105,6 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
         }
     };
     let (identities, readies): (Vec<_>, Vec<_>) = readies.into_iter().unzip();
-    let Some(ready) = readies.into_iter().next() else {
-        return Err(anyhow::anyhow!("no engine sent READY"));
-    };
     let client = EngineClient::start(input, output, identities)?;
     let watcher = Arc::clone(&client);
     tokio::spawn(async move {
@@ -119,7 +116,7 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
         &args,
         endpoint,
         client,
-        &ready,
+        readies,
         text,
         Engines::Supervised,
         &mut signals,

@@ -108,10 +108,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         }
     };
     let (identities, readies): (Vec<_>, Vec<_>) = connected.engines.into_iter().unzip();
-    let ready = readies
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("no engine sent READY"))?;
     let client = EngineClient::start(connected.input, connected.output, identities)?;
     if let Some(mut lost) = lost {
         let watcher = Arc::clone(&client);
@@ -125,7 +121,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         &args,
         endpoint,
         client,
-        &ready,
+        readies,
         text,
         processes,
         &mut signals,

@@ -339,6 +339,7 @@ mod cached;
 mod engine_fields;
 mod extras;
 mod keep_alive;
+mod load;
 mod loopback;
 mod pooling;
 mod queue;
