@@ -46,7 +46,7 @@ from engine.runtime.outputs import advance_grammar, decode_time, error_output, f
 from engine.runtime.parallel.group import TensorParallelError
 from engine.runtime.parallel.memory import check_fits
 from engine.runtime.parallel.shard import check_split, load_shard
-from engine.runtime.parallel.workers import RankMemory, TensorParallelWorkers
+from engine.runtime.parallel.workers import TensorParallelWorkers
 from engine.runtime.pooling.decoder_pooler import DecoderPooler, converts_lm, rerank_token_ids
 from engine.runtime.pooling.task import pooling_convert
 from engine.runtime.request import Request
@@ -98,8 +98,9 @@ class ModelEngine:
             model, num_blocks, config.block_size, self.attention, forward, workers
         )
         # What each tensor-parallel rank holds (one rank without tensor parallel).
-        self.rank_memory = workers.memory if workers is not None else [RankMemory(
-            0, str(model.device), model.weight_bytes(), self.runner.kv_cache_bytes)]
+        self.rank_memory = workers.memory if workers is not None else [p.RankMemory(
+            rank=0, device=str(model.device), weight_bytes=model.weight_bytes(),
+            kv_cache_bytes=self.runner.kv_cache_bytes)]
         for rank in self.rank_memory:
             logger.info("rank %d on %s: weights %.1f MiB, KV cache %.1f MiB", rank.rank,
                         rank.device, rank.weight_bytes / 2**20, rank.kv_cache_bytes / 2**20)
@@ -234,6 +235,7 @@ class ModelEngine:
             runner=(p.Runner.GENERATE if self.pooler is None else p.Runner.POOLING).value,
             pooling_tasks=[] if self.pooler is None else list(self.pooler.spec.tasks),
             classify_labels=[] if self.pooler is None else list(self.pooler.spec.labels),
+            ranks=list(self.rank_memory),
         )
 
     # ------------------------------------------------------------------ requests

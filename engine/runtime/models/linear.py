@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import torch
 
+from engine.runtime.models.base import tensor_bytes
 from engine.runtime.models.decoder import Linear, pick_linear
 
 
@@ -31,6 +32,17 @@ class PackedLinear(torch.nn.Module):
         rows = x.reshape(-1, x.shape[-1])
         return self.matmul(rows, self.weight, self.bias).reshape(*x.shape[:-1],
                                                                  self.out_features)
+
+
+def module_weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of ``model``'s parameters and buffers, packed linears' weights included."""
+    tensors: list[torch.Tensor | None] = []
+    for module in model.modules():
+        tensors.extend(module.parameters(recurse=False))
+        tensors.extend(module.buffers(recurse=False))
+        if isinstance(module, PackedLinear):  # its weight is no Parameter
+            tensors.extend((module.weight, module.bias))
+    return tensor_bytes(tensors)
 
 
 def pack_linears(model: torch.nn.Module, device: torch.device,

@@ -29,8 +29,7 @@ import torch
 from engine.runtime.attention.base import AttentionMetadata
 from engine.runtime.attention.features import LayerFeatures, attend, visible
 from engine.runtime.loader import ModelLoadError
-from engine.runtime.models.base import tensor_bytes
-from engine.runtime.models.linear import PackedLinear, pack_linears
+from engine.runtime.models.linear import module_weight_bytes, pack_linears
 from engine.runtime.models.transformers_support import model_class
 
 logger = logging.getLogger("vrs.engine")
@@ -279,13 +278,7 @@ class TransformersModel:
         return hidden
 
     def weight_bytes(self) -> int:
-        tensors: list[torch.Tensor | None] = []
-        for module in self.hf.modules():
-            tensors.extend(module.parameters(recurse=False))
-            tensors.extend(module.buffers(recurse=False))
-            if isinstance(module, PackedLinear):  # its weight is no Parameter
-                tensors.extend((module.weight, module.bias))
-        return tensor_bytes(tensors)
+        return module_weight_bytes(self.hf)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         logits: torch.Tensor = self.lm_head(hidden).float()

@@ -21,12 +21,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
 import torch
 
+from engine import protocol as p
 from engine.config import EngineConfig
 from engine.runtime.attention.base import StepBatch
 from engine.runtime.parallel import message as m
@@ -46,16 +46,6 @@ STORE_TIMEOUT_S = 600.0
 GROUP_TIMEOUT_S = 30 * 86400.0
 
 
-@dataclass(frozen=True)
-class RankMemory:
-    """What one rank holds."""
-
-    rank: int
-    device: str
-    weight_bytes: int
-    kv_cache_bytes: int
-
-
 def rank_device(device: torch.device, rank: int) -> torch.device:
     """Rank ``rank``'s device: the CPU for every rank, or CUDA device ``rank``."""
     return device if device.type == "cpu" else torch.device("cuda", rank)
@@ -72,7 +62,7 @@ class TensorParallelWorkers:
         size = config.tensor_parallel_size
         self.size = size
         self.device = device
-        self.memory: list[RankMemory] = []
+        self.memory: list[p.RankMemory] = []
         self._threads = torch.get_num_threads()
         env = dict(os.environ)
         if device.type == "cpu":  # the ranks share the cores, rather than each taking all
@@ -91,7 +81,7 @@ class TensorParallelWorkers:
         self._stopping = threading.Event()
         threading.Thread(target=self._watch, name="vrs-tp-watch", daemon=True).start()
         logger.info("tensor parallel: %d ranks on %s (workers: pids %s)", size, device.type,
-                    ", ".join(str(p.pid) for p in self.processes.values()))
+                    ", ".join(str(proc.pid) for proc in self.processes.values()))
         self.group = TensorParallelGroup(self.store, 0, size, device, GROUP_TIMEOUT_S)
 
     # ---------------------------------------------------------------- StepMirror
@@ -102,7 +92,8 @@ class TensorParallelWorkers:
                               attention=attention))
         rows = self._collective(lambda: self.group.all_gather_ints(
             [weight_bytes, kv_cache_bytes]))
-        self.memory = [RankMemory(rank, str(rank_device(self.device, rank)), w, kv)
+        self.memory = [p.RankMemory(rank=rank, device=str(rank_device(self.device, rank)),
+                                    weight_bytes=w, kv_cache_bytes=kv)
                        for rank, (w, kv) in enumerate(rows)]
 
     def step(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: StepBatch

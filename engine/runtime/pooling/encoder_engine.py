@@ -26,6 +26,7 @@ from engine import protocol as p
 from engine.config import ConfigError, EngineConfig
 from engine.runtime.device import choose_dtype, resolve_device
 from engine.runtime.loader import read_config, resolve_model_dir
+from engine.runtime.models.linear import module_weight_bytes
 from engine.runtime.outputs import error_output
 from engine.runtime.pooling.encoder import (
     DEFAULT_METHOD,
@@ -110,6 +111,9 @@ class EncoderEngine:
             runner=p.Runner.POOLING.value,
             pooling_tasks=list(self.spec.tasks),
             classify_labels=list(self.spec.labels) if classify else [],
+            ranks=[p.RankMemory(rank=0, device=str(self.model.device),
+                                weight_bytes=module_weight_bytes(self.model.model),
+                                kv_cache_bytes=0)],
         )
 
     # ------------------------------------------------------------------ requests
