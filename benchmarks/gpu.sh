@@ -4,7 +4,8 @@
 #   128 in / 128 out, greedy, EOS ignored: `vrs serve` (default dtype: bfloat16 on CUDA)
 #   driven by `vrs bench serve` at concurrency 256, against transformers' static
 #   generate() in float32 and bfloat16, 3 rounds taking turns; then greedy parity of the
-#   in-process engine against generate() in float32 on 4 prompts.
+#   in-process engine against generate() in float32 on 4 prompts; with 2+ GPUs, then
+#   `vrs serve --tensor-parallel-size 2` against TP=1, taking turns (tensor_parallel.py).
 # Needs a CUDA GPU, torch with CUDA, transformers and this checkout's vrs (vrs-rs built).
 # Fails (exit 2) before doing anything without a GPU; exit 1 when a request failed or a
 # parity prompt differed. Results: benchmarks/results/gpu.{md,json}.
@@ -19,6 +20,17 @@ if ! "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() el
 fi
 "$PYTHON" -c 'import torch; print("GPU:", torch.cuda.get_device_name())'
 
-exec "$PYTHON" benchmarks/engine_throughput.py --shape qwen3-0.6b --device cuda \
+"$PYTHON" benchmarks/engine_throughput.py --shape qwen3-0.6b --device cuda \
     --num-requests 256 --concurrency 256 --input-len 128 --output-len 128 --rounds 3 \
     --parity 4 --output benchmarks/results/gpu.json "$@"
+
+# Tensor parallel (NCCL) on a machine lent with two GPUs or more: TP=1 and TP=2 taking
+# turns, per-rank memory from GET /load. Results: benchmarks/results/gpu_tensor_parallel.*
+gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
+if [ "$gpus" -ge 2 ]; then
+    "$PYTHON" benchmarks/tensor_parallel.py --device cuda --shape qwen3-0.6b --sizes 1,2 \
+        --num-requests 256 --concurrency 256 --rounds 3 \
+        --output benchmarks/results/gpu_tensor_parallel.json
+else
+    echo "gpu.sh: $gpus GPU(s): the tensor-parallel run needs 2 or more; skipped" >&2
+fi

@@ -15,7 +15,6 @@ failing request ends (``finish_reason="error"``) while the others go on.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +22,21 @@ import msgspec
 import torch
 
 from engine import protocol as p
-from engine.config import ConfigError, EngineConfig
-from engine.grammar.compiler import GrammarCompiler, load_xgrammar
+from engine.config import EngineConfig
+from engine.grammar.compiler import GrammarCompiler
 from engine.grammar.pending import PendingGrammars
 from engine.runtime.attention.base import AttentionBackend
-from engine.runtime.attention.selection import select_backend
-from engine.runtime.compile import build_forward
-from engine.runtime.device import choose_dtype, resolve_device
-from engine.runtime.kv_budget import size_kv_cache
 from engine.runtime.kv_cache import KVCacheManager
-from engine.runtime.loader import read_config, read_eos_token_ids, resolve_model_dir
 from engine.runtime.model_runner import (
     Forward,
     ModelRunner,
     RunOutput,
 )
-from engine.runtime.models import load_model, max_positions, pick_impl
 from engine.runtime.models.base import Model
-from engine.runtime.models.decoder import DecoderModel
-from engine.runtime.models.transformers_model import TransformersModel
 from engine.runtime.outputs import advance_grammar, decode_time, error_output, first_output
 from engine.runtime.parallel.group import TensorParallelError
-from engine.runtime.parallel.memory import check_fits
-from engine.runtime.parallel.shard import check_split, load_shard
 from engine.runtime.parallel.workers import TensorParallelWorkers
-from engine.runtime.pooling.decoder_pooler import DecoderPooler, converts_lm, rerank_token_ids
-from engine.runtime.pooling.task import pooling_convert
+from engine.runtime.pooling.decoder_pooler import DecoderPooler
 from engine.runtime.request import Request
 from engine.runtime.sampler import Sampler
 from engine.runtime.scheduler import Scheduler
@@ -121,101 +109,10 @@ class ModelEngine:
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> ModelEngine:
-        config.validate()
-        device = resolve_device(config.device)
-        choice = choose_dtype(config.dtype, device)
-        dtype = choice.dtype
-        logger.info("dtype %s → %s (%s)", config.dtype, choice.name, choice.reason)
-        torch.manual_seed(config.seed)
-        model_dir = resolve_model_dir(config.model)
-        hf_config = read_config(model_dir)
-        impl = pick_impl(hf_config, config.model_impl)  # unsupported model: fail early
-        model_limit = max_positions(hf_config)
-        if config.max_model_len is not None and config.max_model_len > model_limit:
-            raise ConfigError(
-                f"invalid engine config: max_model_len={config.max_model_len}; allowed: "
-                f"1..{model_limit} (the model's max_position_embeddings)"
-            )
-        max_model_len = config.max_model_len or model_limit
-        logger.info(
-            "loading %s (%s) on %s as %s, %s",
-            model_dir,
-            (hf_config.get("architectures") or ["?"])[0],
-            device,
-            str(dtype).removeprefix("torch."),
-            "vrs's decoder" if impl == "vrs" else "transformers backend",
-        )
-        convert = pooling_convert(config.runner, config.convert, hf_config, model_dir)
-        if convert is not None and impl != "vrs":
-            raise ConfigError(
-                "invalid engine config: runner=pooling with the transformers backend; "
-                "allowed: pooling with vrs's own decoders (Llama, Qwen2, Qwen3) or the "
-                "encoders; the transformers backend serves generation (--runner generate)")
-        tokenizer_dir = Path(config.tokenizer) if config.tokenizer else model_dir
-        lm_rows = None
-        if convert is not None and converts_lm(hf_config, convert):
-            lm_rows = rerank_token_ids(tokenizer_dir)
-        start = time.perf_counter()
-        workers = None
-        if config.tensor_parallel_size > 1:
-            check_split(model_dir, hf_config, impl, config.tensor_parallel_size)
-        check_fits(config, model_dir, hf_config, impl, dtype, device)
-        if config.tensor_parallel_size > 1:
-            workers = TensorParallelWorkers(config, device)
-        try:
-            return cls._build(config, model_dir, hf_config, impl, dtype, device,
-                              max_model_len, convert, tokenizer_dir, lm_rows, start, workers)
-        except BaseException:
-            if workers is not None:
-                workers.abort()
-            raise
+        """The engine ``config`` describes, its model loaded (engine/runtime/construction.py)."""
+        from engine.runtime.construction import build_engine
 
-    @classmethod
-    def _build(cls, config: EngineConfig, model_dir: Path, hf_config: dict[str, Any],
-               impl: str, dtype: torch.dtype, device: torch.device, max_model_len: int,
-               convert: str | None, tokenizer_dir: Path, lm_rows: list[int] | None,
-               start: float, workers: TensorParallelWorkers | None) -> ModelEngine:
-        if workers is None:
-            model = load_model(model_dir, hf_config, dtype, device, max_model_len,
-                               need_lm_head=convert is None, lm_rows=lm_rows, impl=impl)
-        else:
-            model = load_shard(model_dir, hf_config, dtype, device, max_model_len,
-                               workers.group, need_lm_head=convert is None, lm_rows=lm_rows,
-                               impl=impl)
-        logger.info(
-            "model loaded in %.1fs (matmuls: %s: %s, torch threads: %d)",
-            time.perf_counter() - start,
-            model.linear_backend,
-            model.linear_reason,
-            torch.get_num_threads(),
-        )
-
-        attention = select_backend(
-            device, config.enforce_eager,
-            model.feature_summary() if isinstance(model, TransformersModel) else None)
-        num_blocks, max_model_len = size_kv_cache(
-            config, model, device, max_model_len, attention.kv_copies, workers
-        )
-        eos = read_eos_token_ids(model_dir, hf_config)
-        name = config.served_model_name or model_dir.name
-        pooler = None
-        if convert is not None:
-            assert isinstance(model, DecoderModel)  # pooling with transformers is refused
-            pooler = DecoderPooler.build(model, model_dir, hf_config, convert, name)
-            logger.info("pooling model: %s, %s pooling", ", ".join(pooler.spec.tasks),
-                        pooler.spec.method)
-        else:
-            load_xgrammar()  # here, on one thread: the grammar threads only use it
-        forward = None
-        if workers is not None:
-            logger.info("decoder runs eager (tensor parallel: the all-reduces run between "
-                        "the layers' ops)")
-        elif isinstance(model, DecoderModel):
-            forward = build_forward(config, model, config.max_num_batched_tokens)
-        return cls(
-            config, model, name, eos, max_model_len, num_blocks, attention,
-            tokenizer_dir if pooler is None else None, forward, pooler, workers,
-        )
+        return build_engine(config)
 
     def close(self) -> None:
         """Stop the tensor-parallel workers (nothing to do without them)."""

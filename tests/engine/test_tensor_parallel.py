@@ -254,3 +254,34 @@ def test_a_model_that_fits_only_when_split(root: Path, engines: list[ModelEngine
     split = make_engine(path, kv_cache_memory_bytes=1 << 21, **TP)
     engines.append(split)
     assert [r.weight_bytes for r in split.rank_memory] == halves
+
+
+def test_embeddings_equal_tp1(tmp_path: Path, engines: list[ModelEngine]) -> None:
+    """A decoder's pooling (Qwen3 embeddings, last-token) reads rank 0's all-reduced hidden
+    states: the vectors equal TP=1's."""
+    from tests.engine.pooling_kit import build_pooling_model
+
+    path = build_pooling_model("embed", tmp_path)
+
+    def embed(engine: ModelEngine) -> dict[str, list[float]]:
+        assert engine.pooler is not None
+        task = engine.pooler.spec.tasks[0]
+        vectors: dict[str, list[float]] = {}
+        for i in range(3):
+            request = p.EngineCoreRequest(f"q{i}", list(range(3, 8 + 9 * i)),
+                                          p.SamplingParams(max_tokens=1), 0.0,
+                                          pooling_params=p.PoolingParams(task=task))
+            assert engine.add_request(request) == []
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                assert out.pooling_output is not None, out
+                vectors[out.request_id] = list(out.pooling_output)
+        return vectors
+
+    whole = embed(make_engine(path))
+    split_engine = make_engine(path, **TP)
+    engines.append(split_engine)
+    split = embed(split_engine)
+    assert sorted(split) == ["q0", "q1", "q2"]
+    for rid, vector in whole.items():
+        assert split[rid] == pytest.approx(vector, abs=1e-5), rid
