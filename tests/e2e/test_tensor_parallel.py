@@ -96,8 +96,10 @@ def test_tp2_greedy_equals_generate(mode: str, name: str, root: Path, demo_model
         ranks = engine["ranks"]
         assert [r["rank"] for r in ranks] == [0, 1]
         assert all(r["device"] == "cpu" and r["kv_cache_bytes"] > 0 for r in ranks)
-        # Rank 0 holds the LM head besides its slice; rank 1 its slice only.
-        assert ranks[0]["weight_bytes"] > ranks[1]["weight_bytes"] > 0
+        # vrs's decoder: rank 0 holds the LM head besides its slice, rank 1 its slice only;
+        # the transformers backend keeps the whole module tree but the split linears.
+        zero, first = ranks[0]["weight_bytes"], ranks[1]["weight_bytes"]
+        assert (zero > first > 0) if name in ("llama", "qwen3") else (zero == first > 0)
         assert "tensor parallel: 2 ranks on cpu" in server.log()
     finally:
         assert server.stop() == 0, server.log()
