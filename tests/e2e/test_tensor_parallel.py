@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import shutil
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,13 +26,13 @@ import torch
 
 from tests.e2e.servers import MODEL, REAL_ENGINE_ARGS, ROUTE_MODES, Server, cmdline, wait_until
 from tests.e2e.test_lifecycle import Stream
+from tests.e2e.test_transformers_families import checkpoint as family_checkpoint
 from tests.engine.engine_kit import build_family, hf_greedy
 from tests.engine.transformers_kit import build
 
 pytestmark = pytest.mark.e2e
 
 MAX_TOKENS = 8
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 WORKER = "engine.runtime.parallel.worker"
 
 
@@ -43,12 +42,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def checkpoint(name: str, root: Path, demo_model: Path) -> Path:
-    path = root / name
-    if not path.exists():
-        (build_family if name in ("llama", "qwen3") else build)(name, root)
-        for file in TOKENIZER_FILES:
-            shutil.copy(demo_model / file, path / file)
-    return path
+    builder = build_family if name in ("llama", "qwen3") else build
+    return family_checkpoint(name, root, demo_model, builder)
 
 
 def prompts() -> list[list[int]]:

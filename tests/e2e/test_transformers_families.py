@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -47,10 +47,13 @@ def references() -> Iterator[dict[str, Any]]:
     cache.clear()
 
 
-def checkpoint(family: str, root: Path, demo_model: Path) -> Path:
+def checkpoint(family: str, root: Path, demo_model: Path,
+               builder: Callable[[str, Path], Path] = build) -> Path:
+    """``family``'s tiny checkpoint under ``root`` (``builder`` writes it on first use),
+    with the demo model's tokenizer files."""
     path = root / family
     if not path.exists():
-        build(family, root)
+        builder(family, root)
         for name in TOKENIZER_FILES:
             shutil.copy(demo_model / name, path / name)
     return path
