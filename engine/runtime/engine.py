@@ -272,9 +272,9 @@ class ModelEngine:
         except TensorParallelError:
             raise
         except Exception as exc:  # the workers' collectives cannot be matched any more
-            raise TensorParallelError(f"a tensor-parallel step failed on rank 0 "
-                                      f"({type(exc).__name__}: {exc}); its workers cannot "
-                                      "go on") from exc
+            raise self.workers.failure(
+                f"a tensor-parallel step failed on rank 0 ({type(exc).__name__}: {exc}); "
+                "its workers cannot go on") from exc
 
     def _sample(self, run: RunOutput) -> list[_SampleResult]:
         """Each due request's next token (and its logprobs when asked)."""

@@ -139,8 +139,10 @@ def test_metrics_count_the_traffic(server: Server) -> None:
     itl = (after["vrs:inter_token_latency_seconds_count"]
            - before["vrs:inter_token_latency_seconds_count"])
     assert 1 <= itl <= 6, itl
-    assert after["vrs:detokenize_latency_seconds_count"] >= before[
-        "vrs:detokenize_latency_seconds_count"] + 7
+    # One detokenization per engine output: 7, fewer when coalesced (as for the ITL).
+    detokenized = (after["vrs:detokenize_latency_seconds_count"]
+                   - before["vrs:detokenize_latency_seconds_count"])
+    assert 1 <= detokenized <= 7, detokenized
     buckets = [v for k, v in after.items()
                if re.fullmatch(r'vrs:e2e_request_latency_seconds_bucket\{le=".*"\}', k)]
     assert buckets == sorted(buckets), "buckets are cumulative"

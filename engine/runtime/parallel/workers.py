@@ -111,11 +111,16 @@ class TensorParallelWorkers:
         try:
             return call()
         except RuntimeError as exc:  # gloo/NCCL: a peer closed, or the timeout passed
-            deadline = time.monotonic() + DEATH_GRACE_S
-            while (dead := self._dead()) is None and time.monotonic() < deadline:
-                time.sleep(WATCH_INTERVAL_S / 2)
-            raise TensorParallelError(dead or f"a tensor-parallel collective failed: {exc}"
-                                      ) from exc
+            raise self.failure(f"a tensor-parallel collective failed: {exc}") from exc
+
+    def failure(self, otherwise: str) -> TensorParallelError:
+        """The error to end the engine with after a failed collective or step: the worker
+        that died (given ``DEATH_GRACE_S`` to be seen exiting; gloo may notice first),
+        else ``otherwise``."""
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while (dead := self._dead()) is None and time.monotonic() < deadline:
+            time.sleep(WATCH_INTERVAL_S / 2)
+        return TensorParallelError(dead or otherwise)
 
     def _dead(self) -> str | None:
         """Which worker has exited, and why; None while all run."""
