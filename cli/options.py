@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cli.sizes import parse_size
+from engine.sizes import parse_size
 
 
 class Device(StrEnum):

@@ -71,9 +71,10 @@ def build_engine(config: EngineConfig) -> ModelEngine:
         lm_rows = rerank_token_ids(tokenizer_dir)
     start = time.perf_counter()
     workers = None
+    plan = None
     if config.tensor_parallel_size > 1:
-        check_split(model_dir, hf_config, impl, config.tensor_parallel_size)
-    check_fits(config, model_dir, hf_config, impl, dtype, device)
+        plan = check_split(model_dir, hf_config, impl, config.tensor_parallel_size)
+    check_fits(config, model_dir, hf_config, impl, dtype, device, plan)
     if config.tensor_parallel_size > 1:
         workers = TensorParallelWorkers(config, device)
     try:

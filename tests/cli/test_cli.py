@@ -15,7 +15,7 @@ import pytest
 from cli import __version__
 from cli.binary import BinaryNotFoundError, find_rust_frontend
 from cli.completion import render_all
-from cli.sizes import parse_size
+from engine.sizes import parse_size
 
 pytestmark = pytest.mark.e2e
 

@@ -29,19 +29,10 @@ from safetensors import safe_open
 from engine.config import ConfigError, EngineConfig
 from engine.runtime.loader import safetensors_files
 from engine.runtime.parallel.shard import DECODER_WEIGHT, allowed_sizes
+from engine.sizes import parse_size
 
 DEVICE_MEMORY_ENV = "VRS_DEVICE_MEMORY"
-_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6,
-          "gb": 10**9}
 _LM_HEAD = re.compile(r"(^|\.)lm_head\.weight$")
-
-
-def _bytes_of(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    if match is None or match.group(2).lower() not in _UNITS:
-        raise ConfigError(f"{DEVICE_MEMORY_ENV}={text!r}; allowed: bytes, or a number with "
-                          "KiB, MiB, GiB, KB, MB or GB")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 def human(nbytes: int) -> str:
@@ -64,7 +55,10 @@ def rank_capacity(config: EngineConfig, device: torch.device) -> tuple[int, str]
     """Bytes one rank's weights may take, and where that figure comes from."""
     override = os.environ.get(DEVICE_MEMORY_ENV)
     if override:
-        return _bytes_of(override), f"{DEVICE_MEMORY_ENV}={override}"
+        try:
+            return parse_size(override), f"{DEVICE_MEMORY_ENV}={override}"
+        except ValueError as exc:
+            raise ConfigError(f"{DEVICE_MEMORY_ENV}: {exc}") from None
     if device.type == "cuda":
         _, total = torch.cuda.mem_get_info(device)
         util = config.gpu_memory_utilization
@@ -123,11 +117,13 @@ def rank_weights(model_dir: Path, impl: str, dtype: torch.dtype, size: int,
 
 
 def check_fits(config: EngineConfig, model_dir: Path, hf_config: dict[str, Any], impl: str,
-               dtype: torch.dtype, device: torch.device) -> None:
+               dtype: torch.dtype, device: torch.device,
+               plan: dict[str, str] | None = None) -> None:
     """Refuse, before loading, weights that do not fit a rank's device, with the numbers
-    and the tensor-parallel sizes that would fit."""
+    and the tensor-parallel sizes that would fit. ``plan``: the transformers backend's
+    ``base_model_tp_plan`` when ``check_split`` has read it (at TP=1 nothing is split,
+    so it is read only to suggest a size)."""
     size = config.tensor_parallel_size
-    plan = _plan(model_dir) if impl == "transformers" else None
     need = rank_weights(model_dir, impl, dtype, size, plan)
     capacity, source = rank_capacity(config, device)
     if max(need) <= capacity:
@@ -137,6 +133,8 @@ def check_fits(config: EngineConfig, model_dir: Path, hf_config: dict[str, Any],
                f"may use ({source})")
     dims = _split_dims(hf_config, impl)
     if dims and not (device.type == "cpu" and not os.environ.get(DEVICE_MEMORY_ENV)):
+        if impl == "transformers" and plan is None:
+            plan = _plan(model_dir)
         for bigger in allowed_sizes(*dims):
             if bigger <= size:
                 continue

@@ -60,18 +60,20 @@ def _tensor(data: bytes, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.frombuffer(data, dtype=np.int64).copy()).to(device)
 
 
-def step_message(input_ids: torch.Tensor, positions: torch.Tensor, batch: StepBatch,
-                 keys: list[int]) -> Step:
+def step_message(input_ids: torch.Tensor, positions: torch.Tensor, batch: StepBatch
+                 ) -> Step:
+    """The step as rank 0 built it (its lists are encoded as they are, not copied; the
+    runner keys single queries by ``Request.serial``)."""
     return Step(
         input_ids=_bytes(input_ids),
         positions=_bytes(positions),
         slot_mapping=_bytes(batch.slot_mapping),
-        single_ctx=list(batch.single_ctx),
-        single_tables=[list(t) for t in batch.single_tables],
+        single_ctx=batch.single_ctx,
+        single_tables=batch.single_tables,
         chunk_starts=batch.chunk_starts.tolist(),
         chunk_lens=batch.chunk_lens.tolist(),
-        chunk_tables=[list(t) for t in batch.chunk_tables],
-        single_keys=keys,
+        chunk_tables=batch.chunk_tables,
+        single_keys=batch.single_keys,  # type: ignore[arg-type]
     )
 
 

@@ -190,13 +190,16 @@ def load_shard(model_dir: Path, hf_config: dict[str, Any], dtype: torch.dtype,
     return model
 
 
-def check_split(model_dir: Path, hf_config: dict[str, Any], impl: str, size: int) -> None:
-    """Refuse, before any process starts, a size the model cannot be split by."""
+def check_split(model_dir: Path, hf_config: dict[str, Any], impl: str, size: int
+                ) -> dict[str, str] | None:
+    """Refuse, before any process starts, a size the model cannot be split by; returns
+    the transformers backend's plan (None for vrs's decoder)."""
     if impl == "transformers":
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(str(model_dir), trust_remote_code=False)
-        tp_plan(config)
+        plan = tp_plan(config)
         check_plan_split(config, size)
-    else:
-        local_decoder_config(resolve_config(hf_config), size)
+        return plan
+    local_decoder_config(resolve_config(hf_config), size)
+    return None

@@ -98,8 +98,7 @@ class TensorParallelWorkers:
 
     def step(self, input_ids: torch.Tensor, positions: torch.Tensor, batch: StepBatch
              ) -> None:
-        keys = [int(k) for k in batch.single_keys]  # type: ignore[call-overload]
-        self._send(m.step_message(input_ids, positions, batch, keys))
+        self._send(m.step_message(input_ids, positions, batch))
 
     # ---------------------------------------------------------------- lifecycle
 
