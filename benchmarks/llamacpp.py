@@ -27,12 +27,21 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from llamacpp_build import VERSION, cache_dir, convert, llama_server, pre_tokenizer_of, say
+from llamacpp_build import (
+    VERSION,
+    cache_dir,
+    check_converter_requirements,
+    convert,
+    llama_server,
+    pre_tokenizer_of,
+    say,
+    source_tree,
+)
 from llamacpp_parity import greedy_parity, tokenizer_parity
 from llamacpp_report import cell, cpu_summary, markdown, session_cpu_s, summarise
 from servers import REPO_ROOT, RESULTS, Server, free_port, vrs
@@ -138,15 +147,16 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    from cli.binary import find_rust_frontend
-    from engine.mock.demo_model import tokenizer_source_dir
     from engine_models import SHAPES, build_model, describe
 
+    from cli.binary import find_rust_frontend
+    from engine.mock.demo_model import tokenizer_source_dir
+
     cpuinfo = cpu_summary(Path("/proc/cpuinfo").read_text())
+    check_converter_requirements()
     frontend = find_rust_frontend()
     cache = cache_dir()
     binary = llama_server(cache)
-    from llamacpp_build import source_tree
     tree = source_tree(cache)
     work = cache / "work"
     say(f"building the model ({args.shape}, seed {args.seed})")
@@ -178,7 +188,7 @@ def main() -> None:
         for llama in llamas:
             llama.stop()
     report.update(
-        date=datetime.now(timezone.utc).isoformat(timespec="seconds"), cpu=cpuinfo,
+        date=datetime.now(UTC).isoformat(timespec="seconds"), cpu=cpuinfo,
         kernel=platform.release(), python=platform.python_version(),
         llama_cpp_python=VERSION, llama_server=llamas[0].argv[:1] + ["..."],
         llama_server_args=" ".join(llamas[0].argv[1:]).replace(str(work) + "/", ""),
@@ -221,15 +231,21 @@ def measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]],
             seed = args.seed + 1 + 100 * r + c_index
             for name, (url, pid) in servers.items():
                 label = f"{name} c{conc} r{r + 1}"
+                others = [p for n, (_, p) in servers.items() if n != name]
+                idle = sum(session_cpu_s(p) for p in others)
                 run = run_bench(url, pid, label, args, conc, prompts, seed, model_dir,
                                 logs / f"{label.replace(' ', '-')}.json")
+                # the CPU the idle servers took meanwhile (it would slow the one measured)
+                idle = sum(session_cpu_s(p) for p in others) - idle
                 say(f"round {r + 1}/{args.rounds} c={conc} {name}: "
                     f"{run['cell']['output_tok_s']:.1f} tok/s, TPOT p50 "
                     f"{run['cell']['tpot_p50_ms']:.2f} ms, CPU "
                     f"{run['cell']['cpu_ms_per_token']:.3f} ms/token")
                 runs.append({"contender": name, "concurrency": conc, "round": r + 1,
                              "prompts": prompts, "cell": run["cell"], "cpu_s": run["cpu_s"],
-                             "input_tokens": run["result"]["total_input_tokens"]})
+                             "input_tokens": run["result"]["total_input_tokens"],
+                             "idle_servers_cpu_s": idle,
+                             "duration_s": run["result"]["duration"]})
     return {"tokenizer_parity": tokens, "greedy_parity": greedy, "runs": runs,
             "rows": summarise(runs, BASELINE)}
 
@@ -255,6 +271,9 @@ def write(report: dict[str, Any]) -> None:
         lines.append(f"greedy parity, vrs against {name}: {g['equal']} / {g['total']} "
                      f"continuations identical ({g['tokens_equal']} / {g['tokens_total']} "
                      "tokens before a first difference)")
+    idle = max((run["idle_servers_cpu_s"] / run["duration_s"] for run in report["runs"]),
+               default=0.0)
+    lines.append(f"idle servers' CPU during a run: at most {100 * idle:.1f} % of a core")
     lines += ["", markdown(report["rows"], BASELINE)]
     (RESULTS / "llamacpp.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -10,6 +10,7 @@ compiles for the CPU it builds on) and gguf/ (the converted models).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -135,6 +136,18 @@ print(base.TextModel.get_vocab_base_pre(None, tokenizer))
 def _converter_env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'gguf-py'}",
             "TOKENIZERS_PARALLELISM": "false"}
+
+
+def check_converter_requirements() -> None:
+    """Stops, saying what to install, unless the packages convert_hf_to_gguf.py imports
+    beyond vrs's own (torch, transformers, numpy) are there."""
+    missing = [name for name in ("sentencepiece", "yaml")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        pip = {"sentencepiece": "'sentencepiece>=0.1.98,<0.3'", "yaml": "pyyaml"}
+        raise SystemExit("llama.cpp's convert_hf_to_gguf.py needs "
+                         f"{', '.join(missing)}: pip install "
+                         + " ".join(pip[name] for name in missing))
 
 
 def pre_tokenizer_of(tree: Path, tokenizer_dir: Path) -> str:

@@ -114,6 +114,12 @@ def llama_greedy(url: str, ids: list[int], tokens: int) -> tuple[list[int], int]
     return list(data["tokens"]), int(data["timings"]["prompt_n"])
 
 
+def leading_equal(a: list[int], b: list[int]) -> int:
+    """How many tokens two continuations share before they first differ."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
 def greedy_parity(vrs_url: str, llama_url: str, model_dir: Path,
                   tokens: int = 32) -> dict[str, Any]:
     """Each prompt's ids sent to both servers, greedy, ``tokens`` out with EOS ignored:
@@ -125,8 +131,7 @@ def greedy_parity(vrs_url: str, llama_url: str, model_dir: Path,
         ids = tokenizer.encode(prompt, add_special_tokens=False).ids
         ours, ours_prompt = vrs_greedy(vrs_url, ids, tokens)
         theirs, theirs_prompt = llama_greedy(llama_url, ids, tokens)
-        agree = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
-                     min(len(ours), len(theirs)))
+        agree = leading_equal(ours, theirs)
         cases.append({"prompt": prompt, "prompt_ids": ids, "vrs": ours,
                       "llama_server": theirs, "prompt_tokens": [ours_prompt, theirs_prompt],
                       "leading_equal": agree})

@@ -107,10 +107,11 @@ def summarise(runs: Iterable[Mapping[str, Any]], baseline: str) -> list[dict[str
     grouped: dict[tuple[str, int], list[Mapping[str, float]]] = {}
     for run in runs:
         grouped.setdefault((run["contender"], int(run["concurrency"])), []).append(run["cell"])
-    rows = [{"contender": name, "concurrency": conc, **medians(cells),
+    rows: list[dict[str, Any]] = [{"contender": name, "concurrency": conc, **medians(cells),
              "rounds_tok_s": [round(c["output_tok_s"], 1) for c in cells]}
             for (name, conc), cells in grouped.items()]
-    base = {row["concurrency"]: row for row in rows if row["contender"] == baseline}
+    base: dict[int, dict[str, Any]] = {
+        row["concurrency"]: row for row in rows if row["contender"] == baseline}
     for row in rows:
         ref = base.get(row["concurrency"])
         row["ratio"] = ({key: row[key] / ref[key] if ref[key] else None
