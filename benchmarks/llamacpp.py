@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -191,7 +192,8 @@ def main() -> None:
         date=datetime.now(UTC).isoformat(timespec="seconds"), cpu=cpuinfo,
         kernel=platform.release(), python=platform.python_version(),
         llama_cpp_python=VERSION, llama_server=llamas[0].argv[:1] + ["..."],
-        llama_server_args=" ".join(llamas[0].argv[1:]).replace(str(work) + "/", ""),
+        llama_server_args=re.sub(r"--port \d+", "--port P", " ".join(
+            llamas[0].argv[1:]).replace(str(work) + "/", "")),
         pre_tokenizer=pre, vrs_rs=str(frontend), model=describe(SHAPES[args.shape]),
         shape=args.shape, vrs_dtype=vrs_dtype(logs / "vrs-serve.log"),
         args={k: v for k, v in vars(args).items() if k not in ("concurrencies", "types")})
@@ -251,8 +253,6 @@ def measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]],
 
 
 def vrs_dtype(log: Path) -> str:
-    import re
-
     found = re.findall(r" as (float32|bfloat16|float16)\b", log.read_text("utf-8", "replace"))
     return found[-1] if found else "unknown"
 
