@@ -12,7 +12,7 @@ servers take turns (vrs, then llama-server per GGUF type) in each of --rounds ro
 on the same prompts. Reported per server and concurrency, medians over the rounds:
 output tok/s, TPOT / TTFT / ITL p50, and the server's CPU per output token (its whole
 process session from /proc: for vrs the frontend and engine). Writes
-benchmarks/results/llamacpp.{json,md}.
+benchmarks/results/llamacpp.{json,md} (another shape: llamacpp-<shape>.{json,md}).
 
     python benchmarks/llamacpp.py                       # bench13m, F32, 3 rounds
     python benchmarks/llamacpp.py --outtypes f32,f16,q8_0 --shape qwen3-0.6b
@@ -128,7 +128,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--outtypes", default="f32",
                         help="GGUF types served by llama-server, comma-separated: f32 "
                              "(always, the baseline), f16, q8_0")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="0: the parity checks only, nothing timed")
     parser.add_argument("--concurrency", default="1,64", help="comma-separated")
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=128)
@@ -221,7 +222,7 @@ def measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]],
         g = greedy[name]
         say(f"  {g['equal']} / {g['total']} continuations identical, "
             f"{g['tokens_equal']} / {g['tokens_total']} tokens before a first difference")
-    for name, (url, pid) in servers.items():
+    for name, (url, pid) in servers.items() if args.rounds else ():
         for conc in args.concurrencies:
             say(f"warm-up: {name} at concurrency {conc}")
             run_bench(url, pid, "warm-up", args, conc, conc, args.seed + 99_999, model_dir,
@@ -259,7 +260,9 @@ def vrs_dtype(log: Path) -> str:
 
 def write(report: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "llamacpp.json").write_text(json.dumps(report, indent=2))
+    # bench13m: llamacpp.{json,md}; another shape: llamacpp-<shape>.{json,md}
+    stem = "llamacpp" + ("" if report["shape"] == "bench13m" else f"-{report['shape']}")
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=2))
     cpu = report["cpu"]
     tok = report["tokenizer_parity"]
     lines = [f"{report['date']}: {cpu['model']} ({os.cpu_count()} cores; "
@@ -271,13 +274,15 @@ def write(report: dict[str, Any]) -> None:
         lines.append(f"greedy parity, vrs against {name}: {g['equal']} / {g['total']} "
                      f"continuations identical ({g['tokens_equal']} / {g['tokens_total']} "
                      "tokens before a first difference)")
-    idle = max((run["idle_servers_cpu_s"] / run["duration_s"] for run in report["runs"]),
-               default=0.0)
-    lines.append(f"idle servers' CPU during a run: at most {100 * idle:.1f} % of a core")
-    lines += ["", markdown(report["rows"], BASELINE)]
-    (RESULTS / "llamacpp.md").write_text("\n".join(lines))
+    if report["runs"]:
+        idle = max(run["idle_servers_cpu_s"] / run["duration_s"] for run in report["runs"])
+        lines.append(f"idle servers' CPU during a run: at most {100 * idle:.1f} % of a core")
+        lines += ["", markdown(report["rows"], BASELINE)]
+    else:
+        lines += ["", "(--rounds 0: parity checks only, nothing timed)", ""]
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
-    say(f"wrote {RESULTS / 'llamacpp.json'} and {RESULTS / 'llamacpp.md'}")
+    say(f"wrote {RESULTS / stem}.json and .md")
 
 
 if __name__ == "__main__":
