@@ -19,6 +19,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from llamacpp_report import build_key
 
@@ -92,20 +93,20 @@ def llama_server(cache: Path, version: str = VERSION) -> Path:
     return binary
 
 
-def _run_with_progress(cmd: list[str], out: object) -> None:
+def _run_with_progress(cmd: list[str], out: TextIO) -> None:
     """Runs ``cmd``, its output to the log ``out``, saying each 10 % cmake reports."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     shown = -10
     for line in proc.stdout:
-        out.write(line)  # type: ignore[attr-defined]
+        out.write(line)
         found = re.match(r"\[\s*(\d+)%\]", line)
         if found and int(found.group(1)) >= shown + 10:
             shown = int(found.group(1))
             say(f"  build {shown}%")
     if proc.wait() != 0:
         raise RuntimeError(f"{' '.join(cmd[:2])} failed (exit {proc.returncode}); see the "
-                           f"log {getattr(out, 'name', '')}")
+                           f"log {out.name}")
 
 
 # Runs the tree's convert_hf_to_gguf.py as it is, but for the BPE pre-tokenizer's name:
