@@ -14,6 +14,16 @@ call) and GFLOP/s summed over the model's linears. Run on a quiet machine::
 
     python benchmarks/cpu_linear.py --rounds 7 --threads 1
     python benchmarks/cpu_linear.py --dtype bfloat16 --rows 1,16,64,256
+
+A call repeated on one weight reads it from the CPU's caches. A decode step does not: it
+reads every layer's weights once, more bytes than the caches hold, so a small batch is
+bound by the memory's read rate. ``--whole-model LAYERS`` measures that: LAYERS layers of
+distinct weights plus the LM head (float32), every linear called once per pass in the
+forward's order, per row count; it reports ms per pass and the weight bytes read per
+second, and adds ``numpy`` (numpy's own BLAS, OpenBLAS in its wheels) as a reference
+that is not one of the engine's backends::
+
+    python benchmarks/cpu_linear.py --whole-model 4 --vocab 8192 --threads 2 --rows 1,2,4,8
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -84,6 +95,56 @@ def backends(weight: torch.Tensor) -> dict[str, Fn]:
     return found
 
 
+def numpy_linear(weight: torch.Tensor) -> Fn:
+    """``x @ weight.T`` through numpy's BLAS on the same memory (no copy of the weight)."""
+    plain = weight.numpy()
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.matmul(x.numpy(), plain.T))
+
+    return run
+
+
+def one_pass(fns: list[dict[str, Fn]], xs: list[torch.Tensor], name: str) -> None:
+    for fn, x in zip(fns, xs, strict=True):
+        fn[name](x)
+
+
+def whole_model(args: argparse.Namespace, rows_list: list[int]) -> None:
+    """ms per pass over every linear of ``args.whole_model`` layers and the LM head, and
+    the weight bytes read per second, per backend and row count (float32)."""
+    linears = model_linears(args)
+    shapes = [linears[n] for n in ("qkv", "o", "gate_up", "down")] * args.whole_model
+    shapes.append(linears["lm_head"])
+    torch.manual_seed(0)
+    weights = [torch.randn(o, i) * 0.05 for i, o in shapes]
+    fns = [{**backends(w), "numpy": numpy_linear(w)} for w in weights]
+    names = list(fns[0])
+    weight_bytes = sum(w.numel() * w.element_size() for w in weights)
+    print(f"{args.whole_model} layers + LM head: {weight_bytes / 2**20:.1f} MiB of float32 "
+          "weights read per pass")
+    samples: dict[tuple[str, int], list[float]] = {}
+    for done in range(args.rounds):
+        for rows in rows_list:
+            xs = [torch.randn(rows, i) for i, _ in shapes]
+            for name in names:
+                one_pass(fns, xs, name)  # warm: a new shape builds a kernel
+                for _ in range(args.calls):
+                    start = time.perf_counter()
+                    one_pass(fns, xs, name)
+                    samples.setdefault((name, rows), []).append(time.perf_counter() - start)
+        print(f"\rround {done + 1}/{args.rounds}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    print(f"| rows | {' | '.join(names)} |")
+    print(f"|---|{'---|' * len(names)}")
+    for rows in rows_list:
+        cells = []
+        for name in names:
+            s = statistics.median(samples[(name, rows)])
+            cells.append(f"{s * 1e3:.2f} ms ({weight_bytes / s / 1e9:.1f} GB/s)")
+        print(f"| {rows} | {' | '.join(cells)} |")
+
+
 def time_call(fn: Fn, x: torch.Tensor, calls: int) -> float:
     """Median-friendly single sample: µs per call over ``calls`` calls."""
     start = time.perf_counter()
@@ -105,6 +166,9 @@ def main() -> None:
     parser.add_argument("--kv-heads", type=int, default=4)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--vocab", type=int, default=4096)
+    parser.add_argument("--whole-model", type=int, default=0, metavar="LAYERS",
+                        help="time passes over LAYERS layers' linears and the LM head "
+                             "(float32), as a decode step reads them")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -114,6 +178,10 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"capability {torch.backends.cpu.get_cpu_capability()}, "
           f"native bf16: {cpu_bf16_flag(cpu_flags()) or 'no'}")
+    if args.whole_model:
+        with torch.inference_mode():
+            whole_model(args, rows_list)
+        return
     torch.manual_seed(0)
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)

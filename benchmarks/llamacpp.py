@@ -44,7 +44,7 @@ from llamacpp_build import (
     source_tree,
 )
 from llamacpp_parity import greedy_parity, tokenizer_parity
-from llamacpp_report import cell, cpu_summary, markdown, session_cpu_s, summarise
+from llamacpp_report import cell, cpu_summary, markdown, session_cpu_s, summarise, vrs_variant
 from servers import REPO_ROOT, RESULTS, Server, free_port, vrs
 
 sys.path.insert(0, str(REPO_ROOT))
@@ -140,7 +140,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--slots", type=int, default=0,
                         help="llama-server -np (default: the largest --concurrency)")
     parser.add_argument("--parity-tokens", type=int, default=32)
+    parser.add_argument("--vrs-env", action="append", default=[],
+                        metavar="NAME:VAR=VALUE[,VAR=VALUE]",
+                        help="one more vrs serve, 'vrs serve (NAME)', started with these "
+                             "environment variables (e.g. t1:OMP_NUM_THREADS=1); it takes "
+                             "its turn with the others; repeatable")
     args = parser.parse_args()
+    args.variants = [vrs_variant(spec) for spec in args.vrs_env]
     args.concurrencies = [int(c) for c in args.concurrency.split(",")]
     args.types = ["f32"] + [t for t in args.outtypes.split(",") if t and t != "f32"]
     args.slots = args.slots or max(args.concurrencies)
@@ -177,7 +183,13 @@ def main() -> None:
                         stop_session=True, env={"VRS_RUST_FRONTEND_PATH": str(frontend)})
     servers: dict[str, tuple[str, int]] = {"vrs serve": (vrs_server.url, vrs_server.proc.pid)}
     llamas: list[LlamaServer] = []
+    variants: list[Server] = []
     try:
+        for name, env in args.variants:
+            variants.append(Server(["serve", str(model_dir)], logs / f"vrs-serve-{name}.log",
+                                   f"vrs serve ({name})", stop_session=True,
+                                   env={"VRS_RUST_FRONTEND_PATH": str(frontend), **env}))
+            servers[f"vrs serve ({name})"] = (variants[-1].url, variants[-1].proc.pid)
         for t in args.types:
             name = f"llama-server {t.upper()}"
             llamas.append(LlamaServer(binary, ggufs[t], logs / f"llama-server-{t}.log", name,
@@ -187,6 +199,8 @@ def main() -> None:
         report = measure(args, servers, model_dir, logs)
     finally:
         vrs_server.stop()
+        for variant in variants:
+            variant.stop()
         for llama in llamas:
             llama.stop()
     report.update(
@@ -197,7 +211,8 @@ def main() -> None:
             llamas[0].argv[1:]).replace(str(work) + "/", "")),
         pre_tokenizer=pre, vrs_rs=str(frontend), model=describe(SHAPES[args.shape]),
         shape=args.shape, vrs_dtype=vrs_dtype(logs / "vrs-serve.log"),
-        args={k: v for k, v in vars(args).items() if k not in ("concurrencies", "types")})
+        args={k: v for k, v in vars(args).items()
+              if k not in ("concurrencies", "types", "variants")})
     write(report)
 
 
@@ -215,7 +230,7 @@ def measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]],
                          "model's; the comparison would not send the same prompts")
     greedy = {}
     for name, (url, _) in servers.items():
-        if name == "vrs serve":
+        if name.startswith("vrs serve"):
             continue
         say(f"parity: greedy, vrs against {name} ({args.parity_tokens} tokens)")
         greedy[name] = greedy_parity(vrs_url, url, model_dir, args.parity_tokens)

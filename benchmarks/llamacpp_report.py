@@ -79,6 +79,20 @@ def session_cpu_s(session: int, proc: Path = Path("/proc")) -> float:
     return total
 
 
+def vrs_variant(spec: str) -> tuple[str, dict[str, str]]:
+    """``NAME:VAR=VALUE[,VAR=VALUE...]`` (``--vrs-env``) as the name and its variables."""
+    name, sep, assignments = spec.partition(":")
+    env: dict[str, str] = {}
+    for item in assignments.split(",") if assignments else ():
+        var, eq, value = item.partition("=")
+        if not eq or not var.strip():
+            raise ValueError(f"--vrs-env {spec!r}: {item!r} is not VAR=VALUE")
+        env[var.strip()] = value
+    if not sep or not name.strip() or not env:
+        raise ValueError(f"--vrs-env {spec!r}: expected NAME:VAR=VALUE[,VAR=VALUE]")
+    return name.strip(), env
+
+
 def cell(result: Mapping[str, Any], cpu_s: float, output_len: int) -> dict[str, float]:
     """One run's numbers from its `vrs bench serve` result and the server's CPU seconds
     over the run. The run sent its requests plus the load generator's probe (the first

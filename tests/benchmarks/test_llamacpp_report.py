@@ -109,3 +109,15 @@ def test_session_cpu_sums_the_session_from_proc(tmp_path: Path) -> None:
     (tmp_path / "self").mkdir()
     (tmp_path / "13").mkdir()                        # exited meanwhile: no stat
     assert report.session_cpu_s(10, tmp_path) == pytest.approx(5.0)
+
+
+def test_vrs_variant_reads_a_name_and_its_variables() -> None:
+    assert report.vrs_variant("t1:OMP_NUM_THREADS=1") == ("t1", {"OMP_NUM_THREADS": "1"})
+    assert report.vrs_variant("p: OMP_WAIT_POLICY=passive,VRS_X=a=b") == (
+        "p", {"OMP_WAIT_POLICY": "passive", "VRS_X": "a=b"})
+
+
+@pytest.mark.parametrize("spec", ["t1", "t1:", ":A=1", "t1:A", "t1:=1", "t1:A=1,B"])
+def test_vrs_variant_refuses_what_is_not_name_and_assignments(spec: str) -> None:
+    with pytest.raises(ValueError, match="--vrs-env"):
+        report.vrs_variant(spec)
