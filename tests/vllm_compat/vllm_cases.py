@@ -14,7 +14,12 @@ from typing import Any
 import msgspec
 import numpy as np
 import torch
-from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
+from vllm.sampling_params import (
+    RepetitionDetectionParams,
+    RequestOutputKind,
+    SamplingParams,
+    StructuredOutputsParams,
+)
 from vllm.v1.engine import (
     EngineCoreEvent,
     EngineCoreEventType,
@@ -122,6 +127,32 @@ def frontend_cases() -> list[Case]:
             ),
         )
     )
+    # Extras: an ndarray in the request (4 x 10 int64 = 320 bytes: an aux frame after the
+    # message), a small one inline, and the dict/Any fields.
+    for label, rows in (("aux", 4), ("inline", 1)):
+        scored = SamplingParams(
+            max_tokens=1,
+            prompt_logprobs=0,
+            prompt_logprob_token_ids=np.arange(rows * 10, dtype=np.int64).reshape(rows, 10),
+            prompt_logprob_start=1,
+            extra_args={"plugin": "x", "weights": [1, 2.5], "nested": {"on": True}},
+            repetition_detection=RepetitionDetectionParams(4, 2, 3),
+            thinking_token_budget=256,
+        )
+        _engine_side(scored, 2, None)
+        cases.append(
+            _add(
+                f"add_array_{label}",
+                _request(
+                    f"req-array-{label}",
+                    scored,
+                    trace_headers={"traceparent": "00-abc-def-01", "b3": "1"},
+                    reasoning_ended=False,
+                    reasoning_parser_kwargs={"enable_thinking": False},
+                    prompt_is_token_ids=[True, True, False, True, True],
+                ),
+            )
+        )
     structured = {
         "json": StructuredOutputsParams(
             json='{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}'
@@ -267,6 +298,27 @@ def engine_cases() -> list[Case]:
                     )
                 ],
                 timestamp=STEP_TS,
+            ),
+        )
+    )
+    cases.append(
+        _outputs(
+            "outputs_extras",
+            EngineCoreOutputs(
+                outputs=[
+                    EngineCoreOutput(
+                        "req-x",
+                        [4],
+                        finish_reason=FinishReason.STOP,
+                        stop_reason=None,
+                        kv_transfer_params={"do_remote_prefill": False, "remote_port": 5600},
+                        trace_headers={"traceparent": "00-abc-def-01"},
+                        mm_cache_miss_hashes=["h1"],
+                    )
+                ],
+                timestamp=STEP_TS,
+                start_wave=2,
+                weight_version="v7",
             ),
         )
     )

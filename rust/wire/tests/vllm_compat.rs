@@ -246,6 +246,16 @@ fn typed_values_of_the_engine_direction() {
     let failed = outputs("outputs_utility_failed").utility_output.unwrap();
     assert!(failed.failure_message.unwrap().contains("boom"));
     assert_eq!(outputs("outputs_dp_wave").wave_complete, Some(4));
+    let extras = outputs("outputs_extras");
+    assert_eq!(
+        (extras.start_wave, extras.weight_version.as_deref()),
+        (Some(2), Some("v7"))
+    );
+    assert_eq!(
+        extras.outputs[0].mm_cache_miss_hashes,
+        Some(vec!["h1".to_owned()])
+    );
+    assert!(extras.outputs[0].kv_transfer_params.is_some());
 }
 
 #[test]

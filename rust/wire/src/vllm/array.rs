@@ -6,8 +6,10 @@
 //! * `shape`: an array of ints;
 //! * `data`: the raw C-order bytes inline as msgpack ext type 3 ([`EXT_RAW_VIEW`]) when
 //!   the array is under [`INLINE_LIMIT`] bytes (or 0-dimensional), otherwise an int: the
-//!   index of the ZMQ frame that carries the bytes (frame 0 is the message itself, so aux
-//!   frames start at 1). A map here is an out-of-band tensor, not supported.
+//!   index of the ZMQ frame that carries the bytes, counted from the msgpack message's own
+//!   frame as 0 (so aux frames start at 1; on an input socket the request-type frame
+//!   before the message is not counted). A map here is an out-of-band tensor, not
+//!   supported.
 
 use rmpv::Value;
 use serde::{Deserialize, Serialize};
