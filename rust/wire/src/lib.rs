@@ -14,6 +14,8 @@
 //! fixtures written by `tests/wire/make_fixtures.py` (which imports `engine.protocol`
 //! itself) and has Python decode what Rust encodes.
 
+pub mod vllm;
+
 use std::fmt;
 use std::str::FromStr;
 
