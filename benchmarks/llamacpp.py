@@ -21,6 +21,7 @@ benchmarks/results/llamacpp.{json,md} (another shape: llamacpp-<shape>.{json,md}
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -28,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -145,6 +147,9 @@ def parse_args() -> argparse.Namespace:
                         help="one more vrs serve, 'vrs serve (NAME)', started with these "
                              "environment variables (e.g. t1:OMP_NUM_THREADS=1); it takes "
                              "its turn with the others; repeatable")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="this many busy processes (a pure-Python loop each) run during "
+                             "every timed run: the servers measured beside other work")
     args = parser.parse_args()
     args.variants = [vrs_variant(spec) for spec in args.vrs_env]
     args.concurrencies = [int(c) for c in args.concurrency.split(",")]
@@ -251,8 +256,9 @@ def measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]],
                 label = f"{name} c{conc} r{r + 1}"
                 others = [p for n, (_, p) in servers.items() if n != name]
                 idle = sum(session_cpu_s(p) for p in others)
-                run = run_bench(url, pid, label, args, conc, prompts, seed, model_dir,
-                                logs / f"{label.replace(' ', '-')}.json")
+                with busy_processes(args.busy):
+                    run = run_bench(url, pid, label, args, conc, prompts, seed, model_dir,
+                                    logs / f"{label.replace(' ', '-')}.json")
                 # the CPU the idle servers took meanwhile (it would slow the one measured)
                 idle = sum(session_cpu_s(p) for p in others) - idle
                 say(f"round {r + 1}/{args.rounds} c={conc} {name}: "
@@ -266,6 +272,19 @@ def measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]],
                              "duration_s": run["result"]["duration"]})
     return {"tokenizer_parity": tokens, "greedy_parity": greedy, "runs": runs,
             "rows": summarise(runs, BASELINE)}
+
+
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """``count`` processes spinning in a Python loop for the duration (none for 0)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(count)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def vrs_dtype(log: Path) -> str:

@@ -9,6 +9,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import MutableMapping
+
+# How many times an idle OpenMP thread of torch's libgomp spins before it sleeps, unless
+# GOMP_SPINCOUNT or OMP_WAIT_POLICY says otherwise. libgomp's own default (300,000)
+# keeps a thread spinning through the gaps between steps; when anything else wants a core
+# (the frontend, the engine's output thread, another program) the spinning threads take
+# it, and a step that waits on a descheduled thread stalls for whole time slices.
+# Measured in docs/benchmarks.md ("Single-stream latency: where a batch-1 step goes").
+SPIN_COUNT = "10000"
+
+
+def set_openmp_spin(environ: MutableMapping[str, str]) -> None:
+    """Give ``environ`` vrs's OpenMP spin count unless the user chose a wait policy.
+    Read once, when torch loads libgomp: call it before anything imports torch."""
+    if "GOMP_SPINCOUNT" not in environ and "OMP_WAIT_POLICY" not in environ:
+        environ["GOMP_SPINCOUNT"] = SPIN_COUNT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--engine-index must be in 0..65535")
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    set_openmp_spin(os.environ)
     os.environ["VRS_ENGINE_INDEX"] = str(args.engine_index)  # its workers' log lines
     from engine.logfmt import setup_logging
 
