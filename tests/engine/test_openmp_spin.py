@@ -10,7 +10,7 @@ import pytest
 
 from engine.__main__ import SPIN_COUNT, set_openmp_spin
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.e2e  # the last test starts a Python child
 
 
 def test_the_engine_sets_its_spin_count() -> None:
