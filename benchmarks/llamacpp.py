@@ -28,13 +28,11 @@ import platform
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 from llamacpp_build import (
     VERSION,
     cache_dir,
@@ -47,7 +45,7 @@ from llamacpp_build import (
 )
 from llamacpp_parity import greedy_parity, tokenizer_parity
 from llamacpp_report import cell, cpu_summary, markdown, session_cpu_s, summarise, vrs_variant
-from servers import REPO_ROOT, RESULTS, Server, free_port, vrs
+from servers import REPO_ROOT, RESULTS, Server, free_port, vrs, wait_healthy
 
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -70,18 +68,9 @@ class LlamaServer:
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{name} exited; see {log}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"{name} not healthy in {timeout_s:g} s; see {log}")
+        if not wait_healthy(self.proc, self.url, name, log, timeout_s):
+            self.stop()
+            raise RuntimeError(f"{name} not healthy in {timeout_s:g} s; see {log}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -33,6 +33,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, name: str, log: Path,
+                 timeout_s: float, poll_s: float = 0.3,
+                 verify: ssl.SSLContext | bool = True) -> bool:
+    """Whether ``GET url/health`` answered 200 within ``timeout_s``; raises if ``proc``
+    (``name``, writing to ``log``) exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited; see {log}")
+        try:
+            if httpx.get(f"{url}/health", timeout=5, verify=verify).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(poll_s)
+    return False
+
+
 class Server:
     """`vrs ARGS --port P` in its own session (P a free port), healthy once constructed.
 
@@ -60,19 +78,9 @@ class Server:
                 stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "PYTHONPATH": str(tree),
                      "TOKENIZERS_PARALLELISM": "false", **(env or {})})
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{name} exited; see {log}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=5,
-                             verify=verify).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(poll_s)
-        self.stop()
-        raise RuntimeError(f"{name} not healthy in {timeout_s:g} s; see {log}")
+        if not wait_healthy(self.proc, self.url, name, log, timeout_s, poll_s, verify):
+            self.stop()
+            raise RuntimeError(f"{name} not healthy in {timeout_s:g} s; see {log}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
