@@ -5,7 +5,9 @@
 #   driven by `vrs bench serve` at concurrency 256, against transformers' static
 #   generate() in float32 and bfloat16, 3 rounds taking turns; then greedy parity of the
 #   in-process engine against generate() in float32 on 4 prompts; with 2+ GPUs, then
-#   `vrs serve --tensor-parallel-size 2` against TP=1, taking turns (tensor_parallel.py).
+#   `vrs serve --tensor-parallel-size 2` against TP=1, taking turns (tensor_parallel.py);
+#   with vllm 0.33.0 in ~/.cache/vrs-vllm-venv, then `vllm serve` in front of vLLM's own
+#   engine with vrs-rs and with vllm-rs in turn (frontend_vllm_engine.py --engine vllm).
 # Needs a CUDA GPU, torch with CUDA, transformers and this checkout's vrs (vrs-rs built).
 # Fails (exit 2) before doing anything without a GPU; exit 1 when a request failed or a
 # parity prompt differed. Results: benchmarks/results/gpu.{md,json}.
@@ -33,4 +35,16 @@ if [ "$gpus" -ge 2 ]; then
         --output benchmarks/results/gpu_tensor_parallel.json
 else
     echo "gpu.sh: $gpus GPU(s): the tensor-parallel run needs 2 or more; skipped" >&2
+fi
+
+# vLLM's own engine behind vrs-rs and behind vllm-rs (issue #33): `vllm serve` with
+# VLLM_USE_RUST_FRONTEND=1 on Qwen3-0.6B shapes (random seeded weights), each frontend in
+# turn, 3 rounds. Needs vllm 0.33.0 in ~/.cache/vrs-vllm-venv (scripts/vllm_compat.sh makes
+# it). Results: benchmarks/results/gpu_vllm_frontends.json (and the table on stdout).
+if [ -x "$HOME/.cache/vrs-vllm-venv/bin/python" ]; then
+    "$PYTHON" benchmarks/frontend_vllm_engine.py --engine vllm --shape qwen3-0.6b \
+        --concurrency 1 64 256 --rounds 3 --out benchmarks/results/gpu_vllm_frontends.json \
+        --vllm-args --max-model-len 2048
+else
+    echo "gpu.sh: no vllm venv at ~/.cache/vrs-vllm-venv (scripts/vllm_compat.sh); the vLLM engine run was skipped" >&2
 fi
