@@ -6,9 +6,10 @@
 //! one per step: `length` at `max_tokens`, `stop` on the request's `_eos_token_id`
 //! (no stop reason, as vLLM) or one of its stop token ids (that id as the stop reason).
 //! Logprobs and prompt logprobs are the deterministic [`message::logprob_row`] arrays,
-//! in aux frames when [`FakeVllm::aux`] is set; a request's first output carries QUEUED
-//! and SCHEDULED events [`message::QUEUE_TIME`] apart, a step [`message::PREFILL_TIME`]
-//! later, and [`message::CACHED_TOKENS`] in its prefill stats.
+//! in aux frames when [`FakeVllm::aux`] is set. Steps are [`message::STEP_TIME`] apart
+//! on the fake's clock; a request's first output carries QUEUED and SCHEDULED events
+//! [`message::QUEUE_TIME`] apart, [`message::PREFILL_TIME`] before its step, and
+//! [`message::CACHED_TOKENS`] in its prefill stats.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -125,6 +126,7 @@ pub fn run(join: Join, index: u16, script: Vec<u32>, delay: Duration, fake: Fake
     input.send(message::ready_response(index), 0).unwrap();
 
     let mut running: Vec<Running> = Vec::new();
+    let mut steps = 0;
     loop {
         if fake.kill.load(Ordering::SeqCst) {
             output.send(v::ENGINE_CORE_DEAD, 0).unwrap();
@@ -188,6 +190,8 @@ pub fn run(join: Join, index: u16, script: Vec<u32>, delay: Duration, fake: Fake
             continue;
         }
         std::thread::sleep(delay);
+        let now = message::step_time(steps);
+        steps += 1;
         let mut aux = Vec::new();
         let mut outputs = Vec::new();
         running.retain_mut(|r| {
@@ -210,11 +214,12 @@ pub fn run(join: Join, index: u16, script: Vec<u32>, delay: Duration, fake: Fake
                 stop_reason,
                 &mut aux,
                 fake.aux,
+                now,
             ));
             finish.is_none()
         });
         let running_now = running.len();
-        let mut frames = vec![message::outputs(index, outputs, running_now)];
+        let mut frames = vec![message::outputs(index, outputs, running_now, now)];
         frames.extend(aux);
         output.send_multipart(frames, 0).unwrap();
     }

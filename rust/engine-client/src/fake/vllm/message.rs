@@ -22,8 +22,13 @@ pub const PREFIX_DELTA: (i64, i64) = (10, 4);
 /// `max_model_len` the fake reports.
 pub const MAX_MODEL_LEN: i64 = 2048;
 
-/// The engine clock of the QUEUED event; SCHEDULED and the step follow.
-const T0: f64 = 100.0;
+/// Seconds between two steps on the fake's clock (its step timestamps).
+pub const STEP_TIME: f64 = 0.5;
+
+/// The engine clock's timestamp of step `n` (from 0).
+pub fn step_time(n: u64) -> f64 {
+    100.0 + n as f64 * STEP_TIME
+}
 
 /// What [`output`] needs of a running request.
 pub trait Request {
@@ -155,7 +160,8 @@ fn logprob_arrays(
     ]
 }
 
-/// One `EngineCoreOutput` (19 fields) for `token`; `finish` is vLLM's int.
+/// One `EngineCoreOutput` (19 fields) for `token` in the step at `now`; `finish` is
+/// vLLM's int.
 pub fn output(
     r: &impl Request,
     token: u32,
@@ -163,6 +169,7 @@ pub fn output(
     stop_reason: Value,
     aux: &mut Vec<Vec<u8>>,
     force_aux: bool,
+    now: f64,
 ) -> Value {
     let logprobs = r.logprobs().map_or(Value::Nil, |k| {
         let mut tuple = logprob_arrays(&[token], k, false, aux, force_aux);
@@ -181,7 +188,10 @@ pub fn output(
     let (events, prefill) = if first {
         let event = |kind: i64, t: f64| map(vec![("type", kind.into()), ("timestamp", t.into())]);
         (
-            Value::Array(vec![event(1, T0), event(2, T0 + QUEUE_TIME)]),
+            Value::Array(vec![
+                event(1, now - PREFILL_TIME - QUEUE_TIME),
+                event(2, now - PREFILL_TIME),
+            ]),
             map(vec![
                 ("num_prompt_tokens", (r.prompt().len() as u64).into()),
                 ("num_cached_tokens", CACHED_TOKENS.into()),
@@ -208,8 +218,8 @@ pub fn output(
     Value::Array(fields)
 }
 
-/// One `EngineCoreOutputs` (9 fields) with scheduler stats.
-pub fn outputs(index: u16, outputs: Vec<Value>, running: usize) -> Vec<u8> {
+/// One `EngineCoreOutputs` (9 fields) of the step at `now`, with scheduler stats.
+pub fn outputs(index: u16, outputs: Vec<Value>, running: usize, now: f64) -> Vec<u8> {
     let prefix = map(vec![
         ("reset", false.into()),
         ("requests", 1.into()),
@@ -226,7 +236,7 @@ pub fn outputs(index: u16, outputs: Vec<Value>, running: usize) -> Vec<u8> {
         i64::from(index).into(),
         Value::Array(outputs),
         stats,
-        (T0 + QUEUE_TIME + PREFILL_TIME).into(),
+        now.into(),
     ];
     fields.extend(vec![Value::Nil; 5]);
     write(&Value::Array(fields))

@@ -93,6 +93,15 @@ async fn two_engines_serve_tokens_logprobs_and_timings_through_aux_frames() {
         assert_eq!(first.queue_time, Some(m::QUEUE_TIME));
         assert_eq!(first.prefill_time, Some(m::PREFILL_TIME));
         assert!(outs[1].prompt_logprobs.is_none() && outs[1].queue_time.is_none());
+        let decode = outs[2].decode_time.unwrap();
+        assert!(
+            decode >= 2.0 * m::STEP_TIME,
+            "three steps from the first token: {decode}"
+        );
+        assert!(
+            outs[0].decode_time.is_none(),
+            "only the final output has one"
+        );
         h.finished();
     }
     assert_eq!(engines_used.len(), 2, "requests spread over both engines");
