@@ -25,12 +25,15 @@ next ADD sends ``ENGINE_CORE_DEAD`` on every output socket and exits 1. Log line
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The mock uses vLLM's structs only, never a device: let vllm import on a CPU-only host.
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 import zmq  # noqa: E402
 from vllm_mock.engine import DeathSwitch, Engine, EngineOptions, log  # noqa: E402
@@ -41,10 +44,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="mock_engine.py", description=__doc__.split("\n")[0])
     p.add_argument("--handshake-address", default="tcp://127.0.0.1:29550",
                    help="the frontend-owned ZMQ handshake address (default %(default)s)")
-    p.add_argument("--engine-count", type=int, default=1,
-                   help="engine identities to register (default %(default)s)")
-    p.add_argument("--engine-start-index", type=int, default=0,
+    p.add_argument("--engine-count", "--data-parallel-size-local", type=int, default=None,
+                   help="engine identities to register (default: --data-parallel-size, else 1)")
+    p.add_argument("--engine-start-index", "--data-parallel-start-rank", type=int, default=0,
                    help="data-parallel rank of the first identity (default %(default)s)")
+    p.add_argument("--data-parallel-address", default=None,
+                   help="with --data-parallel-rpc-port: the handshake is tcp://ADDRESS:PORT, "
+                        "as for `vllm serve --headless`")
+    p.add_argument("--data-parallel-rpc-port", type=int, default=None)
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="milliseconds per engine step; 0 steps flat out, as the Rust mock "
                         "does (default %(default)s)")
@@ -64,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-parallel-size", type=int, default=None,
                    help="data_parallel_size in the ready response when the handshake does "
                         "not say (default: engine-start-index + engine-count)")
+    p.add_argument("--quiet-unknown", action="store_true",
+                   help="do not log the arguments the mock ignores")
     p.add_argument("--parallel-config-hash", default=None,
                    help="sent in READY when data_parallel_size > 1 (MoE coordinated DP)")
     p.add_argument("--local", action="store_true",
@@ -72,7 +81,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="leave SchedulerStats out of the outputs (as --disable-log-stats)")
     p.add_argument("--handshake-timeout-s", type=float, default=300.0,
                    help="how long to wait for the frontend's answer (default %(default)s)")
-    args = p.parse_args(argv)
+    # A frontend that launches `vllm serve MODEL --headless ...` may hand the mock vLLM's
+    # engine flags: they are ignored (and logged), as a stand-in should.
+    args, unknown = p.parse_known_args(argv)
+    args.ignored = unknown
+    if (args.data_parallel_address is None) != (args.data_parallel_rpc_port is None):
+        p.error("--data-parallel-address and --data-parallel-rpc-port go together")
+    if args.data_parallel_address is not None:
+        args.handshake_address = f"tcp://{args.data_parallel_address}:{args.data_parallel_rpc_port}"
+    if args.engine_count is None:
+        args.engine_count = (args.data_parallel_size or 1) - args.engine_start_index
     for name in ("engine_count", "output_token_chunk_size", "vocab_size", "max_model_len",
                  "max_num_seqs"):
         if getattr(args, name) < 1:
@@ -120,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.close()
 
+    if args.ignored and not args.quiet_unknown:
+        log(f"ignoring arguments a mock has no use for: {' '.join(args.ignored)}")
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     log(f"starting {args.engine_count} engine(s) on {args.handshake_address}: {describe(shape)}, "
