@@ -121,12 +121,13 @@ def _env() -> dict[str, str]:
 
 
 def _commands(combo: Combo, binary: Path, model: str, port: int, rpc: int,
-              mock_args: tuple[str, ...]) -> tuple[list[str], list[str] | None, dict[str, str]]:
+              mock_args: tuple[str, ...], frontend_args: tuple[str, ...]
+              ) -> tuple[list[str], list[str] | None, dict[str, str]]:
     """(frontend argv, mock argv or None when the frontend launches it, extra env)."""
     mock = [str(VLLM_PYTHON), str(MOCK), *MOCK_ARGS, *mock_args]
     join = [*mock, "--handshake-address", f"tcp://127.0.0.1:{rpc}"]
     remote = ["--data-parallel-size-local", "0", "--data-parallel-address", "127.0.0.1",
-              "--data-parallel-rpc-port", str(rpc)]
+              "--data-parallel-rpc-port", str(rpc), *frontend_args]
     vllm_serve = [str(VLLM_PYTHON.parent / "vllm"), "serve", model, *remote,
                   "--host", "127.0.0.1", "--port", str(port),
                   "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
@@ -138,18 +139,20 @@ def _commands(combo: Combo, binary: Path, model: str, port: int, rpc: int,
     if combo.way == 2:
         return ([str(binary), "serve", model, "--engine", "vllm",
                  "--vllm-engine-command", shlex.join(mock), "--host", "127.0.0.1",
-                 "--port", str(port), "--tool-call-parser", "hermes"], None, {})
+                 "--port", str(port), "--tool-call-parser", "hermes", *frontend_args],
+                None, {})
     engine = ["--engine", "vllm"] if combo.frontend == "vrs-rs" else []
     return ([str(binary), "serve", model, *engine, *remote, "--host", "127.0.0.1",
              "--port", str(port), "--tool-call-parser", "hermes"], join, {})
 
 
 def start(combo: Combo, binary: Path, model: str, log_dir: Path,
-          mock_args: tuple[str, ...] = ()) -> Live:
+          mock_args: tuple[str, ...] = (), frontend_args: tuple[str, ...] = ()) -> Live:
     """Start the frontend and the mock (both at once: the mock waits for the handshake)
     and wait until ``/health`` answers 200; fails with both logs otherwise."""
     port, rpc = free_port(), free_port()
-    frontend_cmd, mock_cmd, extra = _commands(combo, binary, model, port, rpc, mock_args)
+    frontend_cmd, mock_cmd, extra = _commands(combo, binary, model, port, rpc, mock_args,
+                                                  frontend_args)
     env = {**_env(), **extra}
     log_dir.mkdir(parents=True, exist_ok=True)
     frontend_log = log_dir / f"{combo.id}-frontend.log"

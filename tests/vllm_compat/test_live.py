@@ -14,6 +14,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -256,5 +257,28 @@ def test_engine_death(combo: Combo, model_dir: str,
                 f"the frontend still runs 90 s after the engine died (second request: "
                 f"{resp.status_code})\n{server.logs()}") from error
         print(f"{combo.id}: dead engine -> HTTP {resp.status_code}; frontend exit {code}")
+    finally:
+        stop(server)
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBOS if c.way == 3], ids=lambda c: c.id)
+def test_two_engines(combo: Combo, model_dir: str,
+                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Data parallel 2: one mock process registers engine identities 0 and 1 (vLLM's
+    Python frontend adds its DP coordinator, which the mock joins); concurrent requests
+    reach both."""
+    server = start(combo, _binary(combo), model_dir, tmp_path_factory.mktemp(f"{combo.id}-dp"),
+                   mock_args=("--engine-count", "2"),
+                   frontend_args=("--data-parallel-size", "2"))
+    try:
+        body = {"model": server.model, "prompt": "Hi", "max_tokens": 40, "ignore_eos": True}
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(
+                lambda _: httpx.post(f"{server.url}/v1/completions", json=body,
+                                     timeout=120).status_code, range(8)))
+        assert codes == [200] * 8, f"{codes}\n{server.logs()}"
+        engines = {line.split("engine ")[1].split(":")[0]
+                   for line in server.mock_lines() if ": add " in line}
+        assert engines == {"0", "1"}, f"requests reached engines {engines}\n{server.logs()}"
     finally:
         stop(server)
