@@ -175,8 +175,10 @@ def test_tools_named_choice(live: Live) -> None:
     # (vLLM's Python frontend) names the function.
     for call in out["choices"][0]["message"].get("tool_calls") or ():
         assert call["function"]["name"] == "get_weather", call
+    # The constraint names the tool (vllm-rs: in its structural tag) or pins its
+    # arguments' schema (vrs-rs: the call's opening is in the prompt, the schema in the tag).
     adds = new_mock_lines(live, before, "structured=StructuredOutputsParams(")
-    assert adds and "get_weather" in adds[0], adds
+    assert adds and ("get_weather" in adds[0] or '"city"' in adds[0]), adds
 
 
 def test_tools_auto_with_parser(live: Live) -> None:
