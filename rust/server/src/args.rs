@@ -11,8 +11,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use vrs_text::ContentFormatOption;
 
+pub mod engine;
 pub mod http;
+pub mod vllm;
+mod vllm_keys;
 
+pub use engine::EngineKind;
 pub use http::HttpArgs;
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
@@ -198,6 +202,18 @@ pub struct ServeSpecific {
     /// Serve `GET /tokenizer_info` (vLLM's `--enable-tokenizer-info-endpoint`).
     #[serde(default)]
     pub enable_tokenizer_info_endpoint: bool,
+    /// `vrs` (default) or `vllm`: whose engine, and so which engine wire (see [`engine`]).
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// Interpreter where vllm is installed (engine `vllm`; default `python3`).
+    #[serde(default)]
+    pub vllm_python: Option<String>,
+    /// Replaces `PY -m vllm.entrypoints.cli.main serve MODEL --headless` (a stand-in engine).
+    #[serde(default)]
+    pub vllm_engine_command: Option<Vec<String>>,
+    /// Appended to vLLM's headless engine command (vLLM engine flags).
+    #[serde(default)]
+    pub vllm_engine_args: Option<Vec<String>>,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
@@ -261,6 +277,7 @@ impl Specific for ServeSpecific {
         }
         crate::parsers::select::check_tool_setting(own.tool_call_parser.as_deref())?;
         crate::parsers::select::check_reasoning_setting(own.reasoning_parser.as_deref())?;
+        engine::check(own)?;
         if let Some(policy) = own.scheduling_policy.as_deref() {
             if !SCHEDULING_POLICIES.contains(&policy) {
                 return Err(format!(
