@@ -28,6 +28,7 @@ use vrs_wire::{EngineCoreOutput, EngineCoreRequest, EngineOutputs, SchedulerStat
 
 use crate::balance::{self, Load};
 use crate::error::EngineError;
+use crate::wire::Wire;
 
 /// What a request's channel receives.
 // Unboxed: every output is an `Output` (a box would be an allocation per output); `Dead`
@@ -42,8 +43,8 @@ pub enum EngineEvent {
 
 /// Commands for the input thread; the `usize` is the engine's slot.
 enum Command {
-    /// An encoded `EngineCoreRequest`.
-    Add(usize, Vec<u8>),
+    /// An encoded `EngineCoreRequest`: its frames after the identity.
+    Add(usize, Vec<Vec<u8>>),
     Abort(usize, String),
 }
 
@@ -91,6 +92,8 @@ struct Shared {
     stopping: AtomicBool,
     engines: Vec<Slot>,
     turn: AtomicUsize,
+    /// The engines' protocol.
+    wire: Arc<dyn Wire>,
 }
 
 /// Handle to the engines: submit requests, observe a death and their scheduler stats.
@@ -104,11 +107,13 @@ pub struct EngineClient {
 impl EngineClient {
     /// Takes over the sockets the handshake connected: starts the input thread, and the
     /// output task on the current tokio runtime (an error outside one).
-    /// `identities` are the engines' ROUTER identities (engine index, 2 bytes LE).
+    /// `identities` are the engines' ROUTER identities (engine index, 2 bytes LE);
+    /// `wire` is the engines' protocol ([`VrsWire`](crate::wire::VrsWire) for vrs's own).
     pub fn start(
         input: zmq::Socket,
         output: zmq::Socket,
         identities: Vec<Vec<u8>>,
+        wire: Arc<dyn Wire>,
     ) -> std::io::Result<Arc<Self>> {
         if identities.is_empty() {
             return Err(std::io::Error::other("no engine to serve"));
@@ -132,6 +137,7 @@ impl EngineClient {
             stopping: AtomicBool::new(false),
             engines,
             turn: AtomicUsize::new(0),
+            wire,
         });
         let (commands, rx) = std_mpsc::channel();
         let s = Arc::clone(&shared);
@@ -174,14 +180,14 @@ impl EngineClient {
             self.shared.remove(&id);
             return Err(EngineError::Dead(reason.to_string()));
         }
-        let body = match vrs_wire::encode(&request) {
-            Ok(body) => body,
+        let frames = match self.shared.wire.encode_add(&request) {
+            Ok(frames) => frames,
             Err(e) => {
                 self.shared.remove(&id);
-                return Err(EngineError::Encode(e.to_string()));
+                return Err(e);
             }
         };
-        if let Err(e) = send_add(&self.input, &self.commands, &self.shared, engine, body) {
+        if let Err(e) = send_add(&self.input, &self.commands, &self.shared, engine, frames) {
             self.shared.remove(&id);
             return Err(e);
         }

@@ -15,6 +15,10 @@ pub enum EngineError {
     /// A request could not be written as msgpack (a bug, not the client's input).
     #[error("cannot encode the request for the engine: {0}")]
     Encode(String),
+    /// The request asks for something the engine's wire cannot carry; the text names the
+    /// field (the client's fault: a 400).
+    #[error("{0}")]
+    Unsupported(String),
     #[error("the engine sent no {stage} within {secs} s (raise VRS_ENGINE_READY_TIMEOUT_S for slow starts)")]
     Timeout { stage: &'static str, secs: f64 },
     #[error("the engine process exited ({status}) while vrs-rs waited for its {stage}")]

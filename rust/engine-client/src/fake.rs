@@ -352,8 +352,13 @@ pub fn connect_with(
     let config = launcher::json_to_msgpack(&serde_json::json!({"model": "tiny"}));
     let (connected, ipc_dir) =
         launcher::handshake(sockets, exit, config, Duration::from_secs(10), &cancel).unwrap();
-    let client =
-        EngineClient::start(connected.input, connected.output, vec![connected.identity]).unwrap();
+    let client = EngineClient::start(
+        connected.input,
+        connected.output,
+        vec![connected.identity],
+        Arc::new(crate::wire::VrsWire),
+    )
+    .unwrap();
     FakeConnection {
         client,
         engine,

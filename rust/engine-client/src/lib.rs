@@ -9,6 +9,10 @@
 //! - [`balance`]: which engine of a data parallel group takes the next request;
 //! - [`engines`]: who owns the engine processes;
 //! - [`error`]: [`EngineError`], this crate's one error type;
+//! - [`wire`]: the [`Wire`] seam: vrs's own engine protocol ([`VrsWire`]) or vLLM's
+//!   ([`vllm::VllmWire`]);
+//! - [`vllm`]: vLLM 0.33's engine-core processes: request/output mapping and the two
+//!   handshakes (frontend-owned, supervisor-owned);
 //! - `fake` (feature `test-util`): a fake engine speaking the real wire, for tests.
 
 pub mod adopt;
@@ -20,6 +24,9 @@ pub mod error;
 pub mod fake;
 pub mod launcher;
 pub mod scaleout;
+pub mod vllm;
+pub mod wire;
 
 pub use client::{EngineClient, EngineEvent, RequestHandle};
 pub use error::EngineError;
+pub use wire::{Decoded, VrsWire, Wire};

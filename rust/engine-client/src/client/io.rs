@@ -1,28 +1,31 @@
 //! The engine sockets' I/O (a child of `engine_client`): the input thread sends the ADD
 //! frames `submit` could not send itself and per-engine batches of ABORTs to the right
-//! identity; the output task, on the tokio runtime, decodes engine outputs and hands them to their
-//! requests.
+//! identity; the output task, on the tokio runtime, reads each multipart message whole,
+//! decodes it through the client's [`Wire`](crate::wire::Wire) and hands the outputs to
+//! their requests.
 
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
-use vrs_wire::{AbortRequests, EngineOutputs, RequestType, ENGINE_DEAD_SENTINEL};
-
 use super::{Command, Shared, MAX_BATCH};
 use crate::error::EngineError;
+use crate::wire::Decoded;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
-/// One message of `kind` to the engine with ROUTER identity `identity`.
+/// One message (`frames` after the identity) to the engine with ROUTER identity
+/// `identity`.
 pub(super) fn send_frames(
     socket: &zmq::Socket,
     identity: &[u8],
-    kind: RequestType,
-    body: Vec<u8>,
+    frames: Vec<Vec<u8>>,
 ) -> zmq::Result<()> {
     socket.send(identity, zmq::SNDMORE)?;
-    socket.send(&[kind.as_byte()][..], zmq::SNDMORE)?;
-    socket.send(body, 0)
+    let last = frames.len().saturating_sub(1);
+    for (i, frame) in frames.into_iter().enumerate() {
+        socket.send(frame, if i < last { zmq::SNDMORE } else { 0 })?;
+    }
+    Ok(())
 }
 
 /// Puts an encoded ADD for engine slot `engine` on the input ROUTER from the calling
@@ -33,15 +36,15 @@ pub(super) fn send_add(
     commands: &std_mpsc::Sender<Command>,
     shared: &Shared,
     engine: usize,
-    body: Vec<u8>,
+    frames: Vec<Vec<u8>>,
 ) -> Result<(), EngineError> {
     if let Ok(socket) = input.try_lock() {
         let slot = &shared.engines[engine];
-        return send_frames(&socket, &slot.identity, RequestType::Add, body)
+        return send_frames(&socket, &slot.identity, frames)
             .map_err(|e| EngineError::Dead(send_failed(shared, engine, &e)));
     }
     commands
-        .send(Command::Add(engine, body))
+        .send(Command::Add(engine, frames))
         .map_err(|_| EngineError::Dead("the engine connection is closed".into()))
 }
 
@@ -71,10 +74,9 @@ pub(super) fn input_loop(
         let mut result = Ok(());
         while let Some(command) = next.take() {
             match command {
-                Command::Add(engine, body) => {
+                Command::Add(engine, frames) => {
                     let identity = &shared.engines[engine].identity;
-                    result = send_frames(&socket, identity, RequestType::Add, body)
-                        .map_err(|e| (engine, e));
+                    result = send_frames(&socket, identity, frames).map_err(|e| (engine, e));
                 }
                 Command::Abort(engine, id) => aborts[engine].push(id),
             }
@@ -90,14 +92,10 @@ pub(super) fn input_loop(
             if result.is_err() || ids.is_empty() {
                 continue;
             }
-            let message = AbortRequests {
-                request_ids: std::mem::take(ids),
-            };
-            match vrs_wire::encode(&message) {
-                Ok(body) => {
+            match shared.wire.encode_abort(std::mem::take(ids)) {
+                Ok(frames) => {
                     let identity = &shared.engines[engine].identity;
-                    result = send_frames(&socket, identity, RequestType::Abort, body)
-                        .map_err(|e| (engine, e));
+                    result = send_frames(&socket, identity, frames).map_err(|e| (engine, e));
                 }
                 Err(e) => tracing::error!("cannot encode an abort: {e}"),
             }
@@ -138,12 +136,14 @@ pub(super) async fn output_task(
             return;
         }
     };
-    let mut message = zmq::Message::new();
+    // The frames of one message, reused: on vrs's wire (one frame) no allocation per message.
+    let mut frames = vec![zmq::Message::new()];
     loop {
         loop {
-            match socket.recv(&mut message, zmq::DONTWAIT) {
+            frames.truncate(1);
+            match socket.recv(&mut frames[0], zmq::DONTWAIT) {
                 Ok(()) => {
-                    if !take(&socket, &message, &shared, &aborts) {
+                    if !take(&socket, &mut frames, &shared, &aborts) {
                         return;
                     }
                     // A flood of messages must not starve the tasks they woke on this
@@ -177,26 +177,30 @@ pub(super) async fn output_task(
     }
 }
 
-/// Hands out one received message; `false` once the engine is dead (reported).
+/// Hands out one received message (its first frame in `frames[0]`); `false` once the
+/// engine is dead (reported).
 fn take(
     socket: &zmq::Socket,
-    message: &zmq::Message,
+    frames: &mut Vec<zmq::Message>,
     shared: &Shared,
     aborts: &std_mpsc::Sender<Command>,
 ) -> bool {
-    // Aux frames (none in protocol v1) would follow the first; drain them (the parts of
-    // a message arrive together, so this does not wait).
-    let mut more = message.get_more();
-    while more {
+    // Aux frames (vLLM's large arrays) follow the first; the parts of a message arrive
+    // together, so this does not wait.
+    while frames.last().is_some_and(zmq::Message::get_more) {
         let mut aux = zmq::Message::new();
-        more = socket.recv(&mut aux, 0).is_ok() && aux.get_more();
+        if let Err(e) = socket.recv(&mut aux, 0) {
+            shared.mark_dead(format!("engine output socket failed: {e}").into());
+            return false;
+        }
+        frames.push(aux);
     }
-    if &message[..] == ENGINE_DEAD_SENTINEL {
-        shared.mark_dead("the engine reported a fatal error and stopped".into());
-        return false;
-    }
-    match vrs_wire::decode::<EngineOutputs>(message) {
-        Ok(outputs) => {
+    match shared.wire.decode(frames) {
+        Ok(Decoded::Dead) => {
+            shared.mark_dead("the engine reported a fatal error and stopped".into());
+            false
+        }
+        Ok(Decoded::Outputs(outputs)) => {
             for (engine, id) in shared.dispatch(outputs) {
                 // Closed: the input thread is gone with the engine.
                 let _ = aborts.send(Command::Abort(engine, id));
@@ -204,7 +208,7 @@ fn take(
             true
         }
         Err(e) => {
-            shared.mark_dead(format!("undecodable message from the engine: {e}").into());
+            shared.mark_dead(e.to_string().into());
             false
         }
     }

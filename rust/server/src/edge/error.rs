@@ -294,12 +294,13 @@ pub fn text_error(err: TextError) -> ApiError {
 
 /// The engine side's errors as the client sees them: a shed request → 503 with the
 /// reason; an engine that is gone (or never came up) → 503 "engine dead"; a request
-/// that cannot be encoded → 500.
+/// that cannot be encoded → 500; a setting the engine's wire cannot carry → 400.
 impl From<EngineError> for ApiError {
     fn from(err: EngineError) -> Self {
         match err {
             EngineError::Shed(message) => Self::Unavailable(message),
             EngineError::Encode(_) => Self::Internal(err.to_string()),
+            EngineError::Unsupported(message) => Self::bad_request(message),
             EngineError::Dead(message) => Self::EngineDead(message),
             other => Self::EngineDead(other.to_string()),
         }

@@ -105,7 +105,12 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
         }
     };
     let (identities, readies): (Vec<_>, Vec<_>) = readies.into_iter().unzip();
-    let client = EngineClient::start(input, output, identities)?;
+    let client = EngineClient::start(
+        input,
+        output,
+        identities,
+        Arc::new(vrs_engine_client::VrsWire),
+    )?;
     let watcher = Arc::clone(&client);
     tokio::spawn(async move {
         if let Some(reason) = lost.recv().await {

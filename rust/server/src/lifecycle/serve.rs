@@ -108,7 +108,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         }
     };
     let (identities, readies): (Vec<_>, Vec<_>) = connected.engines.into_iter().unzip();
-    let client = EngineClient::start(connected.input, connected.output, identities)?;
+    let client = EngineClient::start(
+        connected.input,
+        connected.output,
+        identities,
+        Arc::new(vrs_engine_client::VrsWire),
+    )?;
     if let Some(mut lost) = lost {
         let watcher = Arc::clone(&client);
         tokio::spawn(async move {

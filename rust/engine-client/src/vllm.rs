@@ -1,0 +1,82 @@
+//! vLLM 0.33's engine-core processes behind the [`Wire`] seam.
+//!
+//! - [`VllmWire`]: vrs's requests as vLLM `EngineCoreRequest`s ([`request`]), vLLM's
+//!   `EngineCoreOutputs` as vrs's `EngineOutputs` ([`output`]);
+//! - [`handshake`]: the frontend-owned handshake (what `vllm serve --headless` engines
+//!   and `vllm-mock-engine` expect): bind, HELLO → `EngineHandshakeMetadata` → READY,
+//!   then each engine's `EngineCoreReadyResponse` on the input socket;
+//! - [`supervised`]: the supervisor-owned start (`VLLM_USE_RUST_FRONTEND=1 vllm serve`):
+//!   adopt the listeners vLLM bound and wait for the ready responses;
+//! - [`ready`]: a ready response as vrs's [`vrs_wire::Ready`].
+//!
+//! Not supported: vLLM's data-parallel coordinator (`--coordinator-address`): there is
+//! no coordinator here, so DP engines must run without one (the caller refuses it).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use vrs_wire::vllm::{self as v, EngineMessage};
+use vrs_wire::EngineCoreRequest;
+
+use crate::error::EngineError;
+use crate::wire::{Decoded, Wire};
+
+pub mod handshake;
+pub mod output;
+pub mod ready;
+pub mod request;
+pub mod supervised;
+
+#[cfg(test)]
+mod tests;
+
+pub use handshake::{bind_sockets, handshake, VllmGroup, VllmSockets};
+pub use ready::{to_vrs_ready, ModelInfo};
+pub use supervised::{listener_address, wait_ready};
+
+/// vLLM 0.33's engine-core wire. It adds what vLLM's own frontend adds to every request
+/// (the model's EOS ids) and keeps the prefix-cache counters vLLM sends as deltas
+/// cumulative, per engine, as vrs reports them.
+pub struct VllmWire {
+    eos_token_ids: Vec<u32>,
+    total_blocks: u64,
+    totals: Mutex<HashMap<u32, output::Totals>>,
+}
+
+impl VllmWire {
+    /// A wire for engines whose model ends generation with `eos_token_ids` (the first is
+    /// the primary EOS, as in `generation_config.json`) and that allocated
+    /// `num_gpu_blocks` KV blocks each (from their ready responses).
+    pub fn new(eos_token_ids: Vec<u32>, num_gpu_blocks: u64) -> Self {
+        Self {
+            eos_token_ids,
+            total_blocks: num_gpu_blocks,
+            totals: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Wire for VllmWire {
+    fn encode_add(&self, request: &EngineCoreRequest) -> Result<Vec<Vec<u8>>, EngineError> {
+        let request = request::to_vllm(request, &self.eos_token_ids)?;
+        Ok(v::encode_add(&request))
+    }
+
+    fn encode_abort(&self, ids: Vec<String>) -> Result<Vec<Vec<u8>>, EngineError> {
+        Ok(v::encode_abort(&ids))
+    }
+
+    fn decode(&self, frames: &[zmq::Message]) -> Result<Decoded, EngineError> {
+        let views: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
+        let message = v::decode_engine_message(&views).map_err(|e| {
+            EngineError::Protocol(format!("undecodable message from the vLLM engine: {e}"))
+        })?;
+        match message {
+            EngineMessage::EngineDead => Ok(Decoded::Dead),
+            EngineMessage::Outputs(outputs) => {
+                let mut totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+                output::to_vrs(*outputs, self.total_blocks, &mut totals).map(Decoded::Outputs)
+            }
+        }
+    }
+}
