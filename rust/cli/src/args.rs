@@ -81,8 +81,9 @@ pub struct ServeCli {
     /// max_batch_prompts, sse_keep_alive_interval, max_num_queued_reqs,
     /// max_num_queued_tokens, max_queue_wait, otlp_traces_endpoint,
     /// collect_detailed_traces, enable_responses_store, responses_store_max_entries,
-    /// enable_tokenizer_info_endpoint, and `http` (TLS, Unix socket, CORS, request ids,
-    /// connection limits: only here); see docs/internals.md).
+    /// enable_tokenizer_info_endpoint, engine, vllm_python, vllm_engine_command,
+    /// vllm_engine_args, and `http` (TLS, Unix socket, CORS, request ids, connection
+    /// limits: only here); see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
         "python_executable", "chat_template", "chat_template_content_format", "tokenizer", "mock", "max_model_len", "engine_config",

@@ -33,6 +33,21 @@ pub struct VllmInherited {
     pub engine_count: u16,
 }
 
+/// vLLM's supervisor hands over its HTTP socket bound but not listening (uvicorn, its
+/// Python frontend, calls `listen` itself); so does vrs-rs. On a socket that listens
+/// already, `listen` only sets the backlog.
+fn start_listening(fd: RawFd) -> Result<(), EngineError> {
+    // SAFETY: plain syscall on an inherited fd; a bad fd is an error return.
+    if unsafe { libc::listen(fd, libc::SOMAXCONN) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(EngineError::Setup(format!(
+            "--listen-fd {fd}: cannot listen on it ({e}); vLLM's supervisor passes its bound \
+             HTTP socket"
+        )));
+    }
+    Ok(())
+}
+
 /// Serves on the inherited sockets to the end; returns the exit code.
 pub async fn run(sockets: VllmInherited, args: VllmFrontendArgs) -> u8 {
     match serve(sockets, args).await {
@@ -65,6 +80,7 @@ async fn serve(sockets: VllmInherited, vllm: VllmFrontendArgs) -> anyhow::Result
             address: &output_address,
         },
     )?;
+    start_listening(sockets.listen_fd)?;
     let endpoint = super::super::endpoint::adopt(
         adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?,
         &args.http,
