@@ -86,3 +86,6 @@ pub fn connect(
     let client = EngineClient::start(input, output, identities, wire)?;
     Ok((client, readies))
 }
+
+#[cfg(test)]
+mod tests;
