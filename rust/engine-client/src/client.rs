@@ -8,14 +8,14 @@
 //! instead. The input thread sends those and the ABORTs (batched per engine). An ABORT
 //! always follows its ADD: it is queued only after `submit` returned, by which time the
 //! ADD is either on the socket or ahead of it in the channel. The output task owns the
-//! output PULL, polled from the tokio runtime through its `ZMQ_FD`
-//! (no thread of its own), decodes `EngineOutputs` and hands each `EngineCoreOutput`
-//! to its request's tokio channel, bounded: a request whose consumer falls
-//! `VRS_MAX_PENDING_OUTPUTS` outputs behind (a client that stopped reading) is aborted
-//! in the engine and fails. Engine death (the dead sentinel,
-//! an undecodable message, a failed send, or the process exiting, reported by the
-//! caller) ends every open request with [`EngineEvent::Dead`] and refuses new ones:
-//! with several engines, any one dying takes the whole group down.
+//! output PULL, polled from the tokio runtime through its `ZMQ_FD` (no thread of its
+//! own), decodes each message through the client's [`Wire`] (vrs's protocol or vLLM's)
+//! and hands each `EngineCoreOutput` to its request's tokio channel, bounded: a request
+//! whose consumer falls `VRS_MAX_PENDING_OUTPUTS` outputs behind (a client that stopped
+//! reading) is aborted in the engine and fails. Engine death (the dead sentinel, an
+//! undecodable message, a failed send, or the process exiting, reported by the caller)
+//! ends every open request with [`EngineEvent::Dead`] and refuses new ones: with several
+//! engines, any one dying takes the whole group down.
 //! Each request goes to the least-loaded engine (see `balance`); its aborts follow it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -22,6 +22,7 @@ use crate::launcher;
 
 mod logprobs;
 pub mod pooling;
+pub mod vllm;
 
 pub use logprobs::{prompt_logprobs, token_logprobs};
 

@@ -35,12 +35,15 @@ pub use ready::{to_vrs_ready, ModelInfo};
 pub use supervised::{listener_address, wait_ready};
 
 /// vLLM 0.33's engine-core wire. It adds what vLLM's own frontend adds to every request
-/// (the model's EOS ids) and keeps the prefix-cache counters vLLM sends as deltas
-/// cumulative, per engine, as vrs reports them.
+/// (the model's EOS ids), keeps the prefix-cache counters vLLM sends as deltas
+/// cumulative, per engine, as vrs reports them, and times each request's decode from
+/// its first token (vLLM's frontend does this itself; vrs's engines report it).
 pub struct VllmWire {
     eos_token_ids: Vec<u32>,
     total_blocks: u64,
     totals: Mutex<HashMap<u32, output::Totals>>,
+    /// Requests that have their first token: its step's timestamp (the engine's clock).
+    first_token: Mutex<HashMap<String, f64>>,
 }
 
 impl VllmWire {
@@ -52,6 +55,23 @@ impl VllmWire {
             eos_token_ids,
             total_blocks: num_gpu_blocks,
             totals: Mutex::new(HashMap::new()),
+            first_token: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Sets `decode_time` on final outputs: from the step of the request's first token
+    /// to `step` (`None` for a request that had no token).
+    fn time_decodes(&self, step: f64, outputs: &mut [vrs_wire::EngineCoreOutput]) {
+        let mut first = self.first_token.lock().unwrap_or_else(|p| p.into_inner());
+        for o in outputs {
+            let started = first.get(&o.request_id).copied();
+            if o.finish_reason.is_some() {
+                first.remove(&o.request_id);
+                let start = started.or((!o.new_token_ids.is_empty()).then_some(step));
+                o.decode_time = start.map(|t| (step - t).max(0.0));
+            } else if started.is_none() && !o.new_token_ids.is_empty() {
+                first.insert(o.request_id.clone(), step);
+            }
         }
     }
 }
@@ -63,6 +83,12 @@ impl Wire for VllmWire {
     }
 
     fn encode_abort(&self, ids: Vec<String>) -> Result<Vec<Vec<u8>>, EngineError> {
+        // vLLM sends nothing more for a request its frontend aborted.
+        let mut first = self.first_token.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &ids {
+            first.remove(id);
+        }
+        drop(first);
         Ok(v::encode_abort(&ids))
     }
 
@@ -74,8 +100,12 @@ impl Wire for VllmWire {
         match message {
             EngineMessage::EngineDead => Ok(Decoded::Dead),
             EngineMessage::Outputs(outputs) => {
+                let step = outputs.timestamp;
                 let mut totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
-                output::to_vrs(*outputs, self.total_blocks, &mut totals).map(Decoded::Outputs)
+                let mut outputs = output::to_vrs(*outputs, self.total_blocks, &mut totals)?;
+                drop(totals);
+                self.time_decodes(step, &mut outputs.outputs);
+                Ok(Decoded::Outputs(outputs))
             }
         }
     }

@@ -8,6 +8,7 @@
 //!   [sampled, top-k...], with the sampled token's rank;
 //! - `num_cached_tokens` from `prefill_stats`; `queue_time` and `prefill_time` from the
 //!   QUEUED / SCHEDULED events and the step's timestamp (the engine's clock);
+//!   `decode_time` needs each request's first token: [`VllmWire`](super::VllmWire) sets it;
 //! - scheduler stats: running, waiting, KV usage (free/total blocks from the engine's
 //!   `num_gpu_blocks`), prefix-cache counters summed from vLLM's per-interval deltas.
 

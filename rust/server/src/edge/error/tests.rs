@@ -143,3 +143,21 @@ async fn into_response_sets_status_and_json() {
     let body: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["error"]["param"], "top_p");
 }
+
+#[test]
+fn a_setting_the_engine_wire_cannot_carry_is_the_clients_400() {
+    let err = ApiError::from(EngineError::Unsupported(
+        "pooling_params: not on vLLM's wire".into(),
+    ));
+    assert_eq!(err.status().as_u16(), 400);
+    assert_eq!(
+        json(&err)["error"]["message"],
+        "pooling_params: not on vLLM's wire"
+    );
+    let dead = ApiError::from(EngineError::Dead("gone".into()));
+    assert_eq!(
+        dead.status().as_u16(),
+        503,
+        "other engine errors keep their status"
+    );
+}
