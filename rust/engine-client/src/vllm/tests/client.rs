@@ -148,6 +148,26 @@ async fn eos_stops_unseen_and_the_engine_got_vllms_params() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupported_request_is_refused_before_the_wire() {
+    let c = tokio::task::block_in_place(|| fake::connect(1, vec![3], Duration::ZERO, false));
+    let mut r = request("pool", 1);
+    r.pooling_params = Some(vrs_wire::PoolingParams::new(vrs_wire::PoolingTask::Embed));
+    let Err(EngineError::Unsupported(message)) = c.client.submit(r) else {
+        panic!("a pooling request cannot go to a vLLM engine");
+    };
+    assert!(message.contains("pooling_params"), "{message}");
+    assert_eq!(c.client.in_flight(), 0, "nothing left in flight");
+    let mut h = c.client.submit(request("next", 1)).unwrap();
+    assert_eq!(collect(&mut h).await.len(), 1, "the client still serves");
+    h.finished();
+    assert_eq!(
+        c.engines[0].received.lock().unwrap().len(),
+        1,
+        "only the second was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_request_is_aborted_in_its_engine() {
     let c =
         tokio::task::block_in_place(|| fake::connect(1, vec![3], Duration::from_millis(20), false));
