@@ -62,3 +62,11 @@ def test_an_interpreter_without_vllm_is_refused_by_name(tmp_path: Path) -> None:
 @pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vllm interpreter at {VLLM_PYTHON}")
 def test_the_vllm_venv_is_taken() -> None:
     assert resolve_python(str(VLLM_PYTHON)) == str(VLLM_PYTHON)
+
+
+def test_the_python_frontend_refuses_vllms_engine(tmp_path: Path) -> None:
+    from server.args import parse_args
+
+    with pytest.raises(ValueError, match="vLLM's engine needs the Rust frontend"):
+        parse_args({"model": str(tmp_path), "engine": "vllm"})
+    assert parse_args({"model": str(tmp_path), "engine": "vrs"}).model == str(tmp_path)
