@@ -150,10 +150,10 @@ pub fn from_vllm_json(text: &str) -> Result<VllmFrontendArgs, String> {
         .get("model_tag")
         .or_else(|| map.get("model"))
         .ok_or("--args-json has neither model_tag nor model")?;
-    out.insert(
-        "model".into(),
-        Value::from(local_dir("model", &string("model_tag", model)?)?),
-    );
+    let model = string("model_tag", model)?;
+    out.insert("model".into(), Value::from(local_dir("model", &model)?));
+    // vLLM serves the model under the name it was given (a hub id stays a hub id).
+    out.insert("served_model_name".into(), Value::from(model));
     for (key, value) in &map {
         if value.is_null() || key == "model_tag" || key == "model" {
             continue;

@@ -51,11 +51,19 @@ fn hub_cache() -> Option<PathBuf> {
 
 /// The cached snapshot of hub model `name` (`ORG/NAME`) at its `main` ref, if present.
 pub fn hub_snapshot(name: &str) -> Option<PathBuf> {
+    hub_snapshot_in(&hub_cache()?, name)
+}
+
+/// [`hub_snapshot`] in the hub cache directory `hub`.
+pub fn hub_snapshot_in(hub: &std::path::Path, name: &str) -> Option<PathBuf> {
     let parts: Vec<&str> = name.split('/').collect();
-    if parts.is_empty() || parts.len() > 2 || parts.iter().any(|p| p.is_empty() || *p == "..") {
+    if parts.is_empty()
+        || parts.len() > 2
+        || parts.iter().any(|p| p.is_empty() || p.starts_with('.'))
+    {
         return None;
     }
-    let repo = hub_cache()?.join(format!("models--{}", parts.join("--")));
+    let repo = hub.join(format!("models--{}", parts.join("--")));
     let revision = std::fs::read_to_string(repo.join("refs/main")).ok()?;
     let dir = repo.join("snapshots").join(revision.trim());
     dir.is_dir().then_some(dir)

@@ -48,6 +48,27 @@ fn vllm_frontend_keys_map_onto_vrs_settings() {
 }
 
 #[test]
+fn the_model_is_served_under_the_name_vllm_was_given() {
+    let args = parse(json!({})).unwrap();
+    assert_eq!(args.serve.served_model_name(), model_dir());
+    let hub = std::env::temp_dir().join(format!("vrs-hub-{}", std::process::id()));
+    let repo = hub.join("models--acme--tiny");
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::create_dir_all(repo.join("snapshots/abc123")).unwrap();
+    std::fs::write(repo.join("refs/main"), "abc123\n").unwrap();
+    assert_eq!(
+        super::super::vllm_keys::hub_snapshot_in(&hub, "acme/tiny"),
+        Some(repo.join("snapshots/abc123"))
+    );
+    assert_eq!(
+        super::super::vllm_keys::hub_snapshot_in(&hub, "acme/other"),
+        None
+    );
+    assert_eq!(super::super::vllm_keys::hub_snapshot_in(&hub, "../x"), None);
+    std::fs::remove_dir_all(&hub).unwrap();
+}
+
+#[test]
 fn engine_keys_are_accepted_silently() {
     let args = parse(json!({
         "tensor_parallel_size": 2, "gpu_memory_utilization": 0.8, "dtype": "bfloat16",
