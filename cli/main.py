@@ -55,7 +55,8 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("serve")(serve_command.serve)
+# Arguments after `--` are vLLM engine flags (`vrs serve MODEL --engine vllm -- ...`).
+app.command("serve", context_settings={"allow_extra_args": True})(serve_command.serve)
 app.command("frontend")(frontend_command.frontend)
 bench_command.app.rich_markup_mode = app.rich_markup_mode  # one help layout for all
 app.add_typer(bench_command.app, name="bench", cls=CommandGroup)

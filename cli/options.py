@@ -71,6 +71,11 @@ class FrontendKind(StrEnum):
     python = "python"
 
 
+class EngineKind(StrEnum):
+    vrs = "vrs"
+    vllm = "vllm"
+
+
 def size_or_none(value: str | None) -> int | None:
     """Parse a memory size option (``2GiB``) or pass None through."""
     if value is None:
@@ -163,6 +168,19 @@ MockStepDelayMs = Annotated[float, typer.Option(
 Frontend = Annotated[FrontendKind, typer.Option(
     help="rust: vrs-rs serves HTTP (default). python: the Python (uvicorn) frontend, "
          "the baseline.")]
+Engine = Annotated[EngineKind, typer.Option(
+    help="Whose engine vrs-rs fronts. vrs: vrs's own (default). vllm: vLLM 0.33's "
+         "engine-core processes over vLLM's wire: vrs-rs starts `PY -m "
+         "vllm.entrypoints.cli.main serve MODEL --headless ...` (vLLM engine flags after "
+         "`--`), or with --data-parallel-size-local 0 waits for remote `vllm serve "
+         "--headless` engines at --data-parallel-address/--data-parallel-rpc-port.")]
+VllmPython = Annotated[str | None, typer.Option(
+    help="--engine vllm: the interpreter where vllm is installed. Default: this "
+         "interpreter if it has vllm, else python3 on PATH if it has.")]
+VllmEngineCommand = Annotated[str | None, typer.Option(
+    help="--engine vllm: a command (one shell-quoted string) run instead of `PY -m "
+         "vllm.entrypoints.cli.main serve MODEL --headless`, e.g. a mock vLLM engine; it "
+         "gets the same --data-parallel-* flags and engine flags.")]
 ApiKey = Annotated[str | None, typer.Option(
     envvar="VRS_API_KEY", show_envvar=True,
     help="Require `Authorization: Bearer KEY` (or `x-api-key: KEY`) on /v1/* and "

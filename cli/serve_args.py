@@ -80,6 +80,10 @@ class ServeOptions:
     enable_responses_store: bool = False
     responses_store_max_entries: int = 1000
     enable_tokenizer_info_endpoint: bool = False
+    engine: str = "vrs"
+    vllm_python: str | None = None
+    vllm_engine_command: str | None = None
+    vllm_engine_args: list[str] = field(default_factory=list)
     http: HttpOptions = field(default_factory=HttpOptions)
 
     @classmethod
@@ -221,7 +225,7 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         check_settings(options.tool_call_parser, options.reasoning_parser)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return encode(ServeArgs(
+    written = encode(ServeArgs(
         model=str(model_dir),
         served_model_name=served,
         host=options.host,
@@ -257,6 +261,11 @@ def build_args(options: ServeOptions, console: Console) -> dict[str, Any]:
         responses_store_max_entries=options.responses_store_max_entries,
         enable_tokenizer_info_endpoint=options.enable_tokenizer_info_endpoint,
     ))
+    if options.engine != "vllm":
+        return written
+    from cli.vllm_engine import with_vllm_engine
+
+    return with_vllm_engine(options, written)
 
 
 STORE_ENV = "VLLM_ENABLE_RESPONSES_API_STORE"
@@ -305,7 +314,8 @@ def print_banner(args: dict[str, Any], console: Console) -> None:
     from cli.launch import cli_log
     from engine.mock.demo_model import DEMO_MODEL_NAME
 
-    engine = "mock engine" if args["engine_config"]["mock"] else "engine"
+    engine = ("vLLM's engine" if args["engine"] == "vllm" else
+              "mock engine" if args["engine_config"]["mock"] else "engine")
     log = cli_log()
     log.info("starting %s (%s)", args["served_model_name"], engine)
     if args["served_model_name"] == DEMO_MODEL_NAME:

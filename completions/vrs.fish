@@ -282,4 +282,7 @@ complete -c vrs -n '__vrs_using serve' -l headless -d 'Start only an engine, whi
 complete -c vrs -n '__vrs_using serve' -l handshake-address -r -d 'With --headless: the frontends handshake address, tcp://HOST:PORT.'
 complete -c vrs -n '__vrs_using serve' -l engine-index -r -d 'With --headless: this engines index in the deployment.'
 complete -c vrs -n '__vrs_using serve' -l frontend -r -a 'rust python' -d 'rust: vrs-rs serves HTTP (default). python: the Python (uvicorn) frontend, the baseline.'
+complete -c vrs -n '__vrs_using serve' -l engine -r -a 'vrs vllm' -d 'Whose engine vrs-rs fronts. vrs: vrss own (default). vllm: vLLM 0.33s engine-core processes over vLLMs wire: vrs-rs starts `PY -m vllm.entrypoints.cli.main serve MODEL --headless ...` (vLLM engine flags after `--`), or with --data-parallel-size-local 0 waits for remote `vllm serve --headless` engines at --data-parallel-address/--data-parallel-rpc-port.'
+complete -c vrs -n '__vrs_using serve' -l vllm-python -r -d '--engine vllm: the interpreter where vllm is installed. Default: this interpreter if it has vllm, else python3 on PATH if it has.'
+complete -c vrs -n '__vrs_using serve' -l vllm-engine-command -r -d '--engine vllm: a command (one shell-quoted string) run instead of `PY -m vllm.entrypoints.cli.main serve MODEL --headless`, e.g. a mock vLLM engine; it gets the same --data-parallel-* flags and engine flags.'
 complete -c vrs -n '__vrs_using serve' -l help -d 'Show help and exit.'

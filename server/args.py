@@ -93,6 +93,9 @@ def parse_args(args: dict[str, Any]) -> Config:
     if raw.data_parallel_size_local not in (None, data_parallel_size):
         raise ValueError("data_parallel_size_local (engines on other hosts) needs the Rust "
                          "frontend")
+    if raw.engine not in (None, "vrs"):
+        raise ValueError(f"engine {raw.engine!r}: the Python frontend fronts vrs's engine only; "
+                         "vLLM's engine needs the Rust frontend (vrs-rs)")
     return Config(model=raw.model, served_model_name=raw.served_model_name or raw.model,
                   host=raw.host or DEFAULT_HOST, port=port, log_level=level,
                   shutdown_timeout=timeout,

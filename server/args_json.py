@@ -66,6 +66,10 @@ class ServeArgs(CommonArgs, forbid_unknown_fields=True):
     enable_responses_store: bool = False
     responses_store_max_entries: int | None = None
     enable_tokenizer_info_endpoint: bool = False
+    engine: str | None = None  # vrs | vllm (vLLM's engine-core wire); None: vrs
+    vllm_python: str | None = None  # interpreter where vllm is installed (engine vllm)
+    vllm_engine_command: list[str] | None = None  # replaces `PY -m vllm... serve MODEL --headless`
+    vllm_engine_args: list[str] | None = None  # appended to vLLM's headless engine command
 
 
 class RenderArgs(CommonArgs, forbid_unknown_fields=True):

@@ -27,7 +27,8 @@ def test_serve_and_frontend_declare_the_shared_options_identically() -> None:
     assert [p.name for p in serve.params][:len(shared)] == shared
     assert [p.name for p in frontend.params][:len(shared)] == shared
     for own, expected in ((serve, ["headless", "handshake_address", "engine_index",
-                                   "frontend"]),
+                                   "frontend", "engine", "vllm_python",
+                                   "vllm_engine_command"]),
                           (frontend, ["api_server_count"])):
         assert [p.name for p in own.params][len(shared):] == expected, own.name
     for s, f in zip(serve.params[:len(shared)], frontend.params, strict=False):

@@ -81,15 +81,17 @@ pub struct ServeCli {
     /// max_batch_prompts, sse_keep_alive_interval, max_num_queued_reqs,
     /// max_num_queued_tokens, max_queue_wait, otlp_traces_endpoint,
     /// collect_detailed_traces, enable_responses_store, responses_store_max_entries,
-    /// enable_tokenizer_info_endpoint, and `http` (TLS, Unix socket, CORS, request ids,
-    /// connection limits: only here); see docs/internals.md).
+    /// enable_tokenizer_info_endpoint, engine, vllm_python, vllm_engine_command,
+    /// vllm_engine_args, and `http` (TLS, Unix socket, CORS, request ids, connection
+    /// limits: only here); see docs/internals.md).
     #[arg(long, value_name = "JSON", conflicts_with_all = [
         "model", "host", "port", "served_model_name", "log_level", "shutdown_timeout",
         "python_executable", "chat_template", "chat_template_content_format", "tokenizer", "mock", "max_model_len", "engine_config",
         "api_key", "max_request_body", "max_concurrent_requests", "request_timeout",
         "tool_call_parser", "reasoning_parser", "scheduling_policy", "data_parallel_size",
         "data_parallel_size_local", "data_parallel_address", "data_parallel_rpc_port",
-        "max_batch_prompts",
+        "max_batch_prompts", "engine", "vllm_python", "vllm_engine_command",
+        "vllm_engine_args",
     ])]
     pub args_json: Option<String>,
 
@@ -169,13 +171,86 @@ pub struct ServeCli {
     /// fcfs or priority: the engine's queue order (vLLM's; default fcfs).
     #[arg(long, value_name = "POLICY")]
     pub scheduling_policy: Option<String>,
+
+    /// Whose engine to front: vrs (default) or vllm (vLLM 0.33's engine-core processes:
+    /// `PY -m vllm.entrypoints.cli.main serve MODEL --headless ...` started here, or
+    /// remote ones with --data-parallel-size-local 0).
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+
+    /// Interpreter where vllm is installed, for --engine vllm (default: python3).
+    #[arg(long, value_name = "PY")]
+    pub vllm_python: Option<String>,
+
+    /// A command (one shell-quoted string) run instead of `PY -m
+    /// vllm.entrypoints.cli.main serve MODEL --headless`, e.g. a mock vLLM engine; it gets
+    /// the same --data-parallel-* flags and engine args.
+    #[arg(long, value_name = "COMMAND")]
+    pub vllm_engine_command: Option<String>,
+
+    /// vLLM engine arguments (after `--`), passed to vLLM's headless engine unchanged.
+    #[arg(last = true, value_name = "VLLM_ENGINE_ARGS")]
+    pub vllm_engine_args: Vec<String>,
+}
+
+/// `--vllm-engine-command`'s words.
+fn engine_command(text: Option<&str>) -> Result<Option<Vec<String>>, String> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    match shlex::split(text) {
+        Some(words) if !words.is_empty() => Ok(Some(words)),
+        _ => Err(format!(
+            "--vllm-engine-command {text:?}: expected a command line (quotes balanced)"
+        )),
+    }
 }
 
 /// The `serve` settings of the standalone flags (or of `--args-json` when given).
-pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
+pub fn serve_args(mut cli: ServeCli) -> Result<ServeArgs, String> {
     if let Some(text) = &cli.args_json {
         return ServeArgs::from_json(text);
     }
+    let (engine_config, vllm_engine_args) = if cli.engine.as_deref() == Some("vllm") {
+        (None, vllm_engine_args(&mut cli)?)
+    } else {
+        (Some(vrs_engine_config(&cli)?), None)
+    };
+    let specific = ServeSpecific {
+        shutdown_timeout: cli.shutdown_timeout,
+        python_executable: cli.python_executable,
+        engine_config,
+        api_key: cli.api_key,
+        max_request_body: cli.max_request_body,
+        max_concurrent_requests: cli.max_concurrent_requests,
+        request_timeout: cli.request_timeout,
+        tool_call_parser: cli.tool_call_parser,
+        reasoning_parser: cli.reasoning_parser,
+        scheduling_policy: cli.scheduling_policy,
+        data_parallel_size: cli.data_parallel_size,
+        data_parallel_size_local: cli.data_parallel_size_local,
+        data_parallel_address: cli.data_parallel_address,
+        data_parallel_rpc_port: cli.data_parallel_rpc_port,
+        max_batch_prompts: cli.max_batch_prompts,
+        sse_keep_alive_interval: None,
+        max_num_queued_reqs: None,
+        max_num_queued_tokens: None,
+        max_queue_wait: None,
+        otlp_traces_endpoint: None,
+        collect_detailed_traces: false,
+        enable_responses_store: false,
+        responses_store_max_entries: None,
+        enable_tokenizer_info_endpoint: false,
+        engine: cli.engine,
+        vllm_python: cli.vllm_python,
+        vllm_engine_command: engine_command(cli.vllm_engine_command.as_deref())?,
+        vllm_engine_args,
+    };
+    cli.common.into_args(specific)
+}
+
+/// The engine config of vrs's engine, from `--engine-config` and the engine flags.
+fn vrs_engine_config(cli: &ServeCli) -> Result<Map<String, Value>, String> {
     let model = cli.common.model.as_deref().ok_or("MODEL is required")?;
     let mut engine_config = match &cli.engine_config {
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -198,33 +273,30 @@ pub fn serve_args(cli: ServeCli) -> Result<ServeArgs, String> {
     if let Some(level) = &cli.common.log_level {
         engine_config.insert("log_level".into(), Value::String(level.clone()));
     }
-    let specific = ServeSpecific {
-        shutdown_timeout: cli.shutdown_timeout,
-        python_executable: cli.python_executable,
-        engine_config: Some(engine_config),
-        api_key: cli.api_key,
-        max_request_body: cli.max_request_body,
-        max_concurrent_requests: cli.max_concurrent_requests,
-        request_timeout: cli.request_timeout,
-        tool_call_parser: cli.tool_call_parser,
-        reasoning_parser: cli.reasoning_parser,
-        scheduling_policy: cli.scheduling_policy,
-        data_parallel_size: cli.data_parallel_size,
-        data_parallel_size_local: cli.data_parallel_size_local,
-        data_parallel_address: cli.data_parallel_address,
-        data_parallel_rpc_port: cli.data_parallel_rpc_port,
-        max_batch_prompts: cli.max_batch_prompts,
-        sse_keep_alive_interval: None,
-        max_num_queued_reqs: None,
-        max_num_queued_tokens: None,
-        max_queue_wait: None,
-        otlp_traces_endpoint: None,
-        collect_detailed_traces: false,
-        enable_responses_store: false,
-        responses_store_max_entries: None,
-        enable_tokenizer_info_endpoint: false,
-    };
-    cli.common.into_args(specific)
+    Ok(engine_config)
+}
+
+/// `--engine vllm`: vLLM's engine arguments (after `--`), with `--max-model-len` in front
+/// (forwarded, as `vllm-rs serve` does); the flags of vrs's own engine are refused.
+fn vllm_engine_args(cli: &mut ServeCli) -> Result<Option<Vec<String>>, String> {
+    for (flag, given) in [
+        ("--mock", cli.mock),
+        ("--engine-config", cli.engine_config.is_some()),
+        ("--python-executable", cli.python_executable.is_some()),
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} is for vrs's engine; with --engine vllm pass vLLM engine flags after \
+                 `--` (a stand-in engine: --vllm-engine-command)"
+            ));
+        }
+    }
+    let mut args = Vec::new();
+    if let Some(len) = cli.max_model_len {
+        args.extend(["--max-model-len".to_owned(), len.to_string()]);
+    }
+    args.append(&mut cli.vllm_engine_args);
+    Ok((!args.is_empty()).then_some(args))
 }
 
 /// Flags of `vrs-rs render`; `--args-json` and the individual flags are exclusive.

@@ -5,10 +5,14 @@ use std::os::fd::RawFd;
 
 use clap::Args;
 use serde_json::Value;
+use vrs_server::args::vllm::{from_vllm_json, is_vllm_json, VllmFrontendArgs};
 use vrs_server::args::ServeArgs;
 use vrs_server::lifecycle::frontend::Inherited;
+use vrs_server::lifecycle::vllm::frontend::VllmInherited;
 
-/// Flags of `vrs-rs frontend` (normally passed by `vrs frontend`).
+/// Flags of `vrs-rs frontend`: vrs's contract (run by `vrs frontend`) or vLLM's (run by
+/// `vllm serve` with `VLLM_USE_RUST_FRONTEND=1`), told apart by `--input-address` and
+/// `--output-address`, which vrs's contract always passes and vLLM's never does.
 #[derive(Debug, Args)]
 pub struct FrontendCli {
     /// Inherited listening TCP socket to serve HTTP on.
@@ -24,13 +28,13 @@ pub struct FrontendCli {
     pub output_listener_fd: RawFd,
 
     /// Address the input listener is bound to (ipc://PATH or tcp://HOST:PORT), as the
-    /// engines were told in INIT.
+    /// engines were told in INIT (vrs's contract; under vLLM's it is read from the socket).
     #[arg(long, value_name = "ADDRESS")]
-    pub input_address: String,
+    pub input_address: Option<String>,
 
-    /// Address the output listener is bound to.
+    /// Address the output listener is bound to (vrs's contract).
     #[arg(long, value_name = "ADDRESS")]
-    pub output_address: String,
+    pub output_address: Option<String>,
 
     /// Index of the first engine served here.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -44,15 +48,42 @@ pub struct FrontendCli {
     #[arg(long, value_name = "N")]
     pub data_parallel_size: Option<u16>,
 
-    /// The settings of `vrs-rs serve --args-json` (host and port only name the
-    /// inherited socket; python_executable and engine_config are the parent's business).
+    /// vLLM's data-parallel coordinator (vLLM's contract): not supported, refused.
+    #[arg(long, value_name = "ADDRESS")]
+    pub coordinator_address: Option<String>,
+
+    /// vLLM's gRPC listener (`vllm serve --grpc-port`): vrs-rs serves no gRPC, refused.
+    #[arg(long, value_name = "FD")]
+    pub grpc_listen_fd: Option<RawFd>,
+
+    /// The settings: `vrs-rs serve --args-json`'s keys (vrs's contract; host and port only
+    /// name the inherited socket, python_executable and engine_config are the parent's
+    /// business), or vLLM's non-default `vllm serve` arguments with `model_tag` (vLLM's).
     #[arg(long, value_name = "JSON")]
     pub args_json: String,
 }
 
+/// Whose `frontend` contract a command line follows, with its settings.
+#[derive(Debug)]
+pub enum Contract {
+    /// `vrs frontend`'s: vrs's engines and wire.
+    Vrs(Box<Inherited>, Box<ServeArgs>),
+    /// `vllm serve`'s: vLLM's engines and wire.
+    Vllm(VllmInherited, Box<VllmFrontendArgs>),
+}
+
+impl Contract {
+    pub fn log_level(&self) -> &str {
+        match self {
+            Self::Vrs(_, args) => args.log_level(),
+            Self::Vllm(_, args) => args.serve.log_level(),
+        }
+    }
+}
+
 impl FrontendCli {
-    /// The serve settings, after checking the engine counts.
-    pub fn serve_args(&self) -> Result<ServeArgs, String> {
+    /// Checks the engine counts and tells the contract; errors name the flag or key.
+    pub fn contract(&self) -> Result<Contract, String> {
         if self.engine_count == 0 {
             return Err("--engine-count must be at least 1".into());
         }
@@ -64,20 +95,70 @@ impl FrontendCli {
                 u32::from(self.engine_start_index) + u32::from(self.engine_count)
             ));
         }
-        ServeArgs::from_json(&self.args_json)
+        match (&self.input_address, &self.output_address) {
+            (Some(input), Some(output)) => {
+                for (flag, given) in [
+                    ("--coordinator-address", self.coordinator_address.is_some()),
+                    ("--grpc-listen-fd", self.grpc_listen_fd.is_some()),
+                ] {
+                    if given {
+                        return Err(format!(
+                            "{flag} belongs to vLLM's contract, which passes no --input-address"
+                        ));
+                    }
+                }
+                let args = ServeArgs::from_json(&self.args_json)?;
+                let inherited = Inherited {
+                    listen_fd: self.listen_fd,
+                    input_listener_fd: self.input_listener_fd,
+                    output_listener_fd: self.output_listener_fd,
+                    input_address: input.clone(),
+                    output_address: output.clone(),
+                    engine_start_index: self.engine_start_index,
+                    engine_count: self.engine_count,
+                };
+                Ok(Contract::Vrs(Box::new(inherited), Box::new(args)))
+            }
+            (None, None) => self.vllm_contract(),
+            _ => Err(
+                "give both --input-address and --output-address (vrs's contract) or \
+                      neither (vLLM's)"
+                    .into(),
+            ),
+        }
     }
 
-    /// The inherited sockets and the engines behind them.
-    pub fn inherited(&self) -> Inherited {
-        Inherited {
+    fn vllm_contract(&self) -> Result<Contract, String> {
+        if !is_vllm_json(&self.args_json) {
+            return Err(
+                "no --input-address/--output-address, so this is vLLM's contract, but \
+                        --args-json has no model_tag: vrs's contract needs both addresses"
+                    .into(),
+            );
+        }
+        if let Some(address) = &self.coordinator_address {
+            return Err(format!(
+                "--coordinator-address {address}: vLLM's data-parallel coordinator is not \
+                 supported by vrs-rs; serve one engine per vllm serve (no --data-parallel-size \
+                 > 1 with vLLM's coordinator), or use vLLM's own frontend"
+            ));
+        }
+        if self.grpc_listen_fd.is_some() {
+            return Err(
+                "--grpc-listen-fd (vllm serve --grpc-port): vrs-rs serves no gRPC; \
+                        drop --grpc-port"
+                    .into(),
+            );
+        }
+        let args = from_vllm_json(&self.args_json)?;
+        let inherited = VllmInherited {
             listen_fd: self.listen_fd,
             input_listener_fd: self.input_listener_fd,
             output_listener_fd: self.output_listener_fd,
-            input_address: self.input_address.clone(),
-            output_address: self.output_address.clone(),
             engine_start_index: self.engine_start_index,
             engine_count: self.engine_count,
-        }
+        };
+        Ok(Contract::Vllm(inherited, Box::new(args)))
     }
 }
 
@@ -171,96 +252,22 @@ pub fn shorten(argv: &[String]) -> Vec<String> {
 }
 
 /// Runs `vrs-rs frontend` to the end; returns the exit code. The command line is logged
-/// once (the `vrs frontend` supervisor leaves it to this process).
-pub async fn run(cli: FrontendCli, args: ServeArgs) -> u8 {
+/// once (the supervisor, `vrs frontend` or `vllm serve`, leaves it to this process).
+pub async fn run(contract: Contract) -> u8 {
     let argv: Vec<String> = std::env::args().collect();
     if tracing::enabled!(tracing::Level::DEBUG) {
         tracing::debug!("{}", redact(&argv).join(" "));
     } else {
         tracing::info!("{}", shorten(&argv).join(" "));
     }
-    vrs_server::lifecycle::frontend::run(cli.inherited(), args).await
+    match contract {
+        Contract::Vrs(sockets, args) => vrs_server::lifecycle::frontend::run(*sockets, *args).await,
+        Contract::Vllm(sockets, args) => {
+            tracing::info!("vLLM's frontend contract: fronting vLLM's engines over vLLM's wire");
+            vrs_server::lifecycle::vllm::frontend::run(sockets, *args).await
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn strings(args: &[&str]) -> Vec<String> {
-        args.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn shorten_elides_the_args_json_only() {
-        let argv = strings(&[
-            "vrs-rs",
-            "frontend",
-            "--listen-fd",
-            "3",
-            "--args-json",
-            r#"{"model": "m"}"#,
-        ]);
-        assert_eq!(
-            shorten(&argv).join(" "),
-            "vrs-rs frontend --listen-fd 3 --args-json '{...}'"
-        );
-        let joined = strings(&["vrs-rs", r#"--args-json={"a": 1}"#]);
-        assert_eq!(shorten(&joined).join(" "), "vrs-rs --args-json='{...}'");
-    }
-
-    #[test]
-    fn redact_hides_keys_and_tokens_only() {
-        let argv = strings(&[
-            "vrs-rs",
-            "frontend",
-            "--listen-fd",
-            "3",
-            "--api-key",
-            "sk-1",
-            "--token=t0",
-            "--args-json",
-            r#"{"model":"/m","api_key":"sk-2","engine_config":{"hf_token":"t1","max_num_batched_tokens":8}}"#,
-        ]);
-        let out = redact(&argv).join(" ");
-        for secret in ["sk-1", "sk-2", "t0", "t1"] {
-            assert!(!out.contains(secret), "{secret} leaked: {out}");
-        }
-        assert!(out.contains("--listen-fd 3") && out.contains("--api-key ***"));
-        assert!(out.contains("--token=***") && out.contains("\"max_num_batched_tokens\":8"));
-        let inline = redact(&strings(&["--args-json={\"api_key\":\"sk-3\"}"]));
-        assert_eq!(inline, ["--args-json={\"api_key\":\"***\"}"]);
-    }
-
-    #[test]
-    fn engine_counts_are_checked() {
-        let cli = |count: u16, start: u16, dp: Option<u16>| FrontendCli {
-            listen_fd: 3,
-            input_listener_fd: 4,
-            output_listener_fd: 5,
-            input_address: "ipc:///x".into(),
-            output_address: "ipc:///y".into(),
-            engine_start_index: start,
-            engine_count: count,
-            data_parallel_size: dp,
-            args_json: format!(
-                r#"{{"model": {:?}}}"#,
-                std::env::temp_dir().to_string_lossy()
-            ),
-        };
-        assert!(cli(1, 0, None).serve_args().is_ok());
-        assert!(cli(0, 0, None)
-            .serve_args()
-            .unwrap_err()
-            .contains("at least 1"));
-        assert!(cli(1, 2, Some(2))
-            .serve_args()
-            .unwrap_err()
-            .contains("do not fit"));
-        assert!(cli(2, 0, Some(2)).serve_args().is_ok());
-        assert!(cli(3, 0, Some(2))
-            .serve_args()
-            .unwrap_err()
-            .contains("do not fit"));
-        assert!(cli(1, 1, Some(2)).serve_args().is_ok());
-    }
-}
+mod tests;

@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use vrs_server::args::EngineKind;
+
 use crate::args::{render_args, serve_args, RenderCli, ServeCli};
 
 /// Tokenization and JSON handling allocate many small short-lived buffers across worker
@@ -19,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "vrs-rs",
     version,
-    about = "vrs Rust frontend: OpenAI-compatible HTTP in front of the vrs engine"
+    about = "vrs Rust frontend: OpenAI-compatible HTTP in front of vrs's engine or vLLM's"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -28,7 +30,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Start the engine (`python -m engine --headless`) and serve the OpenAI API.
+    /// Start the engine (`python -m engine --headless`, or with --engine vllm vLLM's
+    /// headless engine, or wait for remote ones) and serve the OpenAI API.
     ///
     /// Normally run by `vrs serve`, which passes every setting as --args-json; the
     /// individual flags allow running it on its own.
@@ -36,7 +39,10 @@ enum Cmd {
     /// Serve the OpenAI API on sockets and engines set up by the parent process.
     ///
     /// Run by `vrs frontend`, which binds the HTTP and engine listeners, starts the
-    /// engines and passes the listening fds on; vrs-rs adopts them and serves.
+    /// engines and passes the listening fds on; vrs-rs adopts them and serves. Also
+    /// vLLM's Rust frontend worker: `VLLM_USE_RUST_FRONTEND=1
+    /// VLLM_RUST_FRONTEND_PATH=vrs-rs vllm serve MODEL` (told by the absence of
+    /// --input-address/--output-address).
     Frontend(Box<frontend::FrontendCli>),
     /// Benchmarks (`bench serve`: load-test an OpenAI-compatible server).
     Bench(vrs_bench::BenchCli),
@@ -60,18 +66,23 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(args.log_level());
-            run_async("serve", vrs_server::lifecycle::serve::run(args))
+            match args.engine_kind() {
+                EngineKind::Vrs => run_async("serve", vrs_server::lifecycle::serve::run(args)),
+                EngineKind::Vllm => {
+                    run_async("serve", vrs_server::lifecycle::vllm::serve::run(args))
+                }
+            }
         }
         Cmd::Frontend(cli) => {
-            let args = match cli.serve_args() {
-                Ok(args) => args,
+            let contract = match cli.contract() {
+                Ok(contract) => contract,
                 Err(e) => {
                     eprintln!("vrs-rs frontend: error: {e}");
                     return ExitCode::from(2);
                 }
             };
-            init_tracing(args.log_level());
-            run_async("frontend", frontend::run(*cli, args))
+            init_tracing(contract.log_level());
+            run_async("frontend", frontend::run(contract))
         }
         Cmd::Render(render) => {
             let args = match render_args(*render) {
@@ -145,6 +156,9 @@ mod tests {
             "--served-model-name",
             "--mock",
             "--max-model-len",
+            "--engine",
+            "--vllm-python",
+            "--vllm-engine-command",
         ] {
             assert!(help.contains(flag), "serve --help lacks {flag}");
         }

@@ -11,9 +11,16 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use vrs_text::ContentFormatOption;
 
+pub mod engine;
 pub mod http;
+pub mod render;
+mod serve;
+pub mod vllm;
+mod vllm_keys;
 
+pub use engine::EngineKind;
 pub use http::HttpArgs;
+pub use render::{RenderArgs, RenderSpecific};
 
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 8000;
@@ -198,6 +205,18 @@ pub struct ServeSpecific {
     /// Serve `GET /tokenizer_info` (vLLM's `--enable-tokenizer-info-endpoint`).
     #[serde(default)]
     pub enable_tokenizer_info_endpoint: bool,
+    /// `vrs` (default) or `vllm`: whose engine, and so which engine wire (see [`engine`]).
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// Interpreter where vllm is installed (engine `vllm`; default `python3`).
+    #[serde(default)]
+    pub vllm_python: Option<String>,
+    /// Replaces `PY -m vllm.entrypoints.cli.main serve MODEL --headless` (a stand-in engine).
+    #[serde(default)]
+    pub vllm_engine_command: Option<Vec<String>>,
+    /// Appended to vLLM's headless engine command (vLLM engine flags).
+    #[serde(default)]
+    pub vllm_engine_args: Option<Vec<String>>,
 }
 
 /// Handshake port for engines joining over tcp:// (vLLM's `--data-parallel-rpc-port`).
@@ -261,6 +280,7 @@ impl Specific for ServeSpecific {
         }
         crate::parsers::select::check_tool_setting(own.tool_call_parser.as_deref())?;
         crate::parsers::select::check_reasoning_setting(own.reasoning_parser.as_deref())?;
+        engine::check(own)?;
         if let Some(policy) = own.scheduling_policy.as_deref() {
             if !SCHEDULING_POLICIES.contains(&policy) {
                 return Err(format!(
@@ -275,149 +295,6 @@ impl Specific for ServeSpecific {
 
 /// vLLM's `--scheduling-policy` values; the first is the default.
 pub const SCHEDULING_POLICIES: [&str; 2] = ["fcfs", "priority"];
-
-impl ServeArgs {
-    /// `--scheduling-policy` (checked; default fcfs).
-    pub fn scheduling_policy(&self) -> &'static str {
-        let wanted = self.specific.scheduling_policy.as_deref();
-        SCHEDULING_POLICIES
-            .into_iter()
-            .find(|p| Some(*p) == wanted)
-            .unwrap_or(SCHEDULING_POLICIES[0])
-    }
-
-    /// Silence after which a stream gets a `: keep-alive` comment (`None`: never).
-    pub fn sse_keep_alive_interval(&self) -> Option<std::time::Duration> {
-        self.specific
-            .sse_keep_alive_interval
-            .map(std::time::Duration::from_secs_f64)
-    }
-
-    pub fn max_num_queued_reqs(&self) -> Option<usize> {
-        self.specific.max_num_queued_reqs
-    }
-
-    pub fn max_num_queued_tokens(&self) -> Option<usize> {
-        self.specific.max_num_queued_tokens
-    }
-
-    /// How long a request may wait for its first token (`None`: no limit).
-    pub fn max_queue_wait(&self) -> Option<std::time::Duration> {
-        self.specific
-            .max_queue_wait
-            .map(std::time::Duration::from_secs_f64)
-    }
-
-    pub fn otlp_traces_endpoint(&self) -> Option<&str> {
-        self.specific.otlp_traces_endpoint.as_deref()
-    }
-
-    pub fn collect_detailed_traces(&self) -> bool {
-        self.specific.collect_detailed_traces
-    }
-
-    /// The API key: `api_key`, else `$VRS_API_KEY`; empty means none.
-    pub fn api_key(&self) -> Option<String> {
-        self.specific
-            .api_key
-            .clone()
-            .or_else(|| std::env::var(API_KEY_ENV).ok())
-            .filter(|k| !k.is_empty())
-    }
-
-    /// Engines `serve` starts (1 unless data parallel).
-    pub fn data_parallel_size(&self) -> u16 {
-        self.specific.data_parallel_size.unwrap_or(1)
-    }
-
-    /// Engines `serve` starts itself (the rest join over tcp://).
-    pub fn data_parallel_size_local(&self) -> u16 {
-        self.specific
-            .data_parallel_size_local
-            .unwrap_or_else(|| self.data_parallel_size())
-    }
-
-    /// Where remote engines reach the engine sockets (default 127.0.0.1).
-    pub fn data_parallel_address(&self) -> &str {
-        self.specific
-            .data_parallel_address
-            .as_deref()
-            .unwrap_or(DEFAULT_HOST)
-    }
-
-    /// The handshake port remote engines connect to.
-    pub fn data_parallel_rpc_port(&self) -> u16 {
-        self.specific
-            .data_parallel_rpc_port
-            .unwrap_or(DEFAULT_DATA_PARALLEL_RPC_PORT)
-    }
-
-    pub fn max_request_body(&self) -> usize {
-        self.specific
-            .max_request_body
-            .unwrap_or(DEFAULT_MAX_REQUEST_BODY)
-    }
-
-    pub fn request_timeout(&self) -> Option<std::time::Duration> {
-        self.specific
-            .request_timeout
-            .map(std::time::Duration::from_secs_f64)
-    }
-
-    pub fn shutdown_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs_f64(
-            self.specific
-                .shutdown_timeout
-                .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT_S),
-        )
-    }
-
-    pub fn python_executable(&self) -> &str {
-        self.specific
-            .python_executable
-            .as_deref()
-            .unwrap_or(DEFAULT_PYTHON)
-    }
-
-    /// The map sent in INIT: `engine_config` as given, with `model` and
-    /// `scheduling_policy` filled in when absent.
-    pub fn engine_config(&self) -> Map<String, Value> {
-        let mut map = self.specific.engine_config.clone().unwrap_or_default();
-        map.entry("model")
-            .or_insert_with(|| Value::String(self.model.clone()));
-        map.entry("scheduling_policy")
-            .or_insert_with(|| Value::from(self.scheduling_policy()));
-        map
-    }
-}
-
-/// The resolved settings of one `render` run.
-pub type RenderArgs = CommandArgs<RenderSpecific>;
-
-/// The settings of `render` alone.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[cfg_attr(test, derive(serde::Serialize, Default))]
-pub struct RenderSpecific {
-    #[serde(default)]
-    pub max_model_len: Option<u64>,
-    /// As `serve`'s: decides the prefill of forced tool calls (default `auto`).
-    #[serde(default)]
-    pub tool_call_parser: Option<String>,
-    /// As `serve`'s: decides which markers a rendered prompt leaves open (default `auto`).
-    #[serde(default)]
-    pub reasoning_parser: Option<String>,
-}
-
-impl Specific for RenderSpecific {
-    fn check(args: &RenderArgs) -> Result<(), String> {
-        if args.specific.max_model_len == Some(0) {
-            return Err("max_model_len must be >= 1; got 0".into());
-        }
-        crate::parsers::select::check_tool_setting(args.specific.tool_call_parser.as_deref())?;
-        crate::parsers::select::check_reasoning_setting(args.specific.reasoning_parser.as_deref())?;
-        Ok(())
-    }
-}
 
 #[cfg(test)]
 mod tests;

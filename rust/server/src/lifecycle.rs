@@ -28,6 +28,7 @@ pub mod endpoint;
 pub mod frontend;
 pub mod render;
 pub mod serve;
+pub mod vllm;
 
 /// How long the server keeps answering (503) after the engine died, so that clients
 /// see why rather than a refused connection.
@@ -119,6 +120,9 @@ pub async fn serve_connected(
         args.served_model_name(),
         args.model,
         match &engines {
+            Engines::Spawned(processes) if processes.is_empty() => {
+                format!("{} remote engine(s)", client.engine_stats().len())
+            }
             Engines::Spawned(processes) => {
                 let pids: Vec<String> = processes.iter().map(|p| p.pid().to_string()).collect();
                 format!("engine pid {}", pids.join(", "))

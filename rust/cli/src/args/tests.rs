@@ -49,6 +49,82 @@ fn args_json_conflicts_with_flags() {
     assert!(serve_args(bad.serve).unwrap_err().contains("JSON object"));
 }
 
+#[test]
+fn engine_vllm_flags_reach_the_engine_command() {
+    use vrs_server::args::engine::VllmHandshake;
+    use vrs_server::args::EngineKind;
+    let dir = model_dir();
+    let w = Wrapper::try_parse_from([
+        "x",
+        &dir,
+        "--engine",
+        "vllm",
+        "--vllm-python",
+        "/venv/bin/python",
+        "--max-model-len",
+        "256",
+        "--vllm-engine-command",
+        "'/path with space/python' mock.py --step-ms 2",
+        "--",
+        "--tensor-parallel-size",
+        "2",
+    ])
+    .unwrap();
+    let args = serve_args(w.serve).unwrap();
+    assert_eq!(args.engine_kind(), EngineKind::Vllm);
+    assert_eq!(args.vllm_python(), "/venv/bin/python");
+    assert_eq!(args.specific.engine_config, None);
+    let handshake = VllmHandshake {
+        host: "127.0.0.1".into(),
+        port: 5555,
+    };
+    assert_eq!(
+        args.vllm_engine_argv(&handshake),
+        [
+            "/path with space/python",
+            "mock.py",
+            "--step-ms",
+            "2",
+            "--data-parallel-address",
+            "127.0.0.1",
+            "--data-parallel-rpc-port",
+            "5555",
+            "--data-parallel-size",
+            "1",
+            "--max-model-len",
+            "256",
+            "--tensor-parallel-size",
+            "2",
+        ]
+    );
+}
+
+#[test]
+fn engine_vllm_refuses_vrs_engine_flags_and_bad_commands() {
+    let dir = model_dir();
+    let parse = |extra: &[&str]| {
+        let mut argv = vec!["x", dir.as_str(), "--engine", "vllm"];
+        argv.extend(extra);
+        serve_args(Wrapper::try_parse_from(argv).unwrap().serve)
+    };
+    let err = parse(&["--mock"]).unwrap_err();
+    assert!(err.contains("--mock is for vrs's engine"), "{err}");
+    let err = parse(&["--engine-config", "{}"]).unwrap_err();
+    assert!(err.contains("--engine-config is for vrs's engine"), "{err}");
+    let err = parse(&["--vllm-engine-command", "'unbalanced"]).unwrap_err();
+    assert!(err.contains("quotes balanced"), "{err}");
+    let err = serve_args(
+        Wrapper::try_parse_from(["x", &dir, "--engine", "tgi"])
+            .unwrap()
+            .serve,
+    )
+    .unwrap_err();
+    assert!(err.contains("engine must be one of vrs, vllm"), "{err}");
+    let stray = Wrapper::try_parse_from(["x", &dir, "--vllm-python", "py"]).unwrap();
+    let err = serve_args(stray.serve).unwrap_err();
+    assert!(err.contains("add engine \"vllm\""), "{err}");
+}
+
 #[derive(Parser)]
 struct RenderWrapper {
     #[command(flatten)]

@@ -176,3 +176,71 @@ fn the_http_object_is_an_object_only() {
 }
 
 mod schema;
+
+fn vllm_args(extra: serde_json::Value) -> Result<ServeArgs, String> {
+    let mut doc = serde_json::json!({"model": model_dir(), "engine": "vllm"});
+    if let (Value::Object(doc), Value::Object(extra)) = (&mut doc, extra) {
+        doc.extend(extra);
+    }
+    ServeArgs::from_json(&doc.to_string())
+}
+
+#[test]
+fn engine_vllm_runs_vllms_headless_engine_as_vllm_rs_does() {
+    let args = vllm_args(serde_json::json!({
+        "vllm_python": "/venv/bin/python", "data_parallel_size": 2,
+        "vllm_engine_args": ["--tensor-parallel-size", "2"],
+    }))
+    .unwrap();
+    assert_eq!(args.engine_kind(), EngineKind::Vllm);
+    let handshake = engine::VllmHandshake {
+        host: "127.0.0.1".into(),
+        port: 41000,
+    };
+    let argv = args.vllm_engine_argv(&handshake).join(" ");
+    assert_eq!(
+        argv,
+        format!(
+            "/venv/bin/python -m vllm.entrypoints.cli.main serve {} --headless \
+             --data-parallel-address 127.0.0.1 --data-parallel-rpc-port 41000 \
+             --data-parallel-size 2 --tensor-parallel-size 2",
+            model_dir()
+        )
+    );
+    let mixed = vllm_args(serde_json::json!({
+        "data_parallel_size": 3, "data_parallel_size_local": 1,
+        "vllm_engine_command": ["mock-engine", "--step-ms", "2"],
+    }))
+    .unwrap();
+    assert_eq!(
+        mixed.vllm_engine_argv(&handshake).join(" "),
+        "mock-engine --step-ms 2 --data-parallel-address 127.0.0.1 \
+         --data-parallel-rpc-port 41000 --data-parallel-size 3 --data-parallel-size-local 1"
+    );
+    assert!(mixed.vllm_engine_replaced() && !args.vllm_engine_replaced());
+    assert_eq!(
+        vllm_args(serde_json::json!({})).unwrap().vllm_python(),
+        "python3"
+    );
+}
+
+#[test]
+fn engine_settings_are_checked() {
+    let bad = vllm_args(serde_json::json!({"engine": "sglang"})).unwrap_err();
+    assert!(
+        bad.contains("engine must be one of vrs, vllm; got \"sglang\""),
+        "{bad}"
+    );
+    let stray = vllm_args(serde_json::json!({"engine": null, "vllm_python": "py"})).unwrap_err();
+    assert!(
+        stray.contains("vllm_python applies to vLLM's engine only"),
+        "{stray}"
+    );
+    let empty = vllm_args(serde_json::json!({"vllm_engine_command": []})).unwrap_err();
+    assert!(
+        empty.contains("vllm_engine_command must name a program"),
+        "{empty}"
+    );
+    let vrs = ServeArgs::from_json(&serde_json::json!({"model": model_dir()}).to_string());
+    assert_eq!(vrs.unwrap().engine_kind(), EngineKind::Vrs);
+}
