@@ -104,7 +104,10 @@ class Pair:
             cmd = [str(binary), "serve", str(args.model), "--host", "127.0.0.1",
                    "--port", str(port), *(["--engine", "vllm"] if label == "vrs-rs" else []),
                    *remote]
-            mock = [str(args.vllm_python), str(MOCK), *remote, "--step-ms", f"{step_ms:g}",
+            # The mock is the one engine (the frontend's --data-parallel-size-local 0 is
+            # how many it starts itself).
+            mock = [str(args.vllm_python), str(MOCK), *remote[:2], *remote[4:],
+                    "--step-ms", f"{step_ms:g}",
                     "--vocab-size", str(args.vocab_size), "--max-num-seqs", "1024",
                     "--seed", str(args.seed), "--quiet-unknown"]
             commands = [(cmd, log), (mock, log_dir / f"{label}-mock.log")]

@@ -104,6 +104,16 @@ pub fn spawn_engine(
     if std::env::var_os("VRS_LOG_LEVEL").is_none() {
         command.env("VRS_LOG_LEVEL", log_level);
     }
+    own_process_group(&mut command);
+    command
+        .spawn()
+        .map_err(|e| EngineError::Spawn(format!("{python} -m engine"), e))
+}
+
+/// Makes the child of `command` lead its own process group (stopped as a group) and get
+/// SIGTERM when the spawning thread exits (its parent-death signal), so that an engine
+/// never outlives vrs-rs.
+pub fn own_process_group(command: &mut Command) {
     let parent = std::process::id();
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
@@ -121,9 +131,6 @@ pub fn spawn_engine(
             Ok(())
         });
     }
-    command
-        .spawn()
-        .map_err(|e| EngineError::Spawn(format!("{python} -m engine"), e))
 }
 
 /// Each stage's bound: `VRS_ENGINE_READY_TIMEOUT_S`, default 600 s.

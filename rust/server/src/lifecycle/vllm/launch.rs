@@ -3,11 +3,10 @@
 //! --data-parallel-rpc-port P --data-parallel-size N [ENGINE ARGS]` with
 //! `VLLM_USE_RUST_FRONTEND=1`, in its own process group, ended with vrs-rs.
 
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use vrs_engine_client::engines::Engines;
-use vrs_engine_client::launcher::EngineProcess;
+use vrs_engine_client::launcher::{self, EngineProcess};
 use vrs_engine_client::EngineError;
 
 use crate::args::engine::{VllmHandshake, VLLM_CLI_MODULE};
@@ -48,23 +47,7 @@ pub fn spawn(args: &ServeArgs, handshake: &VllmHandshake) -> Result<Engines, Eng
         .args(rest)
         .env("VLLM_USE_RUST_FRONTEND", "1")
         .stdin(Stdio::null());
-    let parent = std::process::id();
-    // SAFETY: only async-signal-safe libc calls between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setpgid(0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() as u32 != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    launcher::own_process_group(&mut command);
     let shown = if args.vllm_engine_replaced() {
         program.clone()
     } else {
