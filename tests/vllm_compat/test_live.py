@@ -11,6 +11,8 @@ makes it); a combo whose frontend binary is absent is skipped.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -263,12 +265,13 @@ def test_engine_death(combo: Combo, model_dir: str,
         stop(server)
 
 
-@pytest.mark.parametrize("combo", [c for c in COMBOS if c.way == 3], ids=lambda c: c.id)
+@pytest.mark.parametrize("combo", [c for c in COMBOS if c.way in (1, 3)], ids=lambda c: c.id)
 def test_two_engines(combo: Combo, model_dir: str,
                      tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Data parallel 2: one mock process registers engine identities 0 and 1 (vLLM's
-    Python frontend adds its DP coordinator, which the mock joins); concurrent requests
-    reach both."""
+    """Data parallel 2: one mock process registers engine identities 0 and 1 (under
+    ``vllm serve`` (way 1, and vLLM's Python frontend) vLLM's supervisor runs its DP
+    coordinator, which the mock joins and the Rust frontend follows through
+    ``--coordinator-address``); concurrent requests reach both."""
     server = start(combo, _binary(combo), model_dir, tmp_path_factory.mktemp(f"{combo.id}-dp"),
                    mock_args=("--engine-count", "2"),
                    frontend_args=("--data-parallel-size", "2"))
@@ -282,5 +285,53 @@ def test_two_engines(combo: Combo, model_dir: str,
         engines = {line.split("engine ")[1].split(":")[0]
                    for line in server.mock_lines() if ": add " in line}
         assert engines == {"0", "1"}, f"requests reached engines {engines}\n{server.logs()}"
+        if combo.frontend == "vrs-rs" and combo.way == 1:
+            log = server.frontend_log.read_text(errors="replace")
+            assert "following vLLM's data-parallel coordinator" in log, server.logs()
+    finally:
+        stop(server)
+
+
+@pytest.mark.parametrize("combo", [c for c in COMBOS if c.way == 3], ids=lambda c: c.id)
+def test_remote_engine_killed_mid_stream(combo: Combo, model_dir: str,
+                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Way 3: the remote engine is killed (SIGKILL: no dead sentinel) while a stream is
+    open. On vrs-rs the stream ends at once (its connection closing is noticed, no next
+    request needed) and the frontend exits non-zero; the references' behaviour is
+    printed."""
+    server = start(combo, _binary(combo), model_dir,
+                   tmp_path_factory.mktemp(f"{combo.id}-killed"))
+    try:
+        body = {"model": server.model, "prompt": "Tell a long story", "max_tokens": 2000,
+                "ignore_eos": True, "stream": True}
+        tail: list[str] = []
+        started = time.monotonic()
+        with httpx.stream("POST", f"{server.url}/v1/completions", json=body,
+                          timeout=httpx.Timeout(60, read=30)) as r:
+            assert r.status_code == 200, r.read()
+            lines = r.iter_lines()
+            assert any(ln.startswith("data: ") for ln in lines)
+            assert server.mock is not None
+            os.killpg(server.mock.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            try:
+                tail = [ln for ln in lines if ln.startswith("data: ")]
+            except httpx.HTTPError as error:  # the connection dropped: also an end
+                tail = [f"(connection: {error!r})"]
+        ended = time.monotonic() - killed
+        print(f"{combo.id}: stream ended {ended:.1f} s after the kill "
+              f"({time.monotonic() - started:.1f} s in all); last: {tail[-2:]}")
+        if combo.frontend != "vrs-rs":
+            return
+        assert ended < 15, f"the stream outlived its engine by {ended:.1f} s\n{server.logs()}"
+        # It ended because the engine went away, not because the text was complete.
+        assert not any('"finish_reason":"length"' in t.replace(" ", "") for t in tail), tail
+        try:
+            code = server.frontend.wait(timeout=30)
+        except subprocess.TimeoutExpired as error:
+            raise AssertionError(f"vrs-rs still runs 30 s after its engine was killed\n"
+                                 f"{server.logs()}") from error
+        assert code != 0, server.logs()
+        print(f"{combo.id}: frontend exit {code}")
     finally:
         stop(server)

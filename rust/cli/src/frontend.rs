@@ -48,7 +48,8 @@ pub struct FrontendCli {
     #[arg(long, value_name = "N")]
     pub data_parallel_size: Option<u16>,
 
-    /// vLLM's data-parallel coordinator (vLLM's contract): not supported, refused.
+    /// vLLM's data-parallel coordinator's publish address (vLLM's contract, `vllm serve`
+    /// with `--data-parallel-size` > 1): followed for its wave and queue counts.
     #[arg(long, value_name = "ADDRESS")]
     pub coordinator_address: Option<String>,
 
@@ -136,13 +137,6 @@ impl FrontendCli {
                     .into(),
             );
         }
-        if let Some(address) = &self.coordinator_address {
-            return Err(format!(
-                "--coordinator-address {address}: vLLM's data-parallel coordinator is not \
-                 supported by vrs-rs; serve one engine per vllm serve (no --data-parallel-size \
-                 > 1 with vLLM's coordinator), or use vLLM's own frontend"
-            ));
-        }
         if self.grpc_listen_fd.is_some() {
             return Err(
                 "--grpc-listen-fd (vllm serve --grpc-port): vrs-rs serves no gRPC; \
@@ -157,6 +151,7 @@ impl FrontendCli {
             output_listener_fd: self.output_listener_fd,
             engine_start_index: self.engine_start_index,
             engine_count: self.engine_count,
+            coordinator_address: self.coordinator_address.clone(),
         };
         Ok(Contract::Vllm(inherited, Box::new(args)))
     }

@@ -204,12 +204,8 @@ impl EngineClient {
         if !self.shared.dead.load(Ordering::SeqCst) {
             return None;
         }
-        let reason = self
-            .shared
-            .dead_reason
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or(None);
+        let guard = self.shared.dead_reason.lock();
+        let reason = guard.map(|r| r.clone()).unwrap_or(None);
         Some(reason.unwrap_or_else(|| Arc::from("the engine is not running")))
     }
 
@@ -299,10 +295,14 @@ impl Shared {
             .engines
             .iter()
             .map(|slot| {
-                let stats = slot.stats();
+                let reported = self.wire.reported_load(slot.index);
+                let (running, waiting) = reported.unwrap_or_else(|| {
+                    let stats = slot.stats();
+                    (stats.num_running, stats.num_waiting)
+                });
                 Load {
-                    running: stats.num_running,
-                    waiting: stats.num_waiting,
+                    running,
+                    waiting,
                     in_flight: slot.in_flight.load(Ordering::SeqCst),
                 }
             })

@@ -7,10 +7,9 @@
 //!   then each engine's `EngineCoreReadyResponse` on the input socket;
 //! - [`supervised`]: the supervisor-owned start (`VLLM_USE_RUST_FRONTEND=1 vllm serve`):
 //!   adopt the listeners vLLM bound and wait for the ready responses;
-//! - [`ready`]: a ready response as vrs's [`vrs_wire::Ready`].
-//!
-//! Not supported: vLLM's data-parallel coordinator (`--coordinator-address`): there is
-//! no coordinator here, so DP engines must run without one (the caller refuses it).
+//! - [`ready`]: a ready response as vrs's [`vrs_wire::Ready`];
+//! - [`coordinator`]: vLLM's data-parallel coordinator (`--coordinator-address`), whose
+//!   wave every ADD carries and whose queue counts steer the least-loaded choice.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,6 +20,7 @@ use vrs_wire::EngineCoreRequest;
 use crate::error::EngineError;
 use crate::wire::{Decoded, Wire};
 
+pub mod coordinator;
 pub mod handshake;
 pub mod output;
 pub mod ready;
@@ -30,6 +30,7 @@ pub mod supervised;
 #[cfg(test)]
 mod tests;
 
+pub use coordinator::Coordinator;
 pub use handshake::{bind_sockets, handshake, VllmGroup, VllmSockets};
 pub use ready::{to_vrs_ready, ModelInfo};
 pub use supervised::{listener_address, wait_ready};
@@ -44,6 +45,8 @@ pub struct VllmWire {
     totals: Mutex<HashMap<u32, output::Totals>>,
     /// Requests that have their first token: its step's timestamp (the engine's clock).
     first_token: Mutex<HashMap<String, f64>>,
+    /// vLLM's data-parallel coordinator, when the engines run with one.
+    coordinator: Option<Coordinator>,
 }
 
 impl VllmWire {
@@ -56,7 +59,15 @@ impl VllmWire {
             total_blocks: num_gpu_blocks,
             totals: Mutex::new(HashMap::new()),
             first_token: Mutex::new(HashMap::new()),
+            coordinator: None,
         }
+    }
+
+    /// The same wire stamping every ADD with `coordinator`'s current wave and taking
+    /// the engines' queue counts from it.
+    pub fn with_coordinator(mut self, coordinator: Coordinator) -> Self {
+        self.coordinator = Some(coordinator);
+        self
     }
 
     /// Sets `decode_time` on final outputs: from the step of the request's first token
@@ -78,7 +89,10 @@ impl VllmWire {
 
 impl Wire for VllmWire {
     fn encode_add(&self, request: &EngineCoreRequest) -> Result<Vec<Vec<u8>>, EngineError> {
-        let request = request::to_vllm(request, &self.eos_token_ids)?;
+        let mut request = request::to_vllm(request, &self.eos_token_ids)?;
+        if let Some(coordinator) = &self.coordinator {
+            request.current_wave = coordinator.wave();
+        }
         Ok(v::encode_add(&request))
     }
 
@@ -90,6 +104,10 @@ impl Wire for VllmWire {
         }
         drop(first);
         Ok(v::encode_abort(&ids))
+    }
+
+    fn reported_load(&self, engine_index: u32) -> Option<(u64, u64)> {
+        self.coordinator.as_ref()?.load(engine_index)
     }
 
     fn decode(&self, frames: &[zmq::Message]) -> Result<Decoded, EngineError> {

@@ -34,6 +34,13 @@ pub trait Wire: Send + Sync + 'static {
 
     /// Decodes one multipart message (`frames` has at least one frame).
     fn decode(&self, frames: &[zmq::Message]) -> Result<Decoded, EngineError>;
+
+    /// `(running, waiting)` of engine `engine_index` as a source beside its outputs
+    /// reports them (vLLM's data-parallel coordinator); `None` to use the scheduler
+    /// stats in the engine's outputs.
+    fn reported_load(&self, _engine_index: u32) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// vrs's own engine protocol (`vrs_wire`): `[type byte, msgpack body]`, no aux frames.

@@ -42,6 +42,10 @@ pub struct FakeVllm {
     pub kill: Arc<AtomicBool>,
     /// Arrays travel in aux frames whatever their size (vLLM: from 256 bytes).
     pub aux: bool,
+    /// Set: the engine closes its sockets and stops, saying nothing (a process killed).
+    pub vanish: Arc<AtomicBool>,
+    /// The `current_wave` of every ADD, in order.
+    pub waves: Arc<Mutex<Vec<i64>>>,
 }
 
 impl FakeVllm {
@@ -128,6 +132,9 @@ pub fn run(join: Join, index: u16, script: Vec<u32>, delay: Duration, fake: Fake
     let mut running: Vec<Running> = Vec::new();
     let mut steps = 0;
     loop {
+        if fake.vanish.load(Ordering::SeqCst) {
+            return;
+        }
         if fake.kill.load(Ordering::SeqCst) {
             output.send(v::ENGINE_CORE_DEAD, 0).unwrap();
             std::thread::sleep(Duration::from_millis(200));
@@ -149,6 +156,8 @@ pub fn run(join: Join, index: u16, script: Vec<u32>, delay: Duration, fake: Fake
                         .map(|t| t.as_u64().unwrap() as u32)
                         .collect();
                     let params = items[3].clone();
+                    let wave = items[12].as_i64().unwrap();
+                    fake.waves.lock().unwrap().push(wave);
                     let opt = |key| int(&params, key);
                     running.push(Running {
                         id: request_id.clone(),
@@ -249,6 +258,8 @@ pub struct VllmConnection {
     /// Each engine's controls, by index.
     pub engines: Vec<FakeVllm>,
     pub group_ready: Vec<v::EngineCoreReadyResponse>,
+    /// The input ROUTER's disconnect reports (the caller decides what a loss means).
+    pub lost: tokio::sync::mpsc::UnboundedReceiver<String>,
 }
 
 /// Starts `count` fake vLLM engines emitting `script` (`delay` per step, arrays in aux
@@ -256,6 +267,17 @@ pub struct VllmConnection {
 /// [`EngineClient`](crate::EngineClient) on [`VllmWire`](crate::vllm::VllmWire) with EOS
 /// id 1.
 pub fn connect(count: u16, script: Vec<u32>, delay: Duration, aux: bool) -> VllmConnection {
+    connect_with(count, script, delay, aux, |wire| wire)
+}
+
+/// [`connect`] with the wire as `wire` leaves it (e.g. following a coordinator).
+pub fn connect_with(
+    count: u16,
+    script: Vec<u32>,
+    delay: Duration,
+    aux: bool,
+    wire: impl FnOnce(crate::vllm::VllmWire) -> crate::vllm::VllmWire,
+) -> VllmConnection {
     let sockets = crate::vllm::bind_sockets("tcp://127.0.0.1:0").unwrap();
     let engines: Vec<FakeVllm> = (0..count)
         .map(|index| {
@@ -282,11 +304,12 @@ pub fn connect(count: u16, script: Vec<u32>, delay: Duration, aux: bool) -> Vllm
     .unwrap();
     let (identities, readies): (Vec<_>, Vec<_>) = group.engines.into_iter().unzip();
     let blocks = readies[0].num_gpu_blocks as u64;
-    let wire = Arc::new(crate::vllm::VllmWire::new(vec![1], blocks));
+    let wire = Arc::new(wire(crate::vllm::VllmWire::new(vec![1], blocks)));
     let client = crate::EngineClient::start(group.input, group.output, identities, wire).unwrap();
     VllmConnection {
         client,
         engines,
         group_ready: readies,
+        lost: group.lost,
     }
 }

@@ -8,8 +8,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
 use vrs_wire::vllm::{self as v, EngineCoreReadyResponse, HandshakeStatus, OrderedMap};
 
+use crate::adopt::watch_disconnects;
 use crate::error::EngineError;
 use crate::launcher::set_engine_socket_options;
 
@@ -25,6 +27,8 @@ pub struct VllmSockets {
     pub output_address: String,
     /// The ipc sockets' private directory (ipc handshake addresses), removed on drop.
     pub ipc_dir: Option<tempfile::TempDir>,
+    /// Why an engine's connection to the input ROUTER closed, as it happens.
+    pub lost: mpsc::UnboundedReceiver<String>,
 }
 
 /// The engines after the handshake: the sockets to give
@@ -35,12 +39,16 @@ pub struct VllmGroup {
     pub output: zmq::Socket,
     pub engines: Vec<(Vec<u8>, EngineCoreReadyResponse)>,
     pub ipc_dir: Option<tempfile::TempDir>,
+    /// Why an engine's connection closed (a remote engine that died has no process
+    /// here to watch): mark the client dead on the first report.
+    pub lost: mpsc::UnboundedReceiver<String>,
 }
 
 /// Binds the handshake ROUTER at `handshake_address` (`tcp://HOST:PORT`, port 0 for any,
 /// or `ipc://PATH`), and the input ROUTER and output PULL beside it: on HOST's ephemeral
 /// ports for tcp (HOST must be an address the engines reach, not a wildcard), in a
-/// private directory for ipc.
+/// private directory for ipc. The input ROUTER is watched for engines leaving from
+/// before its bind ([`VllmSockets::lost`]).
 pub fn bind_sockets(handshake_address: &str) -> Result<VllmSockets, EngineError> {
     let ctx = zmq::Context::new();
     let (data, ipc_dir) = if let Some(rest) = handshake_address.strip_prefix("tcp://") {
@@ -65,9 +73,12 @@ pub fn bind_sockets(handshake_address: &str) -> Result<VllmSockets, EngineError>
             "handshake address {handshake_address:?}: expected tcp://HOST:PORT or ipc://PATH"
         )));
     };
-    let bind = |kind: zmq::SocketType, address: &str, what: &str| {
+    let make = |kind: zmq::SocketType| {
         let socket = ctx.socket(kind)?;
         set_engine_socket_options(&socket)?;
+        Ok::<_, EngineError>(socket)
+    };
+    let bind = |socket: zmq::Socket, address: &str, what: &str| {
         socket.bind(address).map_err(|e| {
             EngineError::Setup(format!("cannot bind the {what} socket at {address}: {e}"))
         })?;
@@ -76,9 +87,11 @@ pub fn bind_sockets(handshake_address: &str) -> Result<VllmSockets, EngineError>
             .map_err(|_| EngineError::Setup(format!("the {what} endpoint is not UTF-8")))?;
         Ok::<_, EngineError>((socket, bound))
     };
-    let (handshake, handshake_address) = bind(zmq::ROUTER, handshake_address, "handshake")?;
-    let (input, input_address) = bind(zmq::ROUTER, &data.0, "input")?;
-    let (output, output_address) = bind(zmq::PULL, &data.1, "output")?;
+    let input = make(zmq::ROUTER)?;
+    let lost = watch_disconnects(&ctx, &input)?;
+    let (handshake, handshake_address) = bind(make(zmq::ROUTER)?, handshake_address, "handshake")?;
+    let (input, input_address) = bind(input, &data.0, "input")?;
+    let (output, output_address) = bind(make(zmq::PULL)?, &data.1, "output")?;
     Ok(VllmSockets {
         handshake,
         input,
@@ -87,6 +100,7 @@ pub fn bind_sockets(handshake_address: &str) -> Result<VllmSockets, EngineError>
         input_address,
         output_address,
         ipc_dir,
+        lost,
     })
 }
 
@@ -164,6 +178,7 @@ pub fn handshake(
         output: sockets.output,
         engines,
         ipc_dir: sockets.ipc_dir,
+        lost: sockets.lost,
     })
 }
 

@@ -13,6 +13,7 @@ use crate::fake::vllm::message::field;
 use crate::wire::{Decoded, Wire};
 
 mod client;
+mod coordinator;
 
 fn request(params: SamplingParams) -> EngineCoreRequest {
     EngineCoreRequest {

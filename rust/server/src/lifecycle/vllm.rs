@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
-use vrs_engine_client::vllm::{to_vrs_ready, ModelInfo, VllmWire};
+use vrs_engine_client::vllm::{to_vrs_ready, Coordinator, ModelInfo, VllmWire};
 use vrs_engine_client::EngineClient;
 use vrs_wire::vllm::EngineCoreReadyResponse;
 use vrs_wire::Ready;
@@ -64,14 +64,45 @@ pub fn model_info(args: &ServeArgs, text: &Text) -> ModelInfo {
     }
 }
 
+/// Why `serve --engine vllm` cannot run `size` engines of this model, if it cannot: a
+/// mixture-of-experts model (vLLM's `is_moe`: `num_experts`, `moe_num_experts`,
+/// `n_routed_experts` or `num_local_experts` in `config.json` or its `text_config`)
+/// with data parallelism needs vLLM's coordinator, which only `vllm serve` runs.
+pub fn needs_coordinator(args: &ServeArgs, size: u16) -> Option<String> {
+    if size <= 1 {
+        return None;
+    }
+    let config = read_json(&Path::new(&args.model).join("config.json"))?;
+    let experts = |c: &Value| {
+        [
+            "num_experts",
+            "moe_num_experts",
+            "n_routed_experts",
+            "num_local_experts",
+        ]
+        .iter()
+        .filter_map(|key| match c.get(key)? {
+            Value::Array(items) => items.first().and_then(Value::as_u64),
+            other => other.as_u64(),
+        })
+        .find(|&n| n > 0)
+    };
+    let n = experts(&config).or_else(|| config.get("text_config").and_then(experts))?;
+    Some(format!(
+        "--data-parallel-size {size} with a mixture-of-experts model ({n} experts): its          engines step in waves that vLLM's data-parallel coordinator starts, and vrs-rs          serve runs no coordinator; run `VLLM_USE_RUST_FRONTEND=1          VLLM_RUST_FRONTEND_PATH=vrs-rs vllm serve` (vLLM runs the coordinator and vrs-rs          follows it), or --data-parallel-size 1"
+    ))
+}
+
 /// The engine client over vLLM's wire for `engines` (by engine index, the first being
-/// `first`), and each engine's READY in vrs's terms.
+/// `first`), following vLLM's data-parallel `coordinator` where there is one, and each
+/// engine's READY in vrs's terms.
 pub fn connect(
     input: zmq::Socket,
     output: zmq::Socket,
     engines: Vec<(Vec<u8>, EngineCoreReadyResponse)>,
     first: u16,
     info: &ModelInfo,
+    coordinator: Option<Coordinator>,
 ) -> std::io::Result<(Arc<EngineClient>, Vec<Ready>)> {
     let blocks = engines.first().map_or(0, |(_, ready)| {
         u64::try_from(ready.num_gpu_blocks).unwrap_or(0)
@@ -82,7 +113,11 @@ pub fn connect(
         .map(|(i, (_, ready))| to_vrs_ready(u32::from(first) + i as u32, ready, info))
         .collect();
     let identities = engines.into_iter().map(|(identity, _)| identity).collect();
-    let wire = Arc::new(VllmWire::new(info.eos_token_ids.clone(), blocks));
+    let mut wire = VllmWire::new(info.eos_token_ids.clone(), blocks);
+    if let Some(coordinator) = coordinator {
+        wire = wire.with_coordinator(coordinator);
+    }
+    let wire = Arc::new(wire);
     let client = EngineClient::start(input, output, identities, wire)?;
     Ok((client, readies))
 }

@@ -3,7 +3,9 @@
 //! process manager bound the HTTP socket and the engines' input ROUTER and output PULL
 //! listeners, ran HELLO/READY with its engines, and passes the fds on. vrs-rs adopts
 //! them (their addresses read from the sockets), waits for each engine's ready response
-//! on the input socket and serves. The engines are vLLM's to supervise.
+//! on the input socket and serves. The engines are vLLM's to supervise. With data
+//! parallelism vLLM also runs its coordinator; vrs-rs follows it
+//! ([`vrs_engine_client::vllm::Coordinator`]) as vLLM's own frontend does.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use vrs_engine_client::adopt::{self, EngineListeners, InheritedListener};
 use vrs_engine_client::engines::Engines;
-use vrs_engine_client::vllm::{listener_address, wait_ready};
+use vrs_engine_client::vllm::{listener_address, wait_ready, Coordinator};
 use vrs_engine_client::{launcher, EngineError};
 
 use super::super::Signals;
@@ -31,6 +33,9 @@ pub struct VllmInherited {
     pub engine_start_index: u16,
     /// `--engine-count`: engines served here (each sends its ready response).
     pub engine_count: u16,
+    /// `--coordinator-address`: vLLM's data-parallel coordinator's publish address
+    /// (`vllm serve` with `--data-parallel-size` > 1), followed for its wave and counts.
+    pub coordinator_address: Option<String>,
 }
 
 /// vLLM's supervisor hands over its HTTP socket bound but not listening (uvicorn, its
@@ -80,6 +85,11 @@ async fn serve(sockets: VllmInherited, vllm: VllmFrontendArgs) -> anyhow::Result
             address: &output_address,
         },
     )?;
+    let (first, count) = (sockets.engine_start_index, sockets.engine_count);
+    let coordinator = match &sockets.coordinator_address {
+        Some(address) => Some(Coordinator::connect(address, first, count)?),
+        None => None,
+    };
     start_listening(sockets.listen_fd)?;
     let endpoint = super::super::endpoint::adopt(
         adopt::http_listener(sockets.listen_fd, "--listen-fd").map_err(EngineError::Setup)?,
@@ -94,7 +104,6 @@ async fn serve(sockets: VllmInherited, vllm: VllmFrontendArgs) -> anyhow::Result
     });
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);
-    let (first, count) = (sockets.engine_start_index, sockets.engine_count);
     let timeout: Duration = vllm.ready_timeout.unwrap_or_else(launcher::ready_timeout);
     let ready = tokio::task::spawn_blocking(move || {
         wait_ready(&input, first, count, timeout, &flag).map(|engines| (input, engines))
@@ -122,7 +131,7 @@ async fn serve(sockets: VllmInherited, vllm: VllmFrontendArgs) -> anyhow::Result
         }
     };
     let info = super::model_info(&args, &text);
-    let (client, readies) = super::connect(input, output, engines, first, &info)?;
+    let (client, readies) = super::connect(input, output, engines, first, &info, coordinator)?;
     let watcher = Arc::clone(&client);
     tokio::spawn(async move {
         if let Some(reason) = lost.recv().await {

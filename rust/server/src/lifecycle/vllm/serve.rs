@@ -3,7 +3,13 @@
 //! every engine is local and no `--data-parallel-rpc-port` is given), start vLLM's
 //! headless engine for the local engines ([`super::launch`]), and wait for all
 //! `--data-parallel-size` engines; remote ones (`--data-parallel-size-local 0`) join the
-//! same handshake. An engine process that exits before it is ready ends start-up at once.
+//! same handshake. An engine process that exits before it is ready ends start-up at once;
+//! an engine connection that closes later (a remote engine killed, which has no process
+//! here to watch) marks the client dead: open and new requests get 503, vrs-rs exits 1.
+//! vLLM's data-parallel coordinator is not run here: with `--data-parallel-size` > 1 the
+//! engines run without one, which a dense model allows (each engine on its own) and a
+//! mixture-of-experts model does not (its ranks step in waves the coordinator starts):
+//! that is refused at start-up ([`super::needs_coordinator`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,6 +54,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let endpoint = super::super::endpoint::bind(&args.http, args.host(), args.port()).await?;
 
     let (size, local) = (args.data_parallel_size(), args.data_parallel_size_local());
+    if let Some(why) = super::needs_coordinator(&args, size) {
+        return Err(EngineError::Setup(why).into());
+    }
     let port = if local < size {
         args.data_parallel_rpc_port()
     } else {
@@ -107,7 +116,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         }
     };
     let info = super::model_info(&args, &text);
-    let (client, readies) = super::connect(group.input, group.output, group.engines, 0, &info)?;
+    let (client, readies) =
+        super::connect(group.input, group.output, group.engines, 0, &info, None)?;
+    let (watcher, mut lost) = (Arc::clone(&client), group.lost);
+    tokio::spawn(async move {
+        if let Some(reason) = lost.recv().await {
+            watcher.mark_dead(reason);
+        }
+    });
     let code = super::super::serve_connected(
         &args,
         endpoint,

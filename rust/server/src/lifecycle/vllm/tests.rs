@@ -154,3 +154,81 @@ async fn remote_vllm_engines_join_and_are_served() {
     assert_eq!(code, 1);
     thread.join().unwrap();
 }
+
+#[test]
+fn a_moe_model_with_data_parallelism_is_refused_without_a_coordinator() {
+    let dir = tiny_model_dir();
+    let args = vllm_args(dir.path(), json!({}));
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"vocab_size": 10, "num_local_experts": 8}"#).unwrap();
+    assert_eq!(
+        needs_coordinator(&args, 1),
+        None,
+        "one engine needs no waves"
+    );
+    let why = needs_coordinator(&args, 2).expect("MoE with DP 2 is refused");
+    assert!(
+        why.contains("8 experts") && why.contains("vllm serve"),
+        "{why}"
+    );
+    std::fs::write(&config, r#"{"text_config": {"n_routed_experts": [4]}}"#).unwrap();
+    assert!(
+        needs_coordinator(&args, 2).is_some(),
+        "text_config's experts count"
+    );
+    std::fs::write(&config, r#"{"vocab_size": 10, "num_experts": 0}"#).unwrap();
+    assert_eq!(
+        needs_coordinator(&args, 2),
+        None,
+        "a dense model runs without one"
+    );
+}
+
+/// Way 3: a remote engine that vanishes (killed: no dead sentinel) while a request is
+/// open: its connection closing marks the client dead, the request gets 503 and serving
+/// ends with exit code 1, without waiting for another request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_engine_that_vanishes_ends_its_request_and_serving() {
+    use vrs_engine_client::fake::vllm::{run as fake_engine, FakeVllm, Join};
+    let dir = tiny_model_dir();
+    let (http_port, rpc_port) = (free_port(), free_port());
+    let args = vllm_args(
+        dir.path(),
+        json!({"port": http_port, "data_parallel_size_local": 0,
+               "data_parallel_address": "127.0.0.1", "data_parallel_rpc_port": rpc_port}),
+    );
+    let server = tokio::spawn(serve::run(args));
+    let fake = FakeVllm::default();
+    let engine = fake.clone();
+    let join = Join::Handshake(format!("tcp://127.0.0.1:{rpc_port}"));
+    let thread = std::thread::spawn(move || {
+        fake_engine(join, 0, vec![3, 4, 5], Duration::from_millis(20), engine)
+    });
+    for _ in 0..200 {
+        let health = http(http_port, "GET", "/health", "").await;
+        if health.is_some_and(|h| h.starts_with("HTTP/1.1 200")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let body = json!({"model": dir.path().to_string_lossy(), "prompt": "hello",
+                      "max_tokens": 2000, "ignore_eos": true})
+    .to_string();
+    let open = tokio::spawn(async move { http(http_port, "POST", "/v1/completions", &body).await });
+    let added =
+        tokio::task::block_in_place(|| fake.wait_for(|f| !f.received.lock().unwrap().is_empty()));
+    assert!(added, "the request never reached the engine");
+    fake.vanish.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reply = tokio::time::timeout(Duration::from_secs(10), open)
+        .await
+        .expect("the open request hung after its engine vanished")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    let code = tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("serving went on after the engine vanished")
+        .unwrap();
+    assert_eq!(code, 1);
+    thread.join().unwrap();
+}
