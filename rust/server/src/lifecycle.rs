@@ -28,6 +28,7 @@ pub mod endpoint;
 pub mod frontend;
 pub mod render;
 pub mod serve;
+mod startup;
 pub mod vllm;
 
 /// How long the server keeps answering (503) after the engine died, so that clients

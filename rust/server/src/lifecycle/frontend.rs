@@ -6,7 +6,7 @@
 //! signals them, and learns of an engine's death from its closed connection.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use vrs_engine_client::adopt::{self, EngineListeners, InheritedListener};
@@ -69,12 +69,7 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
         &args.http,
     )?;
 
-    let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
-    let chat_template = args.chat_template.clone();
-    let content_format = args.content_format().map_err(EngineError::Setup)?;
-    let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
-    });
+    let text = super::startup::load_text(&args)?;
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);
     let (first, count) = (sockets.engine_start_index, sockets.engine_count);
@@ -82,28 +77,11 @@ async fn serve(sockets: Inherited, args: ServeArgs) -> anyhow::Result<u8> {
         adopt::wait_ready(&input, first, count, launcher::ready_timeout(), &flag)
             .map(|readies| (input, readies))
     });
-    let text = async {
-        text.await
-            .map_err(|e| EngineError::Task(e.to_string()))?
-            .map_err(EngineError::Setup)
-    };
-    let engines = async { ready.await.map_err(|e| EngineError::Task(e.to_string()))? };
-    let outcome = tokio::select! {
-        both = async { tokio::try_join!(engines, text) } => both,
-        name = signals.recv() => {
-            tracing::info!("{name} during startup; exiting");
-            cancel.store(true, Ordering::SeqCst);
-            return Ok(0);
-        }
-    };
-    let ((input, readies), text) = match outcome {
-        Ok(ok) => ok,
-        Err(e) => {
-            cancel.store(true, Ordering::SeqCst);
-            tracing::error!("{e}");
-            return Ok(1);
-        }
-    };
+    let ((input, readies), text) =
+        match super::startup::ready_and_text(ready, text, &mut signals, &cancel).await {
+            Ok(both) => both,
+            Err(code) => return Ok(code),
+        };
     let (identities, readies): (Vec<_>, Vec<_>) = readies.into_iter().unzip();
     let client = EngineClient::start(
         input,

@@ -26,12 +26,7 @@ pub async fn run(args: ServeArgs) -> u8 {
 async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut signals = Signals::new()?;
 
-    let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
-    let chat_template = args.chat_template.clone();
-    let content_format = args.content_format().map_err(anyhow::Error::msg)?;
-    let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
-    });
+    let text = super::startup::load_text(&args)?;
 
     let endpoint = super::endpoint::bind(&args.http, args.host(), args.port()).await?;
 

@@ -8,7 +8,7 @@
 //! ([`vrs_engine_client::vllm::Coordinator`]) as vLLM's own frontend does.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,40 +96,18 @@ async fn serve(sockets: VllmInherited, vllm: VllmFrontendArgs) -> anyhow::Result
         &args.http,
     )?;
 
-    let tokenizer_dir = std::path::PathBuf::from(args.tokenizer_dir());
-    let chat_template = args.chat_template.clone();
-    let content_format = args.content_format().map_err(EngineError::Setup)?;
-    let text = tokio::task::spawn_blocking(move || {
-        crate::text::load_text_with(&tokenizer_dir, chat_template.as_deref(), content_format)
-    });
+    let text = super::super::startup::load_text(&args)?;
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);
     let timeout: Duration = vllm.ready_timeout.unwrap_or_else(launcher::ready_timeout);
     let ready = tokio::task::spawn_blocking(move || {
         wait_ready(&input, first, count, timeout, &flag).map(|engines| (input, engines))
     });
-    let text = async {
-        text.await
-            .map_err(|e| EngineError::Task(e.to_string()))?
-            .map_err(EngineError::Setup)
-    };
-    let engines = async { ready.await.map_err(|e| EngineError::Task(e.to_string()))? };
-    let outcome = tokio::select! {
-        both = async { tokio::try_join!(engines, text) } => both,
-        name = signals.recv() => {
-            tracing::info!("{name} during startup; exiting");
-            cancel.store(true, Ordering::SeqCst);
-            return Ok(0);
-        }
-    };
-    let ((input, engines), text) = match outcome {
-        Ok(ok) => ok,
-        Err(e) => {
-            cancel.store(true, Ordering::SeqCst);
-            tracing::error!("{e}");
-            return Ok(1);
-        }
-    };
+    let ((input, engines), text) =
+        match super::super::startup::ready_and_text(ready, text, &mut signals, &cancel).await {
+            Ok(both) => both,
+            Err(code) => return Ok(code),
+        };
     let info = super::model_info(&args, &text);
     let (client, readies) = super::connect(input, output, engines, first, &info, coordinator)?;
     let watcher = Arc::clone(&client);
