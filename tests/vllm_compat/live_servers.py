@@ -10,7 +10,8 @@ A ``Combo`` is (frontend, way):
   --data-parallel-size-local 0 ...``: vLLM's supervisor owns the handshake, the mock joins
   it as a remote headless engine and the Rust frontend serves on the inherited sockets;
 * way 2: ``vrs-rs serve MODEL --engine vllm --vllm-engine-command "<py> mock_engine.py .."``:
-  vrs-rs launches the mock where vLLM's headless engine would be (/work/briefs/h3_api.md);
+  vrs-rs launches the mock where vLLM's headless engine would be (README, "vLLM's engines
+  behind vrs-rs");
 * way 3: ``<frontend> serve MODEL [--engine vllm] --data-parallel-size-local 0
   --data-parallel-address 127.0.0.1 --data-parallel-rpc-port P``: the mock joins from outside.
 
