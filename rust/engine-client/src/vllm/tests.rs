@@ -27,6 +27,19 @@ fn request(params: SamplingParams) -> EngineCoreRequest {
     }
 }
 
+/// A plain request `id` for `max_tokens` tokens (the client and coordinator tests).
+fn plain_request(id: &str, max_tokens: u32) -> EngineCoreRequest {
+    EngineCoreRequest {
+        request_id: id.into(),
+        prompt_token_ids: vec![3, 4, 5],
+        sampling_params: SamplingParams::new(max_tokens),
+        arrival_time: 0.0,
+        priority: 0,
+        cache_salt: None,
+        pooling_params: None,
+    }
+}
+
 /// The ADD's message (frame 1) as msgpack, after checking the type frame.
 fn add_body(frames: &[Vec<u8>]) -> Value {
     assert_eq!(frames[0], vec![0x00], "ADD type frame");

@@ -6,24 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use vrs_wire::{EngineCoreRequest, SamplingParams};
+use vrs_wire::SamplingParams;
 
 use super::super::*;
+use super::plain_request as request;
 use crate::adopt::{engine_listeners, InheritedListener};
 use crate::fake::vllm::{self as fake, message as m, FakeVllm, Join, VllmReceived};
 use crate::{EngineClient, EngineError, EngineEvent, RequestHandle};
-
-fn request(id: &str, max_tokens: u32) -> EngineCoreRequest {
-    EngineCoreRequest {
-        request_id: id.into(),
-        prompt_token_ids: vec![3, 4, 5],
-        sampling_params: SamplingParams::new(max_tokens),
-        arrival_time: 0.0,
-        priority: 0,
-        cache_salt: None,
-        pooling_params: None,
-    }
-}
 
 /// Every output of a request up to its finish (or death: the last element is `Err`).
 async fn collect(handle: &mut RequestHandle) -> Vec<Result<vrs_wire::EngineCoreOutput, String>> {

@@ -6,25 +6,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rmpv::Value;
-use vrs_wire::{EngineCoreRequest, SamplingParams};
 
 use super::super::coordinator::{decode_update, Update};
 use super::super::*;
+use super::plain_request as request;
 use crate::fake::vllm as fake;
 use crate::wire::Wire;
 use crate::{EngineEvent, RequestHandle};
-
-fn request(id: &str, max_tokens: u32) -> EngineCoreRequest {
-    EngineCoreRequest {
-        request_id: id.into(),
-        prompt_token_ids: vec![3, 4, 5],
-        sampling_params: SamplingParams::new(max_tokens),
-        arrival_time: 0.0,
-        priority: 0,
-        cache_salt: None,
-        pooling_params: None,
-    }
-}
 
 fn encode(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
